@@ -1,0 +1,76 @@
+package danmaku
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. The HTTP layer maps each to one status in one table.
+const (
+	EINVALID     = "invalid_argument" // bad input; Field names it
+	ENOTFOUND    = "not_found"
+	ECONFLICT    = "conflict"     // e.g. a lock held by somebody else
+	ERATELIMIT   = "rate_limited" // caller must wait
+	EUNAVAILABLE = "unavailable"  // a dependency (Kafka, Redis, comet) is down
+	EUNAUTH      = "unauthenticated"
+	EINTERNAL    = "internal"
+)
+
+// Error is the one error type of the service. Code is machine readable,
+// Field names the offending input (dotted path, may be empty), Message is
+// for humans.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+	Err     error // optional cause
+}
+
+func (e *Error) Error() string {
+	s := e.Code
+	if e.Field != "" {
+		s += " " + e.Field
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with code and field.
+func Errorf(code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable wraps cause as an EUNAVAILABLE error.
+func Unavailable(what string, cause error) *Error {
+	return &Error{Code: EUNAVAILABLE, Message: what, Err: cause}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
+// for any other non-nil error, and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorField returns the Field of the first *Error in err's chain.
+func ErrorField(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
+}

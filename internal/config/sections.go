@@ -1,0 +1,116 @@
+package config
+
+import "time"
+
+// Redis configures the connection to Redis, standalone or cluster.
+type Redis struct {
+	// Addrs: one address for a standalone server, several for a cluster
+	// (go-redis UniversalClient picks the client kind). Empty in the
+	// all-in-one binary means "start an embedded Redis".
+	Addrs        []string      `yaml:"addrs"`
+	Password     string        `yaml:"password"`
+	DB           int           `yaml:"db"`
+	DialTimeout  time.Duration `yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	PoolSize     int           `yaml:"pool_size"`
+}
+
+// DefaultRedis returns the Redis defaults.
+func DefaultRedis() Redis {
+	return Redis{
+		Addrs:        []string{"127.0.0.1:6379"},
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		PoolSize:     64,
+	}
+}
+
+// Validate checks the section.
+func (r *Redis) Validate() error {
+	switch {
+	case r.DB < 0:
+		return Invalid("db", "must not be negative")
+	case r.DialTimeout <= 0:
+		return Invalid("dial_timeout", "must be positive")
+	case r.ReadTimeout <= 0:
+		return Invalid("read_timeout", "must be positive")
+	case r.WriteTimeout <= 0:
+		return Invalid("write_timeout", "must be positive")
+	case r.PoolSize <= 0:
+		return Invalid("pool_size", "must be positive")
+	}
+	return nil
+}
+
+// Kafka configures the Kafka brokers and the room topic.
+type Kafka struct {
+	// Brokers: empty in the all-in-one binary means "start an embedded broker".
+	Brokers    []string `yaml:"brokers"`
+	Topic      string   `yaml:"topic"`
+	Partitions int      `yaml:"partitions"`
+	// Replication is the replication factor used when the topic is created.
+	Replication int    `yaml:"replication"`
+	Group       string `yaml:"group"`
+}
+
+// DefaultKafka returns the Kafka defaults.
+func DefaultKafka() Kafka {
+	return Kafka{
+		Brokers:     []string{"127.0.0.1:9092"},
+		Topic:       "danmaku-room",
+		Partitions:  16,
+		Replication: 1,
+		Group:       "danmaku-job",
+	}
+}
+
+// Validate checks the section.
+func (k *Kafka) Validate() error {
+	switch {
+	case k.Topic == "":
+		return Invalid("topic", "must not be empty")
+	case k.Partitions < 1:
+		return Invalid("partitions", "must be at least 1")
+	case k.Replication < 1:
+		return Invalid("replication", "must be at least 1")
+	case k.Group == "":
+		return Invalid("group", "must not be empty")
+	}
+	return nil
+}
+
+// Log configures the zap logger.
+type Log struct {
+	Level string `yaml:"level"` // debug, info, warn, error
+	// Format is "json" (production) or "console" (development).
+	Format string `yaml:"format"`
+	// Sampling keeps the first SampleFirst entries per message and second,
+	// then one in SampleThereafter; 0 disables sampling.
+	SampleFirst      int `yaml:"sample_first"`
+	SampleThereafter int `yaml:"sample_thereafter"`
+}
+
+// DefaultLog returns the logging defaults.
+func DefaultLog() Log {
+	return Log{Level: "info", Format: "json", SampleFirst: 100, SampleThereafter: 100}
+}
+
+// Validate checks the section.
+func (l *Log) Validate() error {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return Invalid("level", "must be debug, info, warn or error, not %q", l.Level)
+	}
+	switch l.Format {
+	case "json", "console":
+	default:
+		return Invalid("format", "must be json or console, not %q", l.Format)
+	}
+	if l.SampleFirst < 0 || l.SampleThereafter < 0 {
+		return Invalid("sample_first", "sampling values must not be negative")
+	}
+	return nil
+}

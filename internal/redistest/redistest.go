@@ -1,0 +1,308 @@
+// Package redistest starts real redis-server processes for tests: a
+// standalone server and a 3-master Redis Cluster, each on free loopback
+// ports, shared by all tests of one test binary and stopped by Run.
+//
+// A missing redis-server (or redis-cli for the cluster) fails the test: the
+// suite never silently skips the Redis half of what it claims to test.
+//
+//	func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+//
+//	func TestX(t *testing.T) {
+//		rdb := redistest.Client(t)        // standalone
+//		rc := redistest.ClusterClient(t)  // cluster
+//	}
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// Cluster is a running Redis Cluster of three masters and no replicas.
+type Cluster struct {
+	Addrs   []string
+	servers []*Server
+}
+
+var (
+	mu        sync.Mutex // guards single, cluster, startErr; taken before startedMu
+	startedMu sync.Mutex
+	started   []*Server
+	single    *Server
+	cluster   *Cluster
+	startErr  = map[string]error{}
+)
+
+// Run runs the tests and stops every server they started.
+func Run(m *testing.M) int {
+	code := m.Run()
+	StopAll()
+	return code
+}
+
+// StopAll stops every server started by this package.
+func StopAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	for _, s := range started {
+		s.Stop()
+	}
+	started, single, cluster = nil, nil, nil
+}
+
+// Standalone returns the shared standalone server, starting it on first use.
+func Standalone(tb testing.TB) *Server {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if err := startErr["standalone"]; err != nil {
+		tb.Fatalf("redis-server: %v", err)
+	}
+	if single == nil {
+		s, err := StartServer()
+		if err != nil {
+			startErr["standalone"] = err
+			tb.Fatalf("redis-server: %v", err)
+		}
+		single = s
+	}
+	return single
+}
+
+// SharedCluster returns the shared cluster, starting it on first use.
+func SharedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if err := startErr["cluster"]; err != nil {
+		tb.Fatalf("redis cluster: %v", err)
+	}
+	if cluster == nil {
+		c, err := StartCluster()
+		if err != nil {
+			startErr["cluster"] = err
+			tb.Fatalf("redis cluster: %v", err)
+		}
+		cluster = c
+	}
+	return cluster
+}
+
+// Client returns a client of the shared standalone server, closed when the
+// test ends.
+func Client(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	s := Standalone(tb)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{s.Addr}})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ClusterClient returns a cluster client of the shared cluster, closed when
+// the test ends.
+func ClusterClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	c := SharedCluster(tb)
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	tb.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// Each runs fn as two subtests, "standalone" and "cluster", with a client of
+// each kind.
+func Each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Helper()
+	t.Run("standalone", func(t *testing.T) { fn(t, Client(t)) })
+	t.Run("cluster", func(t *testing.T) { fn(t, ClusterClient(t)) })
+}
+
+// StartServer starts a standalone redis-server with extra config arguments
+// (for example "--cluster-enabled", "yes") and waits until it answers PING.
+func StartServer(extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found in PATH (Debian: apt-get install redis-server): %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--daemonize", "no", "--loglevel", "warning", "--protected-mode", "no",
+		}, extra...)
+		cmd := exec.Command(bin, args...)
+		logf, _ := os.Create(filepath.Join(dir, "redis.log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+		if err := s.waitReady(5 * time.Second); err != nil {
+			lastErr = fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "redis.log")))
+			s.Stop()
+			continue // most likely the port was taken meanwhile
+		}
+		startedMu.Lock()
+		started = append(started, s)
+		startedMu.Unlock()
+		return s, nil
+	}
+	return nil, lastErr
+}
+
+func (s *Server) waitReady(d time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s not ready: %w", s.Addr, err)
+		}
+		if s.cmd.ProcessState != nil {
+			return fmt.Errorf("redis-server exited")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	if s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+	os.RemoveAll(s.dir)
+}
+
+// Pause stops the server process (SIGSTOP) until Resume: clients then see
+// timeouts, as with a hung or partitioned Redis.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(stopSignal) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() error { return s.cmd.Process.Signal(contSignal) }
+
+// StartCluster starts three cluster-enabled servers and joins them into a
+// cluster with redis-cli --cluster create, waiting for cluster_state:ok.
+func StartCluster() (*Cluster, error) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("redis-cli not found in PATH (Debian: apt-get install redis-tools): %w", err)
+	}
+	c := &Cluster{}
+	for i := 0; i < 3; i++ {
+		s, err := StartServer("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000")
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.servers = append(c.servers, s)
+		c.Addrs = append(c.Addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, addr := range c.Addrs {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := rc.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				rc.Close()
+				c.Stop()
+				return nil, fmt.Errorf("cluster on %v not ok: %v %q", c.Addrs, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		rc.Close()
+	}
+	return c, nil
+}
+
+// Stop stops every node.
+func (c *Cluster) Stop() {
+	for _, s := range c.servers {
+		s.Stop()
+	}
+}
+
+// freePort returns a loopback port that is free and whose cluster bus port
+// (port+10000) is free too.
+func freePort() (int, error) {
+	for i := 0; i < 100; i++ {
+		p := 20000 + rand.IntN(30000)
+		if canListen(p) && canListen(p+10000) {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free loopback port found")
+}
+
+func canListen(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 10 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
