@@ -1,0 +1,140 @@
+// Package kafkax holds the Kafka plumbing shared by the roles that talk to
+// the room topic: creating the topic at start-up, building the producer
+// every room message goes through, and a reachability probe for readiness
+// checks. It wraps github.com/segmentio/kafka-go.
+package kafkax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Topic describes the topic to create when it is missing.
+type Topic struct {
+	Name        string
+	Partitions  int
+	Replication int
+}
+
+// EnsureTopic creates t on the cluster reachable through brokers unless it
+// already exists. It is idempotent: an existing topic is left as it is (its
+// partition count is not changed, since that would move rooms between
+// partitions and break per-room ordering) and created reports false. The
+// request goes to the controller; ctx bounds the whole call.
+func EnsureTopic(ctx context.Context, brokers []string, t Topic) (created bool, err error) {
+	if len(brokers) == 0 {
+		return false, errors.New("ensure topic: no brokers")
+	}
+	tr := newTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: timeoutOf(ctx, 10*time.Second)}
+	resp, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic:             t.Name,
+		NumPartitions:     t.Partitions,
+		ReplicationFactor: t.Replication,
+	}}})
+	if err != nil {
+		return false, fmt.Errorf("create topic %s: %w", t.Name, err)
+	}
+	switch err := resp.Errors[t.Name]; {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kafka.TopicAlreadyExists):
+		return false, nil
+	default:
+		return false, fmt.Errorf("create topic %s: %w", t.Name, err)
+	}
+}
+
+// Partitions returns the partition count of topic as the cluster reports
+// it now (fresh metadata, no cache).
+func Partitions(ctx context.Context, brokers []string, topic string) (int, error) {
+	tr := newTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: timeoutOf(ctx, 5*time.Second)}
+	resp, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("metadata %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Name == topic {
+			if t.Error != nil {
+				return 0, fmt.Errorf("metadata %s: %w", topic, t.Error)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata %s: %w", topic, kafka.UnknownTopicOrPartition)
+}
+
+// Ping reports whether one of brokers answers a metadata request within
+// ctx. A fresh connection is used so the answer reflects the broker now,
+// not a pooled connection or cached metadata.
+func Ping(ctx context.Context, brokers []string) error {
+	_, err := Partitions(ctx, brokers, "")
+	if err != nil && !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return err
+	}
+	return nil
+}
+
+// WriterConfig tunes the producer.
+type WriterConfig struct {
+	// BatchTimeout is how long a partition batch waits for more messages
+	// before it is sent. kafka-go's default of one second would make every
+	// synchronous write take a second; a few milliseconds trades a little
+	// latency for batching under load.
+	BatchTimeout time.Duration
+	// BatchSize is the most messages in one partition batch.
+	BatchSize int
+	// WriteTimeout bounds one produce round trip to the broker.
+	WriteTimeout time.Duration
+	// MaxAttempts is how often a failed batch is tried in all.
+	MaxAttempts int
+	// DialTimeout bounds connecting to a broker.
+	DialTimeout time.Duration
+}
+
+// NewWriter returns a synchronous producer for topic: the record key picks
+// the partition with a stable hash (kafka.Hash, the same mapping as the
+// Java client's default for keyed records) so all messages of a room share
+// one partition and keep their order, and every write waits for all
+// in-sync replicas (acks = all), so an acknowledged message is durable.
+func NewWriter(brokers []string, topic string, c WriterConfig) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:            kafka.TCP(brokers...),
+		Topic:           topic,
+		Balancer:        &kafka.Hash{},
+		RequiredAcks:    kafka.RequireAll,
+		BatchTimeout:    c.BatchTimeout,
+		BatchSize:       c.BatchSize,
+		WriteTimeout:    c.WriteTimeout,
+		ReadTimeout:     c.WriteTimeout,
+		MaxAttempts:     max(c.MaxAttempts, 1),
+		WriteBackoffMin: 10 * time.Millisecond,
+		WriteBackoffMax: 200 * time.Millisecond,
+		Transport:       newTransport(c.DialTimeout),
+	}
+}
+
+func newTransport(dial time.Duration) *kafka.Transport {
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	return &kafka.Transport{DialTimeout: dial, MetadataTTL: 5 * time.Second}
+}
+
+// timeoutOf returns the time left until ctx's deadline, or def without one.
+func timeoutOf(ctx context.Context, def time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 {
+			return d
+		}
+		return time.Millisecond
+	}
+	return def
+}
