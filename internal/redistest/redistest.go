@@ -306,3 +306,15 @@ func tail(path string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Poll calls cond every 10 ms until it returns true, failing tb after d.
+func Poll(tb testing.TB, d time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,71 @@
+// Package route is the Redis data model of the broadcast service and the
+// only package that knows Redis keys and Lua scripts. It serves three
+// callers: comet registers connections and keeps its lease, job guards
+// deliveries and looks up which comets hold a room, logic rate-limits users
+// and reads online counts.
+//
+// # Keys
+//
+//	room:connections:{room}        set of connId           viewers of the room
+//	room:comets:{room}             hash cometId -> count   broadcast index, O(comets)
+//	connection:info:{connId}       hash comet_id, user_id, room_id
+//	user:online:{user}             hash connId -> cometId  a user may have several tabs
+//	comet:connections:{cometId}    hash connId -> room:user  lets a dead comet's routes be removed
+//	comet:{cometId}                hash addr, started; TTL lease (liveness + discovery)
+//	comets:index                   set of cometIds that hold or held a lease
+//	msg:processed:{room}:{msgId}   "claim:<owner>" (short TTL) or "done" (60 s)
+//	room:cooldown:{room}           one broadcast window, PX (1000 ms by default)
+//	lock:broadcast:{room}          unique token, PX 5000, compare-and-delete
+//	ratelimit:user:{user}          token bucket: tokens, ts
+//
+// Braces are literal Redis Cluster hash tags: every key of one room is on one
+// shard, so the per-room scripts (register, unregister, claim, cooldown,
+// lock) run unchanged on a cluster. Ids are checked with danmaku.CheckID
+// before any key is built; an invalid id is an EINVALID error naming the
+// field and Redis is not touched.
+//
+// # Registry
+//
+// Register and Unregister are one pipelined round trip each. The room's
+// connection set and its per-comet counts change in one Lua script, so the
+// sum of room:comets:{room} always equals SCARD room:connections:{room}; a
+// count that drops to zero loses its field. The per-connection and per-user
+// hashes live on their own slots (their hash tag is the connection or user
+// id) and are written in the same pipeline. Both calls are idempotent.
+//
+// RoomComets answers "which comets hold this room" with one HGETALL whatever
+// the number of viewers; SeedRoutes is the original N+1 lookup, kept for
+// repair and comparison.
+//
+// # Comet leases
+//
+// A comet calls RenewLease every few seconds; comet:{id} expires when it
+// stops. LiveComets lists comets with a current lease (job pushes only to
+// those), DeadComets those whose lease expired, and RemoveComet deletes all
+// routes of one comet (graceful shutdown, or the janitor for dead ones).
+//
+// # Guards
+//
+// Dedup is claim/commit: Claim marks ids of a room as being delivered by an
+// owner for a short TTL, in one round trip for any number of ids;
+// MarkProcessed turns them into "done" for 60 s once pushed; ReleaseClaims
+// gives them back after a failed push. A consumer that crashes between the
+// two leaves a claim that expires, so a redelivered message is delivered,
+// never lost; a message pushed but not yet marked may be pushed twice, and
+// comets and clients drop a msgId they have already shown.
+//
+// Cooldown opens a room's window (NX PX) and otherwise says how long it still
+// runs, so a caller can schedule the trailing batch instead of dropping.
+//
+// AcquireLock takes a room's broadcast lock with a token unique to the
+// acquisition; RenewLock and ReleaseLock are compare-and-set scripts and
+// return ErrNotHolder rather than touch somebody else's lock. ErrLocked
+// means "held elsewhere, retry shortly".
+//
+// # Rate limit
+//
+// Allow is a token bucket in one script on the Redis clock.
+//
+// Every Redis failure is returned as a *danmaku.Error with code
+// EUNAVAILABLE; callers map it to 503 or retry.
+package route

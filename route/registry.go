@@ -1,0 +1,212 @@
+package route
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/danmaku/danmaku"
+	"github.com/redis/go-redis/v9"
+)
+
+// Conn is one viewer connection as the registry knows it.
+type Conn struct {
+	ID    string // connection id, unique across comets
+	Room  string
+	User  string // empty for an anonymous viewer
+	Comet string // id of the comet holding the socket
+}
+
+func (c Conn) check() error {
+	if err := checkIDs("conn.id", c.ID, "conn.room", c.Room, "conn.comet", c.Comet); err != nil {
+		return err
+	}
+	if c.User != "" {
+		return danmaku.CheckID("conn.user", c.User)
+	}
+	return nil
+}
+
+// cometIndexValue is what comet:connections:{comet} stores per connection:
+// enough to undo the registration without the comet's memory.
+func (c Conn) cometIndexValue() string { return c.Room + ":" + c.User }
+
+// Register records c in the room (atomically with the room's per-comet
+// count), in connection:info, in user:online and in the comet's own index.
+// It is one pipelined round trip and safe to repeat.
+func (s *Store) Register(ctx context.Context, c Conn) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	_, err := s.execPipe(ctx, "register", func(p redis.Pipeliner) {
+		p.HSet(ctx, connectionInfoKey(c.ID), "comet_id", c.Comet, "user_id", c.User, "room_id", c.Room)
+		if c.User != "" {
+			p.HSet(ctx, userOnlineKey(c.User), c.ID, c.Comet)
+		}
+		p.HSet(ctx, cometConnectionsKey(c.Comet), c.ID, c.cometIndexValue())
+		registerScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.ID, c.Comet)
+	})
+	return err
+}
+
+// Unregister removes every trace of c. It is one pipelined round trip and
+// safe to repeat.
+func (s *Store) Unregister(ctx context.Context, c Conn) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	_, err := s.execPipe(ctx, "unregister", func(p redis.Pipeliner) {
+		unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.Comet, "0", c.ID)
+		p.Del(ctx, connectionInfoKey(c.ID))
+		if c.User != "" {
+			p.HDel(ctx, userOnlineKey(c.User), c.ID)
+		}
+		p.HDel(ctx, cometConnectionsKey(c.Comet), c.ID)
+	})
+	return err
+}
+
+// Online returns the number of viewers of room over all comets.
+func (s *Store) Online(ctx context.Context, room string) (int64, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return 0, err
+	}
+	n, err := s.rdb.SCard(ctx, roomConnectionsKey(room)).Result()
+	return n, wrap("online", err)
+}
+
+// RoomComets returns the comets that hold viewers of room with their viewer
+// counts: one HGETALL, whatever the number of viewers. This is the broadcast
+// path's route lookup.
+func (s *Store) RoomComets(ctx context.Context, room string) (map[string]int64, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return nil, err
+	}
+	m, err := s.rdb.HGetAll(ctx, roomCometsKey(room)).Result()
+	if err != nil {
+		return nil, wrap("room comets", err)
+	}
+	out := make(map[string]int64, len(m))
+	for comet, v := range m {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if n > 0 {
+			out[comet] = n
+		}
+	}
+	return out, nil
+}
+
+// SeedRoutes is the lookup of the original design: the room's connection set,
+// then every connection's info hash (pipelined), grouped by comet. It costs
+// N+1 commands for N viewers; it serves repair and comparison, not the
+// broadcast path.
+func (s *Store) SeedRoutes(ctx context.Context, room string) (map[string][]string, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return nil, err
+	}
+	conns, err := s.rdb.SMembers(ctx, roomConnectionsKey(room)).Result()
+	if err != nil {
+		return nil, wrap("seed routes", err)
+	}
+	out := map[string][]string{}
+	if len(conns) == 0 {
+		return out, nil
+	}
+	cmds, err := s.execPipe(ctx, "seed routes", func(p redis.Pipeliner) {
+		for _, id := range conns {
+			p.HGetAll(ctx, connectionInfoKey(id))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range cmds {
+		comet := c.(*redis.MapStringStringCmd).Val()["comet_id"]
+		if comet != "" {
+			out[comet] = append(out[comet], conns[i])
+		}
+	}
+	return out, nil
+}
+
+// UserConnections returns the connections of user mapped to their comets,
+// for point-to-point pushes.
+func (s *Store) UserConnections(ctx context.Context, user string) (map[string]string, error) {
+	if err := danmaku.CheckID("user", user); err != nil {
+		return nil, err
+	}
+	m, err := s.rdb.HGetAll(ctx, userOnlineKey(user)).Result()
+	return m, wrap("user connections", err)
+}
+
+// ConnectionInfo returns the registry's record of one connection;
+// ENOTFOUND when there is none.
+func (s *Store) ConnectionInfo(ctx context.Context, connID string) (Conn, error) {
+	if err := danmaku.CheckID("conn", connID); err != nil {
+		return Conn{}, err
+	}
+	m, err := s.rdb.HGetAll(ctx, connectionInfoKey(connID)).Result()
+	if err != nil {
+		return Conn{}, wrap("connection info", err)
+	}
+	if len(m) == 0 {
+		return Conn{}, danmaku.Errorf(danmaku.ENOTFOUND, "conn", "connection %s not registered", connID)
+	}
+	return Conn{ID: connID, Room: m["room_id"], User: m["user_id"], Comet: m["comet_id"]}, nil
+}
+
+// removeBatch bounds the arguments of one script call when a whole comet is
+// removed.
+const removeBatch = 500
+
+// RemoveComet deletes every route of comet: its connections in every room,
+// their info and user entries, its field in each room's counts, its index
+// and its lease. Used for a comet's own graceful shutdown and by the janitor
+// for comets whose lease expired. Returns the number of connections removed.
+func (s *Store) RemoveComet(ctx context.Context, comet string) (int, error) {
+	if err := danmaku.CheckID("comet", comet); err != nil {
+		return 0, err
+	}
+	idx, err := s.rdb.HGetAll(ctx, cometConnectionsKey(comet)).Result()
+	if err != nil {
+		return 0, wrap("remove comet", err)
+	}
+	byRoom := map[string][]Conn{}
+	for id, v := range idx {
+		room, user, _ := strings.Cut(v, ":")
+		byRoom[room] = append(byRoom[room], Conn{ID: id, Room: room, User: user, Comet: comet})
+	}
+	removed := 0
+	for room, conns := range byRoom {
+		for len(conns) > 0 {
+			chunk := conns[:min(len(conns), removeBatch)]
+			conns = conns[len(chunk):]
+			args := make([]any, 0, len(chunk)+2)
+			args = append(args, comet, "1")
+			for _, c := range chunk {
+				args = append(args, c.ID)
+			}
+			cmds, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
+				unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
+				for _, c := range chunk {
+					p.Del(ctx, connectionInfoKey(c.ID))
+					if c.User != "" {
+						p.HDel(ctx, userOnlineKey(c.User), c.ID)
+					}
+					p.HDel(ctx, cometConnectionsKey(comet), c.ID)
+				}
+			})
+			if err != nil {
+				return removed, err
+			}
+			n, _ := cmds[0].(*redis.Cmd).Int()
+			removed += n
+		}
+	}
+	_, err = s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
+		p.Del(ctx, cometConnectionsKey(comet))
+		p.Del(ctx, cometKey(comet))
+		p.SRem(ctx, cometsIndexKey, comet)
+	})
+	return removed, err
+}

@@ -1,0 +1,243 @@
+package route_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+)
+
+// checkInvariants verifies the registry of rooms against the expected live
+// connections: counts equal set sizes per comet, no empty or non-positive
+// count fields, and every per-connection record agrees.
+func checkInvariants(t *testing.T, rdb redis.UniversalClient, rooms []string, live map[string]route.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	s := route.New(rdb)
+	wantByRoom := map[string]map[string]int64{}
+	for _, c := range live {
+		if wantByRoom[c.Room] == nil {
+			wantByRoom[c.Room] = map[string]int64{}
+		}
+		wantByRoom[c.Room][c.Comet]++
+	}
+	for _, room := range rooms {
+		raw, err := rdb.HGetAll(ctx, "room:comets:{"+room+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for comet, v := range raw {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if n <= 0 {
+				t.Errorf("room %s: field %s = %q left behind", room, comet, v)
+			}
+			if n != wantByRoom[room][comet] {
+				t.Errorf("room %s comet %s: count %d, want %d", room, comet, n, wantByRoom[room][comet])
+			}
+			sum += n
+		}
+		card, _ := s.Online(ctx, room)
+		if sum != card {
+			t.Errorf("room %s: sum of counts %d != SCARD %d", room, sum, card)
+		}
+		var want int64
+		for _, n := range wantByRoom[room] {
+			want += n
+		}
+		if card != want {
+			t.Errorf("room %s: %d viewers, want %d", room, card, want)
+		}
+		// The seed's lookup agrees with the index.
+		seed, err := s.SeedRoutes(ctx, room)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for comet, conns := range seed {
+			if int64(len(conns)) != wantByRoom[room][comet] {
+				t.Errorf("room %s comet %s: seed lookup %d conns, want %d", room, comet, len(conns), wantByRoom[room][comet])
+			}
+		}
+	}
+	for id, c := range live {
+		got, err := s.ConnectionInfo(ctx, id)
+		if err != nil || got != c {
+			t.Errorf("connection %s: info %+v %v, want %+v", id, got, err, c)
+		}
+		if c.User != "" {
+			if comet := rdb.HGet(ctx, "user:online:{"+c.User+"}", id).Val(); comet != c.Comet {
+				t.Errorf("user %s conn %s: online on %q, want %q", c.User, id, comet, c.Comet)
+			}
+		}
+	}
+}
+
+func TestRegistryJoinLeave(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room, comet, user := uniq("room"), uniq("comet"), uniq("u")
+		c := route.Conn{ID: uniq("c"), Room: room, User: user, Comet: comet}
+		for i := 0; i < 2; i++ { // idempotent
+			if err := s.Register(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkInvariants(t, rdb, []string{room}, map[string]route.Conn{c.ID: c})
+		got, err := s.RoomComets(ctx, room)
+		if err != nil || got[comet] != 1 || len(got) != 1 {
+			t.Fatalf("room comets = %v %v", got, err)
+		}
+		for i := 0; i < 2; i++ {
+			if err := s.Unregister(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkInvariants(t, rdb, []string{room}, nil)
+		for _, k := range []string{"room:connections:{" + room + "}", "room:comets:{" + room + "}",
+			"connection:info:{" + c.ID + "}", "user:online:{" + user + "}", "comet:connections:{" + comet + "}"} {
+			if rdb.Exists(ctx, k).Val() != 0 {
+				t.Errorf("%s left behind", k)
+			}
+		}
+	})
+}
+
+func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		rooms := []string{uniq("room"), uniq("room"), uniq("room"), uniq("room"), uniq("room")}
+		comets := []string{uniq("comet"), uniq("comet"), uniq("comet"), uniq("comet")}
+		var mu sync.Mutex
+		live := map[string]route.Conn{}
+		var wg sync.WaitGroup
+		for g := 0; g < 50; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(g), 7))
+				var mine []route.Conn
+				for op := 0; op < 40; op++ {
+					if len(mine) > 0 && r.IntN(3) == 0 {
+						i := r.IntN(len(mine))
+						c := mine[i]
+						mine = append(mine[:i], mine[i+1:]...)
+						if err := s.Unregister(ctx, c); err != nil {
+							t.Error(err)
+							return
+						}
+						// A room switch is leave + join with the same id.
+						if r.IntN(2) == 0 {
+							c.Room = rooms[r.IntN(len(rooms))]
+							if err := s.Register(ctx, c); err != nil {
+								t.Error(err)
+								return
+							}
+							mine = append(mine, c)
+						}
+						continue
+					}
+					c := route.Conn{
+						ID:    fmt.Sprintf("%s-g%d-%d", comets[0], g, op),
+						Room:  rooms[r.IntN(len(rooms))],
+						User:  "u" + strconv.Itoa(r.IntN(10)) + comets[0],
+						Comet: comets[r.IntN(len(comets))],
+					}
+					if err := s.Register(ctx, c); err != nil {
+						t.Error(err)
+						return
+					}
+					mine = append(mine, c)
+				}
+				mu.Lock()
+				for _, c := range mine {
+					live[c.ID] = c
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if len(live) == 0 {
+			t.Fatal("no connections left to check")
+		}
+		checkInvariants(t, rdb, rooms, live)
+	})
+}
+
+func TestDeadCometCleanup(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		rooms := []string{uniq("room"), uniq("room")}
+		dead, alive := uniq("comet"), uniq("comet")
+		if err := s.RenewLease(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RenewLease(ctx, route.CometInfo{ID: alive, Addr: "127.0.0.1:2", Started: time.Now()}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		keep := map[string]route.Conn{}
+		for i := 0; i < 30; i++ {
+			comet := dead
+			if i%3 == 0 {
+				comet = alive
+			}
+			c := route.Conn{ID: fmt.Sprintf("%s-%d", comet, i), Room: rooms[i%2], Comet: comet, User: fmt.Sprintf("%s-u%d", rooms[0], i%4)}
+			if err := s.Register(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			if comet == alive {
+				keep[c.ID] = c
+			}
+		}
+		live, err := s.LiveComets(ctx)
+		if err != nil || live[dead].Addr != "127.0.0.1:1" || live[alive].Addr != "127.0.0.1:2" {
+			t.Fatalf("live comets = %v %v", live, err)
+		}
+		redistest.Poll(t, 2*time.Second, func() bool {
+			d, err := s.DeadComets(ctx)
+			return err == nil && contains(d, dead) && !contains(d, alive)
+		})
+		live, _ = s.LiveComets(ctx)
+		if _, ok := live[dead]; ok {
+			t.Fatal("expired comet still listed as live")
+		}
+		n, err := s.RemoveComet(ctx, dead)
+		if err != nil || n != 20 {
+			t.Fatalf("RemoveComet = %d, %v; want 20", n, err)
+		}
+		checkInvariants(t, rdb, rooms, keep)
+		for _, room := range rooms {
+			rc, _ := s.RoomComets(ctx, room)
+			if _, ok := rc[dead]; ok || len(rc) != 1 {
+				t.Fatalf("room %s comets after cleanup: %v", room, rc)
+			}
+		}
+		if d, _ := s.DeadComets(ctx); contains(d, dead) {
+			t.Fatal("removed comet still in the index")
+		}
+		if rdb.Exists(ctx, "comet:connections:{"+dead+"}").Val() != 0 {
+			t.Fatal("dead comet's connection index left behind")
+		}
+	})
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
