@@ -1,0 +1,131 @@
+package comet
+
+import (
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
+)
+
+// Config configures a comet. Every field has a default in DefaultConfig and a
+// line in configs/comet.yaml.
+type Config struct {
+	// ID names this comet in Redis (routes and lease). Empty means the host
+	// name, reduced to the id alphabet.
+	ID string `yaml:"id"`
+	// Listen is the public address browsers connect to (/ws, /healthz).
+	Listen string `yaml:"listen"`
+	// InternalListen is the address job pushes to (/push, /metrics,
+	// /healthz). It must not be reachable from the internet.
+	InternalListen string `yaml:"internal_listen"`
+	// Advertise is the push address published in the lease. Empty means the
+	// internal listener's address, with 127.0.0.1 for an unspecified host.
+	Advertise string `yaml:"advertise"`
+	// Secret authenticates job's pushes (Authorization: Bearer <secret>).
+	Secret string `yaml:"secret"`
+	// TokenSecret enables viewer token auth when not empty: /ws then needs
+	// uid and a token minted by MintToken with this secret.
+	TokenSecret string `yaml:"token_secret"`
+	// AllowedOrigins lists the Origin values a browser may connect from
+	// ("https://example.com", or "*" for any). Empty means same host only;
+	// requests without an Origin header (non-browser clients) are accepted.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxConnsPerIP bounds the open connections of one remote IP; 0 means
+	// no limit.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
+	// MaxFrameBytes is the largest client frame; a bigger one closes the
+	// connection with 1009.
+	MaxFrameBytes int64 `yaml:"max_frame_bytes"`
+	// MaxPushBytes is the largest push body accepted on the internal
+	// listener.
+	MaxPushBytes int64 `yaml:"max_push_bytes"`
+	// QueueSize is the number of frames a viewer may have waiting; a viewer
+	// whose queue is full is disconnected as a slow consumer.
+	QueueSize int `yaml:"queue_size"`
+	// RecentIDs is how many message ids per room are remembered to drop
+	// redelivered messages.
+	RecentIDs int `yaml:"recent_ids"`
+	// WriteWait bounds one write to a viewer.
+	WriteWait time.Duration `yaml:"write_wait"`
+	// PingPeriod is how often viewers are pinged; it is the heartbeatMs of
+	// the welcome frame.
+	PingPeriod time.Duration `yaml:"ping_period"`
+	// PongWait is how long a viewer may stay silent (no pong, no frame)
+	// before it is closed. It must exceed PingPeriod.
+	PongWait time.Duration `yaml:"pong_wait"`
+	// Compression negotiates permessage-deflate with viewers that offer it.
+	Compression bool `yaml:"compression"`
+	// LeaseRenew is how often the comet renews its lease; LeaseTTL is the
+	// lease lifetime (about three renew intervals).
+	LeaseRenew time.Duration `yaml:"lease_renew"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl"`
+	// RedisTimeout bounds every registry call.
+	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// RegistryWorkers is the number of goroutines doing registry calls for
+	// connections, so readers never wait on Redis themselves.
+	RegistryWorkers int `yaml:"registry_workers"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// DefaultConfig returns the defaults. Secret is empty and must be set.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          ":8080",
+		InternalListen:  ":8081",
+		MaxConnsPerIP:   256,
+		MaxFrameBytes:   4096,
+		MaxPushBytes:    4 << 20,
+		QueueSize:       64,
+		RecentIDs:       1024,
+		WriteWait:       10 * time.Second,
+		PingPeriod:      25 * time.Second,
+		PongWait:        60 * time.Second,
+		LeaseRenew:      5 * time.Second,
+		LeaseTTL:        15 * time.Second,
+		RedisTimeout:    2 * time.Second,
+		RegistryWorkers: 16,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// Validate checks the section.
+func (c *Config) Validate() error {
+	switch {
+	case c.ID != "" && danmaku.CheckID("id", c.ID) != nil:
+		return config.Invalid("id", "%v", danmaku.CheckID("id", c.ID))
+	case c.Listen == "":
+		return config.Invalid("listen", "must not be empty")
+	case c.InternalListen == "":
+		return config.Invalid("internal_listen", "must not be empty")
+	case len(c.Secret) < 8:
+		return config.Invalid("secret", "must be at least 8 characters (shared with job)")
+	case c.MaxConnsPerIP < 0:
+		return config.Invalid("max_conns_per_ip", "must not be negative")
+	case c.MaxFrameBytes < 64:
+		return config.Invalid("max_frame_bytes", "must be at least 64")
+	case c.MaxPushBytes < 1024:
+		return config.Invalid("max_push_bytes", "must be at least 1024")
+	case c.QueueSize < 1:
+		return config.Invalid("queue_size", "must be at least 1")
+	case c.RecentIDs < 0:
+		return config.Invalid("recent_ids", "must not be negative")
+	case c.WriteWait <= 0:
+		return config.Invalid("write_wait", "must be positive")
+	case c.PingPeriod <= 0:
+		return config.Invalid("ping_period", "must be positive")
+	case c.PongWait <= c.PingPeriod:
+		return config.Invalid("pong_wait", "must exceed ping_period")
+	case c.LeaseRenew <= 0:
+		return config.Invalid("lease_renew", "must be positive")
+	case c.LeaseTTL < 2*c.LeaseRenew:
+		return config.Invalid("lease_ttl", "must be at least twice lease_renew")
+	case c.RedisTimeout <= 0:
+		return config.Invalid("redis_timeout", "must be positive")
+	case c.RegistryWorkers < 1:
+		return config.Invalid("registry_workers", "must be at least 1")
+	case c.ShutdownTimeout <= 0:
+		return config.Invalid("shutdown_timeout", "must be positive")
+	}
+	return nil
+}

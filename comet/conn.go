@@ -1,0 +1,248 @@
+package comet
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+)
+
+// closeGrace is how long a closing connection waits for the peer's close
+// reply, and how long a close frame may wait behind a stuck write.
+const closeGrace = time.Second
+
+// item is one entry of a viewer's send queue: a prepared frame, or a ping.
+type item struct {
+	pm   *websocket.PreparedMessage
+	size int // payload bytes, for metrics
+	ping bool
+}
+
+var pingItem = item{ping: true}
+
+type enqueueResult uint8
+
+const (
+	enqueued enqueueResult = iota
+	queueFull
+	connClosed
+)
+
+// conn is one viewer. Its reader goroutine lives as long as the socket;
+// its writer goroutine exists only while the queue holds frames, so an idle
+// viewer costs one parked goroutine and no write buffer.
+type conn struct {
+	s    *Server
+	ws   *websocket.Conn
+	id   string
+	user string
+	ip   string
+	seq  uint64
+
+	// roomID is the room the registry knows this viewer in; only the reader
+	// goroutine touches it.
+	roomID string
+
+	// room and idx place the viewer in hub; guarded by the room's shard lock.
+	room *room
+	idx  int
+
+	mu      sync.Mutex // guards queue, writing, closed
+	queue   []item
+	writing bool
+	closed  bool
+}
+
+// enqueue hands it to the writer without blocking. A full queue marks the
+// viewer closed; the caller disconnects it.
+func (c *conn) enqueue(it item) enqueueResult {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return connClosed
+	}
+	if len(c.queue) >= c.s.cfg.QueueSize {
+		c.closed = true
+		c.queue = nil
+		c.mu.Unlock()
+		return queueFull
+	}
+	c.queue = append(c.queue, it)
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+	return enqueued
+}
+
+// writeLoop writes queued frames until the queue is empty, then exits.
+func (c *conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 || c.closed {
+			c.writing = false
+			if cap(c.queue) > 4 || c.closed {
+				c.queue = nil // an idle viewer keeps no burst-sized queue
+			}
+			c.mu.Unlock()
+			return
+		}
+		it := c.queue[0]
+		n := copy(c.queue, c.queue[1:])
+		c.queue[n] = item{}
+		c.queue = c.queue[:n]
+		c.mu.Unlock()
+
+		deadline := time.Now().Add(c.s.cfg.WriteWait)
+		var err error
+		if it.ping {
+			err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
+		} else {
+			c.ws.SetWriteDeadline(deadline)
+			err = c.ws.WritePreparedMessage(it.pm)
+		}
+		if err != nil {
+			c.s.metrics.writeError()
+			c.mu.Lock()
+			c.closed = true
+			c.queue = nil
+			c.writing = false
+			c.mu.Unlock()
+			// The reader notices the closed socket and cleans up.
+			c.ws.Close()
+			return
+		}
+		c.s.metrics.wrote(it.size)
+	}
+}
+
+// isClosed reports whether the viewer is being disconnected.
+func (c *conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// kill disconnects the viewer with a close code without blocking the
+// caller: queued frames are dropped, the close frame is written by a
+// goroutine of its own (it may wait behind a write in progress), and the
+// reader then sees the peer's reply or the closed socket and cleans up.
+func (c *conn) kill(code int, text string) {
+	c.mu.Lock()
+	c.closed = true
+	c.queue = nil
+	c.mu.Unlock()
+	go func() {
+		msg := websocket.FormatCloseMessage(code, text)
+		if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace)); err != nil {
+			c.ws.Close()
+			return
+		}
+		// Let the reader receive the peer's close reply, but not forever.
+		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
+	}()
+}
+
+// send queues a frame meant for this viewer only (welcome, error, pong).
+func (c *conn) send(pm *websocket.PreparedMessage, size int) {
+	if c.enqueue(item{pm: pm, size: size}) == queueFull {
+		c.s.metrics.slowConsumer()
+		c.kill(CloseSlowConsumer, "slow consumer")
+	}
+}
+
+func (c *conn) sendError(code, message string) {
+	f := errorFrame{Op: opError, Code: code, Message: message}
+	pm := prepare(f)
+	c.send(pm, len(f.Code)+len(f.Message)+32)
+}
+
+// readLoop serves the viewer's frames until the connection ends, then
+// removes every trace of it. It runs in its own goroutine, started after
+// the HTTP handler returned, so the handler's larger stack and request
+// state are not kept for the life of the connection.
+func (c *conn) readLoop(room string, badRoom error) {
+	s := c.s
+	defer s.release(c)
+
+	ws := c.ws
+	ws.SetReadLimit(s.cfg.MaxFrameBytes)
+	ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
+	ws.SetPongHandler(func(string) error {
+		return ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
+	})
+	switch {
+	case badRoom != nil:
+		c.sendError(codeBadRoom, badRoom.Error())
+	case room != "":
+		c.join(room)
+	}
+	for {
+		mt, data, err := ws.ReadMessage()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				s.metrics.rejected("frame_too_big")
+			}
+			return
+		}
+		if c.isClosed() {
+			return
+		}
+		ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
+		if mt != websocket.TextMessage {
+			c.sendError(codeBadFrame, "frames must be JSON text frames")
+			continue
+		}
+		f, err := parseFrame(data)
+		if err != nil {
+			fe := err.(*frameError)
+			s.metrics.badFrame(fe.Code)
+			c.sendError(fe.Code, fe.Message)
+			continue
+		}
+		switch f.Op {
+		case opPing:
+			c.send(pongFrame, pongFrameLen)
+		case opJoin:
+			c.join(f.Room)
+		}
+	}
+}
+
+// join registers the viewer in room (leaving its current room), sends the
+// welcome frame and only then starts delivering the room's batches, so the
+// welcome is always the first frame of a room. A viewer that cannot be
+// registered gets an error frame and is closed with 1013 (try again later).
+func (c *conn) join(room string) {
+	s := c.s
+	old := c.roomID
+	if old != "" && old != room {
+		s.hub.leave(c, old)
+	}
+	online, err := s.reg.move(c, old, room)
+	if err != nil {
+		s.log.Warn("register viewer", zap.String("conn", c.id), zap.String("room", room), zap.Error(err))
+		// The registry may hold either room; release unregisters roomID,
+		// the old one is retried here (both calls are idempotent).
+		if old != "" && old != room {
+			s.reg.unregisterAsync(c, old)
+		}
+		c.roomID = room
+		c.sendError(codeUnavailable, "cannot join now, try again later")
+		c.kill(CloseUnavailable, "registry unavailable")
+		return // the reader ends when the close completes
+	}
+	c.roomID = room
+	w := welcomeFrame{
+		Op: opWelcome, ConnID: c.id, Room: room, Online: online,
+		HeartbeatMs: s.cfg.PingPeriod.Milliseconds(),
+	}
+	c.send(prepare(w), len(c.id)+len(room)+64)
+	if old != room {
+		s.hub.join(c, room)
+	}
+}

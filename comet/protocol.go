@@ -1,0 +1,121 @@
+package comet
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/danmaku/danmaku"
+	"github.com/gorilla/websocket"
+)
+
+// Ops of the WebSocket protocol (docs/protocol.md).
+const (
+	opJoin    = "join"
+	opPing    = "ping"
+	opPong    = "pong"
+	opWelcome = "welcome"
+	opError   = "error"
+)
+
+// Error codes carried by error frames.
+const (
+	codeBadJSON     = "bad_json"    // frame is not a JSON object
+	codeBadFrame    = "bad_frame"   // binary frame
+	codeUnknownOp   = "unknown_op"  // op missing or not known
+	codeBadRoom     = "bad_room"    // room id fails danmaku.CheckID
+	codeUnavailable = "unavailable" // the registry (Redis) did not answer
+)
+
+// Close codes beyond RFC 6455's.
+const (
+	// CloseSlowConsumer closes a viewer whose send queue overflowed.
+	CloseSlowConsumer = 4008
+	// CloseUnavailable closes a viewer that could not be registered.
+	CloseUnavailable = websocket.CloseTryAgainLater
+)
+
+// clientFrame is a parsed client frame.
+type clientFrame struct {
+	Op   string `json:"op"`
+	Room string `json:"room,omitempty"`
+}
+
+// frameError is what parseFrame reports: the error frame to send.
+type frameError struct {
+	Code    string
+	Message string
+}
+
+func (e *frameError) Error() string { return e.Code + ": " + e.Message }
+
+// parseFrame decodes and checks one text frame from a viewer. It never
+// panics; every failure is a *frameError naming the code to answer with.
+func parseFrame(b []byte) (clientFrame, error) {
+	var f clientFrame
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return f, &frameError{codeBadJSON, "frame must be a JSON object"}
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return clientFrame{}, &frameError{codeBadJSON, "invalid JSON: " + err.Error()}
+	}
+	switch f.Op {
+	case opPing:
+		return f, nil
+	case opJoin:
+		if err := danmaku.CheckID("room", f.Room); err != nil {
+			return clientFrame{}, &frameError{codeBadRoom, danmaku.ErrorField(err) + " " + err.(*danmaku.Error).Message}
+		}
+		return f, nil
+	case "":
+		return clientFrame{}, &frameError{codeUnknownOp, "op is missing"}
+	default:
+		op := f.Op
+		if len(op) > 32 {
+			op = op[:32]
+		}
+		return clientFrame{}, &frameError{codeUnknownOp, "unknown op " + quote(op)}
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// welcomeFrame is sent after every successful join.
+type welcomeFrame struct {
+	Op          string `json:"op"`
+	ConnID      string `json:"connId"`
+	Room        string `json:"room"`
+	Online      int64  `json:"online"`
+	HeartbeatMs int64  `json:"heartbeatMs"`
+}
+
+// errorFrame reports a bad client frame; the connection stays open.
+type errorFrame struct {
+	Op      string `json:"op"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// prepare encodes v once as a text frame.
+func prepare(v any) *websocket.PreparedMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("comet: encode frame: " + err.Error()) // only fixed types reach here
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b)
+	if err != nil {
+		panic("comet: prepare frame: " + err.Error())
+	}
+	return pm
+}
+
+// pongFrame is shared by every connection: its wire form is computed once
+// per compression mode.
+var pongFrame = prepare(struct {
+	Op string `json:"op"`
+}{opPong})
+
+var pongFrameLen = len(`{"op":"pong"}`)

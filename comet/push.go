@@ -1,0 +1,111 @@
+package comet
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/gorilla/websocket"
+)
+
+// pushResponse is the body of a successful push.
+type pushResponse struct {
+	Delivered int `json:"delivered"`
+}
+
+// servePush is job's endpoint: POST /push with a danmaku.Batch body. It
+// answers only after the batch was handed to every local viewer's queue.
+func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, danmaku.Errorf(codeMethodNotAllowed, "", "use POST"))
+		return
+	}
+	if !checkBearer(r, s.cfg.Secret) {
+		s.metrics.observePush("unauthorized", 0, 0, 0)
+		writeError(w, danmaku.Errorf(danmaku.EUNAUTH, "authorization", "wrong or missing push secret"))
+		return
+	}
+	b, err := readBatch(w, r, s.cfg.MaxPushBytes)
+	if err != nil {
+		s.metrics.observePush("bad_request", 0, 0, 0)
+		writeError(w, err)
+		return
+	}
+	n, dups := s.broadcast(b)
+	s.metrics.observePush("ok", time.Since(start), n, dups)
+	writeJSON(w, http.StatusOK, pushResponse{Delivered: n})
+}
+
+// readBatch decodes and checks a push body.
+func readBatch(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Batch, error) {
+	var b danmaku.Batch
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return b, danmaku.Errorf(danmaku.EINVALID, "body", "larger than %d bytes", limit)
+		}
+		return b, danmaku.Errorf(danmaku.EINVALID, "body", "read body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&b); err != nil {
+		return b, danmaku.Errorf(danmaku.EINVALID, "body", "decode batch: %v", err)
+	}
+	if dec.More() {
+		return b, danmaku.Errorf(danmaku.EINVALID, "body", "trailing data after the batch")
+	}
+	if b.Op != danmaku.OpMsgs {
+		return b, danmaku.Errorf(danmaku.EINVALID, "op", "must be %q", danmaku.OpMsgs)
+	}
+	if err := danmaku.CheckID("room", b.Room); err != nil {
+		return b, err
+	}
+	for i, m := range b.Msgs {
+		if m.ID == "" {
+			return b, danmaku.Errorf(danmaku.EINVALID, "msgs["+strconv.Itoa(i)+"].id", "must not be empty")
+		}
+	}
+	return b, nil
+}
+
+// Broadcast hands b to every local viewer of b.Room and returns the number
+// of viewers it was given to. Messages this comet already sent to the room
+// recently are dropped; a batch with nothing new is not sent. It never
+// blocks on a viewer: one whose queue is full is disconnected.
+func (s *Server) Broadcast(b danmaku.Batch) int {
+	n, _ := s.broadcast(b)
+	return n
+}
+
+func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
+	fresh, ok := s.hub.fresh(b.Room, b.Msgs)
+	if !ok {
+		return 0, 0
+	}
+	dups = len(b.Msgs) - len(fresh)
+	if len(fresh) == 0 {
+		return 0, dups
+	}
+	// Encoded once, in the canonical frame form, whatever the body looked like.
+	data, err := json.Marshal(danmaku.NewBatch(b.Room, fresh))
+	if err != nil {
+		return 0, dups
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0, dups
+	}
+	n, slow := s.hub.deliver(b.Room, item{pm: pm, size: len(data)}, nil)
+	for _, c := range slow {
+		s.metrics.slowConsumer()
+		c.kill(CloseSlowConsumer, "slow consumer")
+	}
+	return n, dups
+}

@@ -1,0 +1,99 @@
+package comet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danmaku/danmaku"
+)
+
+// Pusher is job's client of the comets' internal push endpoint. It keeps
+// HTTP/1.1 connections alive per comet, so a push costs one request on a
+// warm connection, and bounds every push with a timeout so a slow or dead
+// comet costs at most that much. It is safe for concurrent use.
+type Pusher struct {
+	secret  string
+	timeout time.Duration
+	client  *http.Client
+}
+
+// NewPusher returns a Pusher authenticating with secret; timeout bounds one
+// push (dial, request and answer).
+func NewPusher(secret string, timeout time.Duration) *Pusher {
+	dialer := &net.Dialer{Timeout: min(timeout, 2*time.Second), KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext: dialer.DialContext,
+		// Pushes to one comet come from many room goroutines at once; keep
+		// enough warm connections that none of them dials on the hot path.
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: 0,
+		DisableCompression:    true, // bodies are small and on a private network
+		ForceAttemptHTTP2:     false,
+		WriteBufferSize:       16 << 10,
+		ReadBufferSize:        4 << 10,
+	}
+	return &Pusher{secret: secret, timeout: timeout, client: &http.Client{Transport: tr, Timeout: timeout}}
+}
+
+// Close drops the idle connections.
+func (p *Pusher) Close() { p.client.CloseIdleConnections() }
+
+// Push sends body, the JSON of a danmaku.Batch, to the comet at addr
+// ("host:port" or a URL) and returns the number of viewers it reached.
+// Network failures, timeouts and 5xx answers are EUNAVAILABLE errors (try
+// again, or another time); a 4xx answer is the comet's error (EINVALID for
+// a bad batch, EUNAUTH for a wrong secret) and retrying will not help.
+func (p *Pusher) Push(ctx context.Context, addr string, body []byte) (int, error) {
+	url := addr
+	if !strings.Contains(addr, "://") {
+		url = "http://" + addr
+	}
+	url = strings.TrimSuffix(url, "/") + "/push"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, danmaku.Errorf(danmaku.EINVALID, "addr", "bad comet address %q: %v", addr, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, danmaku.Unavailable("push to comet "+addr, err)
+	}
+	defer resp.Body.Close()
+	// Read the whole (small) answer so the connection goes back to the pool.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, danmaku.Unavailable("push to comet "+addr, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		var pr pushResponse
+		if err := json.Unmarshal(raw, &pr); err != nil {
+			return 0, danmaku.Unavailable("push to comet "+addr, fmt.Errorf("decode answer: %w", err))
+		}
+		return pr.Delivered, nil
+	}
+	var eb errorBody
+	json.Unmarshal(raw, &eb)
+	msg := eb.Error.Message
+	if msg == "" {
+		msg = strings.TrimSpace(string(raw))
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return 0, danmaku.Unavailable("push to comet "+addr, fmt.Errorf("status %d: %s", resp.StatusCode, msg))
+	}
+	code := codeOfStatus[resp.StatusCode]
+	if code == "" || code == codeForbidden || code == codeMethodNotAllowed {
+		code = danmaku.EINVALID
+	}
+	return 0, &danmaku.Error{Code: code, Field: eb.Error.Field, Message: fmt.Sprintf("comet %s: %s", addr, msg)}
+}

@@ -1,0 +1,443 @@
+// Package comet is the WebSocket edge of the broadcast service. Browsers
+// connect to its public listener (/ws) and join rooms; job pushes batches of
+// messages to its internal listener (/push); the comet fans each batch out to
+// its local viewers of the room. Connections are registered in Redis through
+// package route so job knows which comets hold a room, and the comet keeps a
+// lease there so job stops pushing to it once it is gone.
+//
+// The wire protocol is described in docs/protocol.md.
+package comet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/route"
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// readBufferSize is the per-connection read buffer. Client frames are tiny
+// (join, ping); it must hold a control frame (125 bytes + header). Larger
+// frames are read through it in pieces.
+const readBufferSize = 256
+
+// writeBufferSize sizes the pooled buffers used for non-prepared writes;
+// every frame this package writes is prepared, so idle viewers hold none.
+const writeBufferSize = 4096
+
+// Server is one comet: the public WebSocket listener, the internal push
+// listener, the hub of local viewers and the registration in Redis.
+type Server struct {
+	cfg       Config
+	id        string
+	rt        routeStore
+	log       *zap.Logger
+	reg       *registry
+	metrics   *metrics
+	promReg   *prometheus.Registry
+	hub       *hub
+	limiter   *ipLimiter
+	upgrader  websocket.Upgrader
+	tokenKey  []byte
+	connIDPfx string
+	seq       atomic.Uint64
+	started   time.Time
+
+	publicLn, internalLn   net.Listener
+	publicSrv, internalSrv *http.Server
+	advertise              string
+
+	mu      sync.Mutex // guards closing and readers.Add
+	closing bool
+	readers sync.WaitGroup
+	bg      sync.WaitGroup
+	quit    chan struct{}
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New returns a comet using rt (normally a *route.Store) for routes and
+// lease. A nil log discards logs; a nil promReg gets a private registry.
+func New(cfg Config, rt routeStore, log *zap.Logger, promReg *prometheus.Registry) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if promReg == nil {
+		promReg = telemetry.NewRegistry()
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	s := &Server{
+		cfg:       cfg,
+		rt:        rt,
+		log:       log,
+		promReg:   promReg,
+		hub:       newHub(cfg.RecentIDs),
+		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
+		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
+		quit:      make(chan struct{}),
+	}
+	if cfg.TokenSecret != "" {
+		s.tokenKey = []byte(cfg.TokenSecret)
+	}
+	s.metrics = newMetrics(promReg, s.hub)
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout:  cfg.WriteWait,
+		ReadBufferSize:    readBufferSize,
+		WriteBufferSize:   writeBufferSize,
+		WriteBufferPool:   &sync.Pool{},
+		EnableCompression: cfg.Compression,
+		// The origin is checked before Upgrade, with a JSON answer.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			writeError(w, danmaku.Errorf(danmaku.EINVALID, "", "%v", reason))
+		},
+	}
+	return s, nil
+}
+
+// ID returns the comet id used in Redis.
+func (s *Server) ID() string { return s.id }
+
+// PublicAddr returns the address of the public listener once started.
+func (s *Server) PublicAddr() string { return s.publicLn.Addr().String() }
+
+// InternalAddr returns the address of the internal listener once started.
+func (s *Server) InternalAddr() string { return s.internalLn.Addr().String() }
+
+// AdvertiseAddr returns the push address published in the lease.
+func (s *Server) AdvertiseAddr() string { return s.advertise }
+
+// PublicHandler serves /ws and /healthz, for embedding in another server.
+func (s *Server) PublicHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", s.serveWS)
+	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	return mux
+}
+
+// InternalHandler serves /push, /metrics and /healthz.
+func (s *Server) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/push", s.servePush)
+	mux.Handle("/metrics", telemetry.Handler(s.promReg))
+	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	return mux
+}
+
+// Start listens on both addresses, takes the lease and starts serving. It
+// fails when a listener cannot be opened or Redis does not answer.
+func (s *Server) Start(ctx context.Context) error {
+	var err error
+	if s.internalLn, err = net.Listen("tcp", s.cfg.InternalListen); err != nil {
+		return fmt.Errorf("listen internal: %w", err)
+	}
+	if s.publicLn, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+		s.internalLn.Close()
+		return fmt.Errorf("listen public: %w", err)
+	}
+	s.advertise = advertiseAddr(s.cfg.Advertise, s.internalLn.Addr().String())
+	s.id = s.cfg.ID
+	if s.id == "" {
+		s.id = defaultID(s.internalLn.Addr().String())
+	}
+	s.started = time.Now()
+	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics)
+	if err := s.renewLease(ctx); err != nil {
+		s.publicLn.Close()
+		s.internalLn.Close()
+		s.reg.stop()
+		return fmt.Errorf("take lease: %w", err)
+	}
+
+	s.publicSrv = &http.Server{
+		Handler:           s.PublicHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          zap.NewStdLog(s.log),
+	}
+	s.internalSrv = &http.Server{
+		Handler:           s.InternalHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          zap.NewStdLog(s.log),
+	}
+	s.bg.Add(4)
+	go s.serve(s.publicSrv, s.publicLn, "public")
+	go s.serve(s.internalSrv, s.internalLn, "internal")
+	go s.leaseLoop()
+	go s.pingLoop()
+	s.log.Info("comet started", zap.String("id", s.id), zap.String("public", s.PublicAddr()),
+		zap.String("internal", s.InternalAddr()), zap.String("advertise", s.advertise))
+	return nil
+}
+
+func (s *Server) serve(srv *http.Server, ln net.Listener, name string) {
+	defer s.bg.Done()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("listener failed", zap.String("listener", name), zap.Error(err))
+	}
+}
+
+// advertiseAddr returns configured, or the listener address with a
+// reachable host: the host name for an unspecified address.
+func advertiseAddr(configured, listen string) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// defaultID derives a comet id from the host name and the internal port,
+// so two comets on one host differ.
+func defaultID(listen string) string {
+	h, _ := os.Hostname()
+	var b strings.Builder
+	for i := 0; i < len(h) && b.Len() < 48; i++ {
+		c := h[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
+			b.WriteByte(c)
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("comet")
+	}
+	if _, port, err := net.SplitHostPort(listen); err == nil {
+		b.WriteString("-" + port)
+	}
+	return b.String()
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+func (s *Server) renewLease(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	return s.rt.RenewLease(ctx, route.CometInfo{ID: s.id, Addr: s.advertise, Started: s.started}, s.cfg.LeaseTTL)
+}
+
+func (s *Server) leaseLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.cfg.LeaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			if err := s.renewLease(context.Background()); err != nil {
+				s.metrics.leaseError()
+				s.log.Warn("renew lease", zap.Error(err))
+			}
+		}
+	}
+}
+
+// pingLoop pings every viewer once per PingPeriod. It sweeps one hub shard
+// per tick, so pings are spread over the period and no per-connection timer
+// exists; the ping is queued like any frame and written by the viewer's
+// writer.
+func (s *Server) pingLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(max(s.cfg.PingPeriod/numShards, time.Millisecond))
+	defer t.Stop()
+	var buf []*conn
+	next := 0
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			buf = s.hub.forEachConn(next, buf, func(c *conn) {
+				if c.enqueue(pingItem) == queueFull {
+					s.metrics.slowConsumer()
+					c.kill(CloseSlowConsumer, "slow consumer")
+				}
+			})
+			next = (next + 1) % numShards
+		}
+	}
+}
+
+// serveWS checks a viewer's request, upgrades it and starts its reader.
+// Every refusal happens before the upgrade, with a JSON error.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if s.isClosing() {
+		s.metrics.rejected("shutting_down")
+		writeError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
+		return
+	}
+	if !originAllowed(s.cfg.AllowedOrigins, r) {
+		s.metrics.rejected("origin")
+		writeError(w, danmaku.Errorf(codeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin")))
+		return
+	}
+	q := r.URL.Query()
+	uid := q.Get("uid")
+	if uid != "" {
+		if err := danmaku.CheckID("uid", uid); err != nil {
+			s.metrics.rejected("bad_uid")
+			writeError(w, err)
+			return
+		}
+	}
+	if s.tokenKey != nil {
+		if uid == "" {
+			s.metrics.rejected("token")
+			writeError(w, danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required"))
+			return
+		}
+		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
+			s.metrics.rejected("token")
+			writeError(w, err)
+			return
+		}
+	}
+	room := q.Get("room")
+	var badRoom error
+	if room != "" {
+		if err := danmaku.CheckID("room", room); err != nil {
+			badRoom, room = err, ""
+		}
+	}
+	ip := remoteIP(r)
+	if !s.limiter.acquire(ip) {
+		s.metrics.rejected("ip_limit")
+		writeError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
+		return
+	}
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.limiter.release(ip)
+		s.metrics.rejected("handshake")
+		return
+	}
+	c := &conn{s: s, ws: ws, user: uid, ip: ip, seq: s.seq.Add(1)}
+	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
+
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.limiter.release(ip)
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(closeGrace))
+		ws.Close()
+		return
+	}
+	s.readers.Add(1)
+	s.mu.Unlock()
+	s.metrics.accept()
+	s.hub.addConn(c)
+	go c.readLoop(room, badRoom)
+}
+
+// release removes every trace of a connection whose reader ended.
+func (s *Server) release(c *conn) {
+	c.mu.Lock()
+	c.closed = true
+	c.queue = nil
+	c.mu.Unlock()
+	c.ws.Close()
+	if c.roomID != "" {
+		s.hub.leave(c, c.roomID)
+		s.reg.unregisterAsync(c, c.roomID)
+	}
+	s.hub.removeConn(c)
+	s.limiter.release(c.ip)
+	s.readers.Done()
+}
+
+// Shutdown stops the comet gracefully: it stops accepting viewers, closes
+// every viewer with 1001 (going away) so it reconnects elsewhere, waits for
+// pending registry calls, removes this comet's routes and lease from Redis
+// and stops the internal listener. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	if s.publicSrv == nil {
+		return nil // never started
+	}
+	s.publicSrv.Shutdown(ctx)
+	close(s.quit)
+
+	for i := range numShards {
+		s.hub.forEachConn(i, nil, func(c *conn) { c.kill(websocket.CloseGoingAway, "server shutting down") })
+	}
+	readersDone := make(chan struct{})
+	go func() { s.readers.Wait(); close(readersDone) }()
+	select {
+	case <-readersDone:
+	case <-ctx.Done():
+		// Viewers that did not answer the close are cut off.
+		for i := range numShards {
+			s.hub.forEachConn(i, nil, func(c *conn) { c.ws.Close() })
+		}
+		<-readersDone
+	}
+	// No reader is left to submit registry work; finish what is queued so no
+	// registration lands after the comet's routes were removed.
+	s.reg.stop()
+
+	var errs []error
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.cfg.RedisTimeout)
+	defer rcancel()
+	if n, err := s.rt.RemoveComet(rctx, s.id); err != nil {
+		errs = append(errs, fmt.Errorf("remove routes: %w", err))
+	} else {
+		s.log.Info("routes removed", zap.Int("connections", n))
+	}
+	if err := s.rt.ReleaseLease(rctx, s.id); err != nil {
+		errs = append(errs, fmt.Errorf("release lease: %w", err))
+	}
+	if err := s.internalSrv.Shutdown(ctx); err != nil {
+		s.internalSrv.Close()
+	}
+	s.bg.Wait()
+	s.log.Info("comet stopped", zap.String("id", s.id))
+	return errors.Join(errs...)
+}
