@@ -1,0 +1,122 @@
+package logic
+
+import (
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+)
+
+// Config is the "logic" section of the configuration.
+type Config struct {
+	// Listen is the HTTP listen address of the logic binary.
+	Listen string `yaml:"listen"`
+	// NodeID goes into every generated message id so two logic instances
+	// never produce the same id in the same millisecond. -1 picks a random
+	// id at start-up (fine for a handful of instances; set distinct values
+	// 0..65535 in a larger deployment).
+	NodeID int `yaml:"node_id"`
+
+	// MaxBodyBytes caps the request body; larger bodies get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxMessages is the most messages one POST /logic/send may carry.
+	MaxMessages int `yaml:"max_messages"`
+	// MaxContentRunes is the longest comment, in Unicode code points.
+	MaxContentRunes int `yaml:"max_content_runes"`
+	// MaxNameRunes is the longest user name, in Unicode code points.
+	MaxNameRunes int `yaml:"max_name_runes"`
+
+	// RateLimit refills this many messages per second per user ...
+	RateLimit float64 `yaml:"rate_limit"`
+	// ... up to RateBurst, the most messages a user may send at once. It
+	// must be at least MaxMessages, or a full request could never pass.
+	RateBurst int `yaml:"rate_burst"`
+
+	// RedisTimeout bounds the rate-limit and online-count calls; after it
+	// the request fails with 503.
+	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// ProduceTimeout bounds waiting for Kafka to acknowledge a request's
+	// messages; after it the request fails with 503.
+	ProduceTimeout time.Duration `yaml:"produce_timeout"`
+	// BatchTimeout is how long the producer waits to fill a partition
+	// batch. Small values keep latency low; under load batches fill up
+	// before it expires anyway.
+	BatchTimeout time.Duration `yaml:"batch_timeout"`
+	// BatchSize is the most messages in one partition batch.
+	BatchSize int `yaml:"batch_size"`
+	// ProduceAttempts is how often the producer tries a failed batch.
+	ProduceAttempts int `yaml:"produce_attempts"`
+	// CreateTopic creates the Kafka topic at start-up when it is missing,
+	// with the kafka section's partitions and replication.
+	CreateTopic bool `yaml:"create_topic"`
+
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the HTTP server's.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout bounds draining in-flight requests on shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// DefaultConfig returns the defaults; configs/logic.yaml lists the same
+// values.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            ":8090",
+		NodeID:            -1,
+		MaxBodyBytes:      64 << 10,
+		MaxMessages:       50,
+		MaxContentRunes:   200,
+		MaxNameRunes:      32,
+		RateLimit:         10,
+		RateBurst:         50,
+		RedisTimeout:      500 * time.Millisecond,
+		ProduceTimeout:    3 * time.Second,
+		BatchTimeout:      2 * time.Millisecond,
+		BatchSize:         500,
+		ProduceAttempts:   3,
+		CreateTopic:       true,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ShutdownTimeout:   10 * time.Second,
+	}
+}
+
+// Validate checks the section.
+func (c *Config) Validate() error {
+	switch {
+	case c.NodeID < -1 || c.NodeID > maxNodeID:
+		return config.Invalid("node_id", "must be -1 (random) or 0..%d", maxNodeID)
+	case c.MaxBodyBytes < 256:
+		return config.Invalid("max_body_bytes", "must be at least 256")
+	case c.MaxMessages < 1:
+		return config.Invalid("max_messages", "must be at least 1")
+	case c.MaxContentRunes < 1:
+		return config.Invalid("max_content_runes", "must be at least 1")
+	case c.MaxNameRunes < 1:
+		return config.Invalid("max_name_runes", "must be at least 1")
+	case c.RateLimit <= 0:
+		return config.Invalid("rate_limit", "must be positive")
+	case c.RateBurst < c.MaxMessages:
+		return config.Invalid("rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
+	case c.RedisTimeout <= 0:
+		return config.Invalid("redis_timeout", "must be positive")
+	case c.ProduceTimeout <= 0:
+		return config.Invalid("produce_timeout", "must be positive")
+	case c.BatchTimeout <= 0:
+		return config.Invalid("batch_timeout", "must be positive")
+	case c.BatchSize < 1:
+		return config.Invalid("batch_size", "must be at least 1")
+	case c.ProduceAttempts < 1:
+		return config.Invalid("produce_attempts", "must be at least 1")
+	case c.ReadHeaderTimeout <= 0:
+		return config.Invalid("read_header_timeout", "must be positive")
+	case c.ReadTimeout <= 0:
+		return config.Invalid("read_timeout", "must be positive")
+	case c.IdleTimeout <= 0:
+		return config.Invalid("idle_timeout", "must be positive")
+	case c.ShutdownTimeout <= 0:
+		return config.Invalid("shutdown_timeout", "must be positive")
+	}
+	return nil
+}

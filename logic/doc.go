@@ -1,0 +1,62 @@
+// Package logic is the HTTP entry of the broadcast service: it accepts
+// comments, checks them, rate-limits senders, stamps each message with an id
+// and the server time, and produces it to Kafka (key = room id) for job to
+// deliver. A 202 means Kafka acknowledged every message of the request with
+// acks = all, so accepted means durable.
+//
+// # API
+//
+//	POST /logic/send            {"roomId","userId","userName","messages":[{"content","msgId"?}]}
+//	                            202 {"msgIds":[...]} in request order
+//	GET  /logic/online?roomId=  200 {"roomId","online"}
+//	GET  /healthz               200 while the process runs
+//	GET  /readyz                200 when Redis and Kafka answer, else 503
+//
+// Every error is {"error":{"code","field","message"}} with the status from
+// one table (StatusOf): 400 invalid_argument (field names the input, e.g.
+// "messages[0].content", "userId", "body"), 405 method_not_allowed, 413
+// payload_too_large (field "body"), 415 unsupported_media_type (field
+// "Content-Type"), 429 rate_limited with a Retry-After header in whole
+// seconds, 503 unavailable when Redis or Kafka does not answer within
+// Config.RedisTimeout / Config.ProduceTimeout.
+//
+// # Validation (defaults in DefaultConfig)
+//
+//   - the body is one JSON object of at most 64 KiB sent as
+//     application/json; unknown fields are rejected, so a misspelt key
+//     cannot silently drop an idempotency key;
+//   - roomId: 1..64 of [A-Za-z0-9_.-] (danmaku.CheckID);
+//   - userId: a positive integer; userName: 1..32 characters (Unicode code
+//     points), not blank, no control characters;
+//   - messages: 1..50; content: 1..200 characters, not blank, no control
+//     characters other than newline and tab.
+//
+// # Message ids and idempotency
+//
+// A message without msgId gets a generated id: 16 characters of lowercase
+// base32hex over Unix milliseconds, the node id and a sequence, so ids sort
+// by time (see idGen).
+//
+// A msgId from the client is an idempotency key. It must pass
+// danmaku.CheckID and is namespaced by user: user 7 sending "abc" gets (and
+// the message carries) the id "u7-abc", so two users choosing the same key
+// never share an id and one user cannot suppress another's message. The
+// answer returns that namespaced id; a client that resends either "abc" or
+// "u7-abc" gets the same id again. Keys of up to MaxClientIDLen (40)
+// characters are always accepted; longer ones as long as the namespaced id
+// fits 64 characters. Generated ids contain no '-', so they never collide
+// with namespaced ones.
+//
+// logic itself keeps no memory of ids: a retry is produced again with the
+// same id (and a new timestamp), and job's dedup on (room, id) delivers it
+// once. A 503 from a Kafka timeout means "not known to be accepted": the
+// producer may still complete the write in the background, so a client that
+// retries should reuse its msgId to stay exactly-once on screen.
+//
+// # Rate limit
+//
+// Each user has a token bucket in Redis (route.Store.Allow, one atomic
+// script per request): Config.RateLimit messages per second, up to
+// Config.RateBurst at once. A request of n messages takes n tokens or none.
+// Instances share the budget because the bucket lives in Redis.
+package logic

@@ -1,0 +1,197 @@
+package logic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+const testTopic = "rooms"
+
+// testEnv is one logic Server on a real HTTP listener, backed by its own
+// embedded Kafka broker and the shared (or a given) redis-server.
+type testEnv struct {
+	srv    *Server
+	url    string
+	broker *kafkatest.Broker
+	rdb    redis.UniversalClient
+	reg    *prometheus.Registry
+}
+
+type envOption func(*Config, *testEnv)
+
+func withRedis(addr string) envOption {
+	return func(_ *Config, e *testEnv) { e.rdb = newRedis(addr) }
+}
+
+func newRedis(addr string) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:                 []string{addr},
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+	})
+}
+
+func newEnv(t *testing.T, opts ...envOption) *testEnv {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ProduceTimeout = time.Second
+	e := &testEnv{reg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(&cfg, e)
+	}
+	if e.rdb == nil {
+		e.rdb = newRedis(redistest.Standalone(t).Addr)
+	}
+	t.Cleanup(func() { e.rdb.Close() })
+	e.broker = kafkatest.Start(t)
+	kc := config.DefaultKafka()
+	kc.Brokers = e.broker.Brokers()
+	kc.Topic = testTopic
+	kc.Partitions = 4
+	srv, err := New(cfg, Deps{Redis: e.rdb, Kafka: kc, Registerer: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.EnsureTopic(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	e.url = hs.URL
+	return e
+}
+
+// newUser returns a user id no other test uses, so rate-limit buckets in
+// the shared Redis never interfere.
+func newUser() int64 { return rand.Int64N(1<<52) + 1 }
+
+// uniqueRoom returns a room id unique to this run.
+func uniqueRoom(t *testing.T) string {
+	return fmt.Sprintf("r%d_%d", time.Now().UnixNano()%1e9, rand.IntN(1e6))
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) errorBody(t *testing.T) errorDetail {
+	t.Helper()
+	var b errorBody
+	if err := json.Unmarshal(r.body, &b); err != nil {
+		t.Fatalf("error body %q: %v", r.body, err)
+	}
+	return b.Error
+}
+
+func (r response) ids(t *testing.T) []string {
+	t.Helper()
+	var b SendResponse
+	if err := json.Unmarshal(r.body, &b); err != nil {
+		t.Fatalf("send body %q: %v", r.body, err)
+	}
+	return b.MsgIDs
+}
+
+func (e *testEnv) do(t *testing.T, method, path, contentType string, body []byte) response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (e *testEnv) send(t *testing.T, req any) response {
+	t.Helper()
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.do(t, http.MethodPost, "/logic/send", "application/json", b)
+}
+
+func sendReq(room string, uid int64, contents ...string) SendRequest {
+	r := SendRequest{RoomID: room, UserID: uid, UserName: "tester"}
+	for _, c := range contents {
+		r.Messages = append(r.Messages, SendMessage{Content: c})
+	}
+	return r
+}
+
+// eventually polls fn every 20 ms until it returns nil or d passes.
+func eventually(t *testing.T, d time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func repeat(s string, n int) string { return strings.Repeat(s, n) }
+
+// counter returns the sum of all series of the named metric.
+func (e *testEnv) counter(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}

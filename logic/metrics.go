@@ -1,0 +1,58 @@
+package logic
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the logic role's Prometheus series.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	accepted    prometheus.Counter
+	rateLimited prometheus.Counter
+	produce     *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "http_requests_total",
+			Help: "HTTP requests by handler and status code.",
+		}, []string{"handler", "code"}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "messages_accepted_total",
+			Help: "Messages acknowledged by Kafka and answered with 202.",
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "rate_limited_total",
+			Help: "Send requests refused by the per-user rate limit.",
+		}),
+		produce: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "kafka_produce_seconds",
+			Help:    "Time from handing a request's messages to the producer until Kafka acknowledged them (or the attempt failed).",
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.accepted, m.rateLimited, m.produce)
+	}
+	return m
+}
+
+func (m *metrics) observeRequest(handler string, code int) {
+	m.requests.WithLabelValues(handler, strconv.Itoa(code)).Inc()
+}
+
+func (m *metrics) observeProduce(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.produce.WithLabelValues(result).Observe(d.Seconds())
+}
+
+func (m *metrics) observeAccepted(n int) { m.accepted.Add(float64(n)) }
+
+func (m *metrics) observeRateLimited() { m.rateLimited.Inc() }

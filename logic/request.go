@@ -1,0 +1,175 @@
+package logic
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/danmaku/danmaku"
+)
+
+// SendRequest is the body of POST /logic/send.
+type SendRequest struct {
+	RoomID   string        `json:"roomId"`
+	UserID   int64         `json:"userId"`
+	UserName string        `json:"userName"`
+	Messages []SendMessage `json:"messages"`
+}
+
+// SendMessage is one comment of a SendRequest. MsgID is the client's
+// optional idempotency key.
+type SendMessage struct {
+	Content string `json:"content"`
+	MsgID   string `json:"msgId,omitempty"`
+}
+
+// SendResponse is the 202 answer: the id of every message, in request
+// order.
+type SendResponse struct {
+	MsgIDs []string `json:"msgIds"`
+}
+
+// decodeSend reads and decodes the body of r. Unknown fields are rejected
+// so a misspelt "msgID" does not silently lose the client's idempotency
+// key.
+func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
+	var req SendRequest
+	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
+		return req, err
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, decodeError(err, limit)
+	}
+	// Exactly one JSON value: trailing garbage means a broken client.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return req, decodeError(err, limit)
+		}
+		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	}
+	return req, nil
+}
+
+func checkJSONType(ct string) error {
+	if ct == "" {
+		return danmaku.Errorf(codeMediaType, "Content-Type", "missing; use application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return danmaku.Errorf(codeMediaType, "Content-Type", "%q is not application/json", ct)
+	}
+	return nil
+}
+
+func decodeError(err error, limit int64) error {
+	var (
+		maxErr    *http.MaxBytesError
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		return danmaku.Errorf(codeTooLarge, "body", "larger than %d bytes", limit)
+	case errors.As(err, &syntaxErr):
+		return danmaku.Errorf(danmaku.EINVALID, "body", "malformed JSON at offset %d", syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		return danmaku.Errorf(danmaku.EINVALID, field, "must be a JSON %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return danmaku.Errorf(danmaku.EINVALID, "body", "empty body")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return danmaku.Errorf(danmaku.EINVALID, "body", "truncated JSON")
+	}
+	// encoding/json reports unknown fields only as text.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return danmaku.Errorf(danmaku.EINVALID, strings.Trim(name, `"`), "unknown field")
+	}
+	return danmaku.Errorf(danmaku.EINVALID, "body", "invalid JSON: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int64", "int", "float64":
+		return "integer"
+	case "slice":
+		return "array"
+	case "struct":
+		return "object"
+	}
+	return goKind
+}
+
+// limits are the validation bounds taken from Config.
+type limits struct {
+	maxMessages, maxContent, maxName int
+}
+
+// validate checks req and returns the message ids to use, in order:
+// namespaced client ids where given, "" where the server must assign one.
+func (l limits) validate(req *SendRequest) ([]string, error) {
+	if err := danmaku.CheckID("roomId", req.RoomID); err != nil {
+		return nil, err
+	}
+	if req.UserID <= 0 {
+		return nil, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
+	}
+	if err := checkText("userName", req.UserName, l.maxName, false); err != nil {
+		return nil, err
+	}
+	switch n := len(req.Messages); {
+	case n == 0:
+		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
+	case n > l.maxMessages:
+		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
+	}
+	ids := make([]string, len(req.Messages))
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if err := checkText(fmt.Sprintf("messages[%d].content", i), m.Content, l.maxContent, true); err != nil {
+			return nil, err
+		}
+		if m.MsgID == "" {
+			continue
+		}
+		field := fmt.Sprintf("messages[%d].msgId", i)
+		id, err := clientMsgID(field, req.UserID, m.MsgID)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < i; j++ {
+			if ids[j] == id {
+				return nil, danmaku.Errorf(danmaku.EINVALID, field, "same msgId as messages[%d]", j)
+			}
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// checkText requires 1..max code points, not all white space, and no
+// control characters (a comment may hold line breaks and tabs).
+func checkText(field, s string, maxRunes int, multiline bool) error {
+	if strings.TrimSpace(s) == "" {
+		return danmaku.Errorf(danmaku.EINVALID, field, "must not be empty")
+	}
+	if n := utf8.RuneCountInString(s); n > maxRunes {
+		return danmaku.Errorf(danmaku.EINVALID, field, "longer than %d characters (%d)", maxRunes, n)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
+			return danmaku.Errorf(danmaku.EINVALID, field, "control character %U not allowed", r)
+		}
+	}
+	return nil
+}
