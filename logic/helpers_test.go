@@ -195,3 +195,5 @@ func (e *testEnv) counter(t *testing.T, name string) float64 {
 	}
 	return sum
 }
+
+func errStatus(r response) error { return fmt.Errorf("status %d: %s", r.status, r.body) }
