@@ -1,0 +1,215 @@
+// Command logic runs the HTTP API that accepts comments and produces them
+// to Kafka. Configuration: configs/logic.yaml (-config), DANMAKU_* variables
+// and -<section>.<key> flags; -help lists every knob.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/logic"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+func main() {
+	m := NewMain()
+	err := config.Load(&m.Config, config.Options{Name: "logic", Args: os.Args[1:], Environ: os.Environ()})
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "logic:", err)
+		m.Close()
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "logic: shutdown:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the whole configuration of the logic binary.
+type Config struct {
+	Log   config.Log   `yaml:"log"`
+	Redis config.Redis `yaml:"redis"`
+	Kafka config.Kafka `yaml:"kafka"`
+	Logic logic.Config `yaml:"logic"`
+}
+
+// DefaultConfig returns the defaults of every section.
+func DefaultConfig() Config {
+	return Config{
+		Log:   config.DefaultLog(),
+		Redis: config.DefaultRedis(),
+		Kafka: config.DefaultKafka(),
+		Logic: logic.DefaultConfig(),
+	}
+}
+
+// topicWait is how long start-up keeps trying to reach Kafka to create the
+// topic: long enough for a broker started at the same time to come up.
+const topicWait = 30 * time.Second
+
+// Main is the logic process: Run starts it, Close stops it.
+type Main struct {
+	Config Config
+
+	log   *zap.Logger
+	rdb   redis.UniversalClient
+	logic *logic.Server
+	http  *http.Server
+	ln    net.Listener
+	done  chan struct{} // closed when Serve returns
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main holding the default configuration.
+func NewMain() *Main { return &Main{Config: DefaultConfig()} }
+
+// Run connects to Redis and Kafka, creates the topic if needed and starts
+// serving. It returns once the listener is open; the server runs until
+// Close.
+func (m *Main) Run(ctx context.Context) error {
+	if err := config.Validate(&m.Config); err != nil {
+		return err
+	}
+	c := m.Config
+	log, err := telemetry.NewLogger(c.Log)
+	if err != nil {
+		return err
+	}
+	m.log = log
+	if len(c.Redis.Addrs) == 0 {
+		return errors.New("redis.addrs is empty")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		return errors.New("kafka.brokers is empty")
+	}
+	m.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:        c.Redis.Addrs,
+		Password:     c.Redis.Password,
+		DB:           c.Redis.DB,
+		DialTimeout:  c.Redis.DialTimeout,
+		ReadTimeout:  c.Redis.ReadTimeout,
+		WriteTimeout: c.Redis.WriteTimeout,
+		PoolSize:     c.Redis.PoolSize,
+		// Per-request deadlines (logic.redis_timeout) must reach the
+		// socket, or a stalled Redis holds requests for ReadTimeout.
+		ContextTimeoutEnabled: true,
+	})
+	reg := telemetry.NewRegistry()
+	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	if err := m.ensureTopic(ctx); err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/", m.logic.Handler())
+	mux.Handle("/metrics", telemetry.Handler(reg))
+	m.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: c.Logic.ReadHeaderTimeout,
+		ReadTimeout:       c.Logic.ReadTimeout,
+		// A request may wait for Redis and then Kafka; leave room for both.
+		WriteTimeout: c.Logic.RedisTimeout + c.Logic.ProduceTimeout + 5*time.Second,
+		IdleTimeout:  c.Logic.IdleTimeout,
+		ErrorLog:     zap.NewStdLog(log.Named("http")),
+	}
+	m.ln, err = net.Listen("tcp", c.Logic.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Logic.Listen, err)
+	}
+	m.done = make(chan struct{})
+	go func() {
+		defer close(m.done)
+		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http serve", zap.Error(err))
+		}
+	}()
+	log.Info("logic listening", zap.String("addr", m.ln.Addr().String()),
+		zap.Strings("kafka", c.Kafka.Brokers), zap.String("topic", c.Kafka.Topic), zap.Strings("redis", c.Redis.Addrs))
+	return nil
+}
+
+// ensureTopic retries while Kafka is still coming up.
+func (m *Main) ensureTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := m.logic.EnsureTopic(tctx)
+		tcancel()
+		if err == nil {
+			return nil
+		}
+		m.log.Warn("kafka topic not ready, retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka topic %s: %w", m.Config.Kafka.Topic, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Addr is the address the server listens on (useful with port 0).
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Close stops accepting, lets in-flight requests finish (up to
+// logic.shutdown_timeout), then flushes the Kafka producer and closes
+// Redis. Safe to call more than once and after a failed Run.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
+			if err := m.http.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+			cancel()
+			<-m.done
+		}
+		if m.logic != nil {
+			if err := m.logic.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close kafka writer: %w", err))
+			}
+		}
+		if m.rdb != nil {
+			m.rdb.Close()
+		}
+		if m.log != nil {
+			m.log.Info("logic stopped")
+			m.log.Sync()
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}
