@@ -1,0 +1,219 @@
+package comet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+const testSecret = "test-push-secret"
+
+// uniq returns an id unique to this test run, safe for Redis keys.
+func uniq(tb testing.TB, prefix string) string {
+	tb.Helper()
+	name := strings.NewReplacer("/", "_", " ", "_", "#", "_").Replace(tb.Name())
+	if len(name) > 30 {
+		name = name[len(name)-30:]
+	}
+	return fmt.Sprintf("%s-%s-%x", prefix, name, rand.Uint32())
+}
+
+func testConfig(tb testing.TB) Config {
+	cfg := DefaultConfig()
+	cfg.ID = uniq(tb, "comet")
+	cfg.Listen = "127.0.0.1:0"
+	cfg.InternalListen = "127.0.0.1:0"
+	cfg.Secret = testSecret
+	cfg.MaxConnsPerIP = 0
+	cfg.LeaseRenew = 200 * time.Millisecond
+	cfg.LeaseTTL = time.Second
+	cfg.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// mustStart starts a comet on loopback ports with real Redis routes.
+func mustStart(tb testing.TB, mutate func(*Config)) (*Server, *route.Store) {
+	tb.Helper()
+	cfg := testConfig(tb)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	store := route.New(redistest.Client(tb))
+	s, err := New(cfg, store, nil, nil)
+	if err != nil {
+		tb.Fatalf("new comet: %v", err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		tb.Fatalf("start comet: %v", err)
+	}
+	tb.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s, store
+}
+
+func wsURL(s *Server, query string) string {
+	u := "ws://" + s.PublicAddr() + "/ws"
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// mustDial opens a viewer connection; query is the raw query string.
+func mustDial(tb testing.TB, s *Server, query string) *websocket.Conn {
+	tb.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(wsURL(s, query), nil)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		tb.Fatalf("dial %s: %v (status %d)", query, err, status)
+	}
+	tb.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+// frame is any server frame, decoded loosely.
+type frame struct {
+	Op      string            `json:"op"`
+	ConnID  string            `json:"connId"`
+	Room    string            `json:"room"`
+	Online  int64             `json:"online"`
+	Heart   int64             `json:"heartbeatMs"`
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
+	Msgs    []danmaku.Message `json:"msgs"`
+}
+
+func mustRead(tb testing.TB, ws *websocket.Conn) frame {
+	tb.Helper()
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	mt, data, err := ws.ReadMessage()
+	if err != nil {
+		tb.Fatalf("read frame: %v", err)
+	}
+	if mt != websocket.TextMessage {
+		tb.Fatalf("frame type %d, want text", mt)
+	}
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		tb.Fatalf("decode frame %q: %v", data, err)
+	}
+	return f
+}
+
+func mustReadOp(tb testing.TB, ws *websocket.Conn, op string) frame {
+	tb.Helper()
+	f := mustRead(tb, ws)
+	if f.Op != op {
+		tb.Fatalf("got frame %+v, want op %q", f, op)
+	}
+	return f
+}
+
+func mustSend(tb testing.TB, ws *websocket.Conn, v any) {
+	tb.Helper()
+	b, _ := json.Marshal(v)
+	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		tb.Fatalf("send: %v", err)
+	}
+}
+
+// expectNoFrame checks that nothing arrives on ws within d.
+func expectNoFrame(tb testing.TB, ws *websocket.Conn, d time.Duration) {
+	tb.Helper()
+	ws.SetReadDeadline(time.Now().Add(d))
+	if _, data, err := ws.ReadMessage(); err == nil {
+		tb.Fatalf("unexpected frame %s", data)
+	}
+}
+
+// checkFor polls fn until it returns nil or the deadline passes.
+func checkFor(tb testing.TB, total time.Duration, fn func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met after %v: %v", total, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// expectRoutes checks Online and this comet's RoomComets entry for room.
+func expectRoutes(tb testing.TB, store *route.Store, s *Server, room string, want int64) {
+	tb.Helper()
+	checkFor(tb, 5*time.Second, func() error {
+		ctx := context.Background()
+		n, err := store.Online(ctx, room)
+		if err != nil {
+			return err
+		}
+		rc, err := store.RoomComets(ctx, room)
+		if err != nil {
+			return err
+		}
+		if n != want || rc[s.ID()] != want {
+			return fmt.Errorf("room %s: online %d, room comets %v; want %d", room, n, rc, want)
+		}
+		return nil
+	})
+}
+
+func batch(room string, ids ...string) danmaku.Batch {
+	msgs := make([]danmaku.Message, len(ids))
+	for i, id := range ids {
+		msgs[i] = danmaku.Message{ID: id, UID: int64(i + 1), Name: "n" + id, Content: "hello " + id, TS: int64(1730620801000 + i)}
+	}
+	return danmaku.NewBatch(room, msgs)
+}
+
+func mustPush(tb testing.TB, p *Pusher, s *Server, b danmaku.Batch) int {
+	tb.Helper()
+	body, _ := json.Marshal(b)
+	n, err := p.Push(context.Background(), s.AdvertiseAddr(), body)
+	if err != nil {
+		tb.Fatalf("push %v: %v", b, err)
+	}
+	return n
+}
+
+func msgIDs(f frame) []string {
+	out := make([]string, len(f.Msgs))
+	for i, m := range f.Msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+
+// value reads a counter or gauge.
+func value(tb testing.TB, c prometheus.Metric) float64 {
+	tb.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		tb.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
