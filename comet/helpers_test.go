@@ -204,7 +204,6 @@ func msgIDs(f frame) []string {
 	return out
 }
 
-
 // value reads a counter or gauge.
 func value(tb testing.TB, c prometheus.Metric) float64 {
 	tb.Helper()

@@ -1,0 +1,339 @@
+package comet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/gorilla/websocket"
+)
+
+// TestBadInput sends every kind of bad input while a healthy viewer stays
+// connected; each gets its documented answer and the healthy viewer keeps
+// receiving batches.
+func TestBadInput(t *testing.T) {
+	s, _ := mustStart(t, func(c *Config) {
+		c.MaxFrameBytes = 256
+		c.AllowedOrigins = []string{"https://good.example"}
+	})
+	room, other := uniq(t, "r"), uniq(t, "other")
+	healthy := mustDial(t, s, "room="+room)
+	mustReadOp(t, healthy, opWelcome)
+	p := NewPusher(testSecret, 2*time.Second)
+	defer p.Close()
+	seq := 0
+	stillServing := func(t *testing.T) {
+		t.Helper()
+		seq++
+		id := "ok" + string(rune('a'+seq))
+		if n := mustPush(t, p, s, batch(room, id)); n != 1 {
+			t.Fatalf("delivered %d, want 1", n)
+		}
+		if f := mustReadOp(t, healthy, danmaku.OpMsgs); f.Msgs[0].ID != id {
+			t.Fatalf("healthy viewer got %v", msgIDs(f))
+		}
+	}
+
+	frameCases := []struct {
+		name  string
+		frame string
+		code  string
+	}{
+		{"invalid JSON", `{"op":`, codeBadJSON},
+		{"not an object", `[1,2]`, codeBadJSON},
+		{"unknown op", `{"op":"dance"}`, codeUnknownOp},
+		{"missing op", `{"room":"x"}`, codeUnknownOp},
+		{"bad room", `{"op":"join","room":"a:b"}`, codeBadRoom},
+		{"empty room", `{"op":"join","room":""}`, codeBadRoom},
+	}
+	for _, tc := range frameCases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustDial(t, s, "room="+other)
+			mustReadOp(t, c, opWelcome)
+			if err := c.WriteMessage(websocket.TextMessage, []byte(tc.frame)); err != nil {
+				t.Fatal(err)
+			}
+			if f := mustReadOp(t, c, opError); f.Code != tc.code || f.Message == "" {
+				t.Fatalf("error frame %+v, want code %s", f, tc.code)
+			}
+			// The connection is still usable.
+			mustSend(t, c, map[string]string{"op": "ping"})
+			mustReadOp(t, c, opPong)
+			stillServing(t)
+		})
+	}
+
+	t.Run("binary frame", func(t *testing.T) {
+		c := mustDial(t, s, "")
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		if f := mustReadOp(t, c, opError); f.Code != codeBadFrame {
+			t.Fatalf("error frame %+v", f)
+		}
+		stillServing(t)
+	})
+
+	t.Run("bad room in query", func(t *testing.T) {
+		c := mustDial(t, s, "room=bad%20room")
+		if f := mustReadOp(t, c, opError); f.Code != codeBadRoom {
+			t.Fatalf("error frame %+v", f)
+		}
+		// Still open: a valid join works.
+		mustSend(t, c, map[string]string{"op": "join", "room": other})
+		mustReadOp(t, c, opWelcome)
+		stillServing(t)
+	})
+
+	t.Run("oversized frame", func(t *testing.T) {
+		c := mustDial(t, s, "room="+other)
+		mustReadOp(t, c, opWelcome)
+		big := `{"op":"join","room":"` + strings.Repeat("a", 1000) + `"}`
+		if err := c.WriteMessage(websocket.TextMessage, []byte(big)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _, err := c.ReadMessage()
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {
+			t.Fatalf("got %v, want close 1009", err)
+		}
+		stillServing(t)
+	})
+
+	t.Run("wrong origin", func(t *testing.T) {
+		h := http.Header{"Origin": {"https://evil.example"}}
+		_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("dial with bad origin: %v %v", err, resp)
+		}
+		expectErrorBody(t, resp, codeForbidden)
+		h = http.Header{"Origin": {"https://good.example"}}
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
+		if err != nil {
+			t.Fatalf("dial with allowed origin: %v", err)
+		}
+		defer c.Close()
+		mustReadOp(t, c, opWelcome)
+		stillServing(t)
+	})
+
+	t.Run("bad uid", func(t *testing.T) {
+		_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid=a*b"), nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("dial with bad uid: %v", err)
+		}
+		expectErrorBody(t, resp, danmaku.EINVALID)
+	})
+
+	t.Run("wrong push secret", func(t *testing.T) {
+		bad := NewPusher("not-the-secret", 2*time.Second)
+		defer bad.Close()
+		body, _ := json.Marshal(batch(room, "x"))
+		_, err := bad.Push(context.Background(), s.AdvertiseAddr(), body)
+		if danmaku.ErrorCode(err) != danmaku.EUNAUTH {
+			t.Fatalf("push with wrong secret: %v", err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.InternalAddr()+"/push", bytes.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+		expectErrorBody(t, resp, danmaku.EUNAUTH)
+		stillServing(t)
+	})
+
+	t.Run("bad push body", func(t *testing.T) {
+		for _, body := range []string{
+			`not json`,
+			`{"op":"msgs","room":"a:b","msgs":[]}`,
+			`{"op":"other","room":"r","msgs":[]}`,
+			`{"op":"msgs","room":"r","msgs":[{"id":""}]}`,
+			`{"op":"msgs","room":"r","msgs":[]} {}`,
+			`{"op":"msgs","room":"r","msgs":[{"id":"` + strings.Repeat("x", 5<<20) + `"}]}`,
+		} {
+			_, err := p.Push(context.Background(), s.AdvertiseAddr(), []byte(body))
+			if danmaku.ErrorCode(err) != danmaku.EINVALID {
+				t.Fatalf("body %.40q: got %v, want invalid_argument", body, err)
+			}
+		}
+		stillServing(t)
+	})
+
+	t.Run("push to a dead comet", func(t *testing.T) {
+		_, err := p.Push(context.Background(), "127.0.0.1:1", []byte(`{}`))
+		if danmaku.ErrorCode(err) != danmaku.EUNAVAILABLE {
+			t.Fatalf("got %v, want unavailable", err)
+		}
+	})
+
+	t.Run("healthz and metrics", func(t *testing.T) {
+		for _, u := range []string{"http://" + s.PublicAddr() + "/healthz", "http://" + s.InternalAddr() + "/healthz", "http://" + s.InternalAddr() + "/metrics"} {
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: status %d", u, resp.StatusCode)
+			}
+			if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(b), "comet_slow_consumer_disconnects_total") {
+				t.Fatalf("metrics lack comet metrics:\n%s", b)
+			}
+		}
+	})
+}
+
+func expectErrorBody(t *testing.T, resp *http.Response, code string) {
+	t.Helper()
+	defer resp.Body.Close()
+	var eb errorBody
+	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
+		t.Fatalf("decode error body: %v", err)
+	}
+	if eb.Error.Code != code || eb.Error.Message == "" {
+		t.Fatalf("error body %+v, want code %s", eb, code)
+	}
+}
+
+func TestTokenAuth(t *testing.T) {
+	const secret = "token-secret"
+	s, _ := mustStart(t, func(c *Config) { c.TokenSecret = secret })
+	room := uniq(t, "r")
+	good := MintToken([]byte(secret), "u42", time.Now().Add(time.Hour))
+	cases := []struct {
+		name, query string
+		status      int
+	}{
+		{"valid", "room=" + room + "&uid=u42&token=" + good, http.StatusSwitchingProtocols},
+		{"no token", "room=" + room + "&uid=u42", http.StatusUnauthorized},
+		{"no uid", "room=" + room + "&token=" + good, http.StatusUnauthorized},
+		{"other uid", "room=" + room + "&uid=u43&token=" + good, http.StatusUnauthorized},
+		{"expired", "room=" + room + "&uid=u42&token=" + MintToken([]byte(secret), "u42", time.Now().Add(-time.Second)), http.StatusUnauthorized},
+		{"other secret", "room=" + room + "&uid=u42&token=" + MintToken([]byte("x"), "u42", time.Now().Add(time.Hour)), http.StatusUnauthorized},
+		{"garbage", "room=" + room + "&uid=u42&token=abc", http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, resp, err := websocket.DefaultDialer.Dial(wsURL(s, tc.query), nil)
+			if resp == nil {
+				t.Fatalf("no response: %v", err)
+			}
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if err == nil {
+				defer c.Close()
+				mustReadOp(t, c, opWelcome)
+			} else {
+				expectErrorBody(t, resp, danmaku.EUNAUTH)
+			}
+		})
+	}
+}
+
+func TestPerIPLimit(t *testing.T) {
+	s, _ := mustStart(t, func(c *Config) { c.MaxConnsPerIP = 2 })
+	a := mustDial(t, s, "")
+	mustDial(t, s, "")
+	_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third connection: %v", err)
+	}
+	expectErrorBody(t, resp, danmaku.ERATELIMIT)
+	// A slot frees when a connection ends.
+	a.Close()
+	checkFor(t, 5*time.Second, func() error {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		return nil
+	})
+}
+
+func TestParseFrame(t *testing.T) {
+	cases := []struct {
+		in   string
+		want clientFrame
+		code string
+	}{
+		{`{"op":"ping"}`, clientFrame{Op: "ping"}, ""},
+		{` {"op":"join","room":"video_123"} `, clientFrame{Op: "join", Room: "video_123"}, ""},
+		{`{"op":"join","room":"x","extra":1}`, clientFrame{Op: "join", Room: "x"}, ""},
+		{`{"op":"join"}`, clientFrame{}, codeBadRoom},
+		{`{"op":"join","room":"{x}"}`, clientFrame{}, codeBadRoom},
+		{`{"op":"join","room":5}`, clientFrame{}, codeBadJSON},
+		{`{"op":"nope"}`, clientFrame{}, codeUnknownOp},
+		{`null`, clientFrame{}, codeBadJSON},
+		{``, clientFrame{}, codeBadJSON},
+	}
+	for _, tc := range cases {
+		got, err := parseFrame([]byte(tc.in))
+		code := ""
+		var fe *frameError
+		if errors.As(err, &fe) {
+			code = fe.Code
+		}
+		if got != tc.want || code != tc.code {
+			t.Errorf("parseFrame(%q) = %+v, %v; want %+v, code %q", tc.in, got, err, tc.want, tc.code)
+		}
+	}
+}
+
+func FuzzParseFrame(f *testing.F) {
+	f.Add([]byte(`{"op":"join","room":"video_123"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := parseFrame(b)
+		if err != nil {
+			var fe *frameError
+			if !errors.As(err, &fe) || fe.Code == "" {
+				t.Fatalf("error %v is not a frameError with a code", err)
+			}
+			if fr != (clientFrame{}) {
+				t.Fatalf("frame %+v returned with error", fr)
+			}
+			return
+		}
+		switch fr.Op {
+		case opPing:
+		case opJoin:
+			if danmaku.CheckID("room", fr.Room) != nil {
+				t.Fatalf("accepted bad room %q", fr.Room)
+			}
+		default:
+			t.Fatalf("accepted op %q", fr.Op)
+		}
+	})
+}
+
+func TestMintToken(t *testing.T) {
+	key := []byte("k")
+	exp := time.Unix(1_900_000_000, 0)
+	tok := MintToken(key, "u1", exp)
+	if !strings.HasSuffix(tok, ".1900000000") {
+		t.Fatalf("token %q lacks expiry", tok)
+	}
+	if err := verifyToken(key, "u1", tok, exp.Add(-time.Second)); err != nil {
+		t.Fatalf("valid token refused: %v", err)
+	}
+	if err := verifyToken(key, "u1", tok, exp); err == nil {
+		t.Fatal("token accepted at expiry")
+	}
+	tampered := strings.Replace(tok, ".1900000000", ".1900000001", 1)
+	if err := verifyToken(key, "u1", tampered, exp.Add(-time.Hour)); err == nil {
+		t.Fatal("token with changed expiry accepted")
+	}
+}
