@@ -1,0 +1,147 @@
+package route_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+)
+
+func eachB(b *testing.B, fn func(b *testing.B, rdb redis.UniversalClient)) {
+	b.Run("standalone", func(b *testing.B) { fn(b, redistest.Client(b)) })
+	b.Run("cluster", func(b *testing.B) { fn(b, redistest.ClusterClient(b)) })
+}
+
+func BenchmarkRegisterUnregister(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room, comet := uniq("room"), uniq("comet")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			c := route.Conn{ID: comet + "-" + strconv.Itoa(i), Room: room, User: "u" + strconv.Itoa(i%100), Comet: comet}
+			if err := s.Register(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Unregister(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	})
+}
+
+// BenchmarkDedupBatch100 claims and then marks processed 100 message ids of
+// one room: two round trips per batch of 100.
+func BenchmarkDedupBatch100(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room := uniq("room")
+		ids := make([]string, 100)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for j := range ids {
+				ids[j] = "m" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+			}
+			st, err := s.Claim(ctx, room, ids, "bench", 10*time.Second)
+			if err != nil || st[99] != route.Claimed {
+				b.Fatal(st, err)
+			}
+			if err := s.MarkProcessed(ctx, room, ids, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "ids/s")
+	})
+}
+
+// BenchmarkBroadcastGuards is the guard cost of one broadcast: open the
+// cooldown window, take the lock, release it.
+func BenchmarkBroadcastGuards(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		prefix := uniq("room")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			room := prefix + "-" + strconv.Itoa(i)
+			if ok, _, err := s.Cooldown(ctx, room, 50*time.Millisecond); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			l, err := s.AcquireLock(ctx, room, 5*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.ReleaseLock(ctx, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "broadcasts/s")
+	})
+}
+
+// BenchmarkRouteLookup10k compares, for one room of 10,000 viewers on 4
+// comets, the original lookup (SMEMBERS, then one HGETALL per connection,
+// each a round trip), the same pipelined, and the room:comets index.
+func BenchmarkRouteLookup10k(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room := uniq("room")
+		comets := []string{uniq("comet"), uniq("comet"), uniq("comet"), uniq("comet")}
+		const viewers = 10000
+		for i := 0; i < viewers; i++ {
+			c := route.Conn{ID: fmt.Sprintf("%s-c%d", room, i), Room: room, Comet: comets[i%4]}
+			if err := s.Register(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("seed-N+1", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				conns, err := rdb.SMembers(ctx, "room:connections:{"+room+"}").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				by := map[string]int{}
+				for _, id := range conns {
+					m, err := rdb.HGetAll(ctx, "connection:info:{"+id+"}").Result()
+					if err != nil {
+						b.Fatal(err)
+					}
+					by[m["comet_id"]]++
+				}
+				if len(by) != 4 {
+					b.Fatal(by)
+				}
+			}
+			b.ReportMetric(viewers+1, "roundtrips/op")
+			b.ReportMetric(viewers+1, "commands/op")
+		})
+		b.Run("seed-pipelined", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				by, err := s.SeedRoutes(ctx, room)
+				if err != nil || len(by) != 4 {
+					b.Fatal(by, err)
+				}
+			}
+			b.ReportMetric(2, "roundtrips/op")
+			b.ReportMetric(viewers+1, "commands/op")
+		})
+		b.Run("room-comets", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				by, err := s.RoomComets(ctx, room)
+				if err != nil || len(by) != 4 || by[comets[0]] != viewers/4 {
+					b.Fatal(by, err)
+				}
+			}
+			b.ReportMetric(1, "roundtrips/op")
+			b.ReportMetric(1, "commands/op")
+		})
+	})
+}
