@@ -79,11 +79,8 @@ func Load(dst any, o Options) error {
 	file := fs.String("config", "", "YAML configuration file")
 	flagged := map[string]string{}
 	for _, l := range leaves {
-		name := l.path
-		fs.Func(name, fmt.Sprintf("%s (env %s, default %q)", l.kind(), l.env(), l.String()), func(s string) error {
-			flagged[name] = s
-			return nil
-		})
+		fs.Var(&flagValue{name: l.path, isBool: l.v.Kind() == reflect.Bool, seen: flagged},
+			l.path, fmt.Sprintf("%s (env %s, default %q)", l.kind(), l.env(), l.String()))
 	}
 	if err := fs.Parse(o.Args); err != nil {
 		return err
@@ -183,6 +180,21 @@ func Keys(v any) [][3]string {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
+}
+
+// flagValue records a flag's text; it is applied after the file and the
+// environment so that flags win whatever their position.
+type flagValue struct {
+	name   string
+	isBool bool
+	seen   map[string]string
+}
+
+func (f *flagValue) String() string   { return "" }
+func (f *flagValue) IsBoolFlag() bool { return f.isBool }
+func (f *flagValue) Set(s string) error {
+	f.seen[f.name] = s
+	return nil
 }
 
 type leaf struct {
