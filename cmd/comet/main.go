@@ -1,0 +1,132 @@
+// Command comet runs the WebSocket edge browsers connect to: the public
+// listener serves /ws, the internal listener takes job's pushes.
+// Configuration: configs/comet.yaml (-config), DANMAKU_* variables and
+// -<section>.<key> flags; -help lists every knob.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+func main() {
+	m := NewMain()
+	err := config.Load(&m.Config, config.Options{Name: "comet", Args: os.Args[1:], Environ: os.Environ()})
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "comet:", err)
+		m.Close()
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "comet: shutdown:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the whole configuration of the comet binary.
+type Config struct {
+	Log   config.Log   `yaml:"log"`
+	Redis config.Redis `yaml:"redis"`
+	Comet comet.Config `yaml:"comet"`
+}
+
+// DefaultConfig returns the defaults of every section.
+func DefaultConfig() Config {
+	return Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
+}
+
+// Main is the comet process: Run starts it, Close stops it.
+type Main struct {
+	Config Config
+	// Server is the running comet, set by Run.
+	Server *comet.Server
+
+	log *zap.Logger
+	rdb redis.UniversalClient
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main holding the default configuration.
+func NewMain() *Main { return &Main{Config: DefaultConfig()} }
+
+// Run connects to Redis, takes the comet's lease and starts both listeners.
+// It returns once they are open; the comet runs until Close.
+func (m *Main) Run(ctx context.Context) error {
+	if err := config.Validate(&m.Config); err != nil {
+		return err
+	}
+	c := m.Config
+	log, err := telemetry.NewLogger(c.Log)
+	if err != nil {
+		return err
+	}
+	m.log = log
+	if len(c.Redis.Addrs) == 0 {
+		return errors.New("redis.addrs is empty")
+	}
+	m.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:        c.Redis.Addrs,
+		Password:     c.Redis.Password,
+		DB:           c.Redis.DB,
+		DialTimeout:  c.Redis.DialTimeout,
+		ReadTimeout:  c.Redis.ReadTimeout,
+		WriteTimeout: c.Redis.WriteTimeout,
+		PoolSize:     c.Redis.PoolSize,
+		// comet.redis_timeout must reach the socket, or a stalled Redis
+		// holds registrations for ReadTimeout.
+		ContextTimeoutEnabled: true,
+	})
+	srv, err := comet.New(c.Comet, route.New(m.rdb), log, telemetry.NewRegistry())
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	m.Server = srv
+	return nil
+}
+
+// Close shuts the comet down gracefully (viewers closed with 1001, routes
+// and lease removed) and closes the Redis client. Safe to call twice.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.Server != nil {
+			errs = append(errs, m.Server.Shutdown(context.Background()))
+		}
+		if m.rdb != nil {
+			errs = append(errs, m.rdb.Close())
+		}
+		if m.log != nil {
+			m.log.Sync()
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}

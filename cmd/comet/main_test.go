@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+	"github.com/gorilla/websocket"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+// The binary's wiring: Main starts on :0 from the shipped configuration
+// against a real Redis, a viewer joins, a push reaches it, the listeners
+// answer /healthz and /metrics, and Close removes the comet's lease.
+func TestMainServes(t *testing.T) {
+	m := NewMain()
+	if err := config.Load(&m.Config, config.Options{Name: "comet", Args: []string{
+		"-config", "../../configs/comet.yaml",
+		"-comet.listen", "127.0.0.1:0",
+		"-comet.internal_listen", "127.0.0.1:0",
+		"-comet.id", "main-test-comet",
+		"-log.level", "warn",
+	}, Environ: []string{
+		"DANMAKU_REDIS_ADDRS=" + redistest.Standalone(t).Addr,
+		"DANMAKU_COMET_SECRET=main-test-secret",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := m.Server
+
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+s.PublicAddr()+"/ws?room=main_test_room", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+		t.Fatalf("welcome: %s %v", data, err)
+	}
+	p := comet.NewPusher("main-test-secret", 2*time.Second)
+	defer p.Close()
+	body, _ := json.Marshal(danmaku.NewBatch("main_test_room", []danmaku.Message{{ID: "m1", UID: 1, Name: "a", Content: "hi", TS: 1}}))
+	if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 1 {
+		t.Fatalf("push: %d %v", n, err)
+	}
+	if _, data, err := ws.ReadMessage(); err != nil || string(data) != string(body) {
+		t.Fatalf("frame %s (%v), want %s", data, err, body)
+	}
+	for u, want := range map[string]string{
+		"http://" + s.PublicAddr() + "/healthz":   `"ok"`,
+		"http://" + s.InternalAddr() + "/healthz": `"ok"`,
+		"http://" + s.InternalAddr() + "/metrics": "comet_push_batches_total",
+	} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Fatalf("%s: %d %.200s", u, resp.StatusCode, b)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("after close: %v, want 1001", err)
+	}
+	live, err := route.New(redistest.Client(t)).LiveComets(context.Background())
+	if err != nil || live["main-test-comet"].ID != "" {
+		t.Fatalf("lease left behind: %v %v", live, err)
+	}
+}
+
+// The shipped configuration lists every knob of the sections.
+func TestConfigFileComplete(t *testing.T) {
+	def := DefaultConfig()
+	b, err := os.ReadFile("../../configs/comet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range config.Keys(&def) {
+		key := k[0][strings.LastIndex(k[0], ".")+1:]
+		if !strings.Contains(string(b), key+":") {
+			t.Errorf("configs/comet.yaml lacks %s", k[0])
+		}
+	}
+}
