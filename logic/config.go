@@ -38,8 +38,11 @@ type Config struct {
 	// messages; after it the request fails with 503.
 	ProduceTimeout time.Duration `yaml:"produce_timeout"`
 	// BatchTimeout is how long the producer waits to fill a partition
-	// batch. Small values keep latency low; under load batches fill up
-	// before it expires anyway.
+	// batch. kafka-go sends one batch per partition at a time, so messages
+	// arriving while a batch is in flight queue up behind it whatever this
+	// value; a short linger mostly cuts the latency of a lone request. With
+	// 32 concurrent senders against the embedded broker 250-500 us gave
+	// about twice the throughput of 2 ms.
 	BatchTimeout time.Duration `yaml:"batch_timeout"`
 	// BatchSize is the most messages in one partition batch.
 	BatchSize int `yaml:"batch_size"`
@@ -71,7 +74,7 @@ func DefaultConfig() Config {
 		RateBurst:         50,
 		RedisTimeout:      500 * time.Millisecond,
 		ProduceTimeout:    3 * time.Second,
-		BatchTimeout:      2 * time.Millisecond,
+		BatchTimeout:      500 * time.Microsecond,
 		BatchSize:         500,
 		ProduceAttempts:   3,
 		CreateTopic:       true,

@@ -49,7 +49,7 @@ func newRedis(addr string) redis.UniversalClient {
 	})
 }
 
-func newEnv(t *testing.T, opts ...envOption) *testEnv {
+func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ProduceTimeout = time.Second
@@ -197,3 +197,4 @@ func (e *testEnv) counter(t *testing.T, name string) float64 {
 }
 
 func errStatus(r response) error { return fmt.Errorf("status %d: %s", r.status, r.body) }
+
