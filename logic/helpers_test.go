@@ -197,4 +197,3 @@ func (e *testEnv) counter(t *testing.T, name string) float64 {
 }
 
 func errStatus(r response) error { return fmt.Errorf("status %d: %s", r.status, r.body) }
-
