@@ -1,0 +1,168 @@
+package job
+
+import (
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+)
+
+// Policies for messages that arrive while a room's cooldown window runs.
+const (
+	// PolicyCoalesce buffers them and sends them as one batch when the
+	// window ends (leading + trailing edge). Nothing is dropped below the
+	// overflow limit.
+	PolicyCoalesce = "coalesce"
+	// PolicyDrop skips them, as the original design did, and counts them.
+	PolicyDrop = "drop"
+)
+
+// Config tunes the job. Every duration has a default that matches the
+// original design's keys (60 s dedup, 1 s cooldown, 5 s lock).
+type Config struct {
+	// Policy is "coalesce" (default) or "drop".
+	Policy string `yaml:"policy"`
+	// Window is the per-room cooldown: at most one broadcast per room per
+	// window. 10ms or more.
+	Window time.Duration `yaml:"window"`
+	// Budget is the most messages in one room batch. What a window brings
+	// beyond it waits for the next window (no loss, more delay).
+	Budget int `yaml:"budget"`
+	// MaxPending caps a room's waiting messages. Beyond it, while the room
+	// is being delivered normally, newly arriving messages of that room are
+	// dropped and counted (reason "overflow"). While deliveries fail (Redis
+	// or every comet down) nothing is dropped: consumption pauses instead.
+	MaxPending int `yaml:"max_pending"`
+	// MaxBuffered caps the messages held in memory over all rooms; at the
+	// cap the consumer stops fetching until deliveries catch up.
+	MaxBuffered int `yaml:"max_buffered"`
+
+	ProcessedTTL time.Duration `yaml:"processed_ttl"` // msg:processed mark, 60s
+	// ClaimTTL bounds how long a crashed consumer's claims delay the
+	// redelivery of its messages. Must exceed a flush's worst case.
+	ClaimTTL time.Duration `yaml:"claim_ttl"`
+	LockTTL  time.Duration `yaml:"lock_ttl"` // lock:broadcast, 5s
+	// LockRetry is how soon a room whose lock is held elsewhere is tried again.
+	LockRetry time.Duration `yaml:"lock_retry"`
+	// RetryMin and RetryMax bound the backoff after a failed delivery.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+
+	// PushSecret authenticates pushes to the comets' internal endpoint.
+	PushSecret string `yaml:"push_secret"`
+	// PushTimeout bounds one push to one comet.
+	PushTimeout time.Duration `yaml:"push_timeout"`
+	// PushAttempts is how often a push to one comet is tried within one
+	// delivery before the delivery is retried later as a whole.
+	PushAttempts int `yaml:"push_attempts"`
+	// Quarantine is how long a comet that failed every push attempt, while
+	// other comets of the room took the batch, is left out of deliveries.
+	// Its share of that batch is counted as dropped (reason "comet_failed").
+	Quarantine time.Duration `yaml:"quarantine"`
+	// GiveUpAfter is how many failed deliveries of a room in a row (every
+	// comet of the room failing) are retried; then the batch is counted as
+	// dropped (reason "comet_failed") so the room and its partition move on.
+	GiveUpAfter int `yaml:"give_up_after"`
+
+	// Workers is the number of room deliveries in flight at once.
+	Workers int `yaml:"workers"`
+	// CommitInterval is how often consumed offsets are committed.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// CometRefresh is how often the list of live comets is reread.
+	CometRefresh time.Duration `yaml:"comet_refresh"`
+	// JanitorInterval is how often routes of comets whose lease expired are
+	// removed; 0 disables the janitor.
+	JanitorInterval time.Duration `yaml:"janitor_interval"`
+
+	// Consumer group timing (see shared notes on kafka-go).
+	SessionTimeout    time.Duration `yaml:"session_timeout"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout"`
+	MaxWait           time.Duration `yaml:"max_wait"`
+
+	// DrainTimeout bounds the delivery of buffered messages at shutdown;
+	// what is not delivered by then stays uncommitted and is redelivered to
+	// the next consumer.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+
+	// Owner names this consumer in dedup claims; empty means a random id.
+	Owner string `yaml:"owner"`
+	// MetricsAddr is where cmd/job serves /metrics and /healthz.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Policy:            PolicyCoalesce,
+		Window:            time.Second,
+		Budget:            1000,
+		MaxPending:        20000,
+		MaxBuffered:       200000,
+		ProcessedTTL:      60 * time.Second,
+		ClaimTTL:          10 * time.Second,
+		LockTTL:           5 * time.Second,
+		LockRetry:         50 * time.Millisecond,
+		RetryMin:          100 * time.Millisecond,
+		RetryMax:          2 * time.Second,
+		PushSecret:        "change-me",
+		PushTimeout:       time.Second,
+		PushAttempts:      2,
+		Quarantine:        5 * time.Second,
+		GiveUpAfter:       10,
+		Workers:           32,
+		CommitInterval:    200 * time.Millisecond,
+		CometRefresh:      time.Second,
+		JanitorInterval:   5 * time.Second,
+		SessionTimeout:    6 * time.Second,
+		HeartbeatInterval: 500 * time.Millisecond,
+		RebalanceTimeout:  5 * time.Second,
+		MaxWait:           100 * time.Millisecond,
+		DrainTimeout:      5 * time.Second,
+		MetricsAddr:       ":8082",
+	}
+}
+
+// Validate checks the section.
+func (c *Config) Validate() error {
+	switch {
+	case c.Policy != PolicyCoalesce && c.Policy != PolicyDrop:
+		return config.Invalid("policy", "must be coalesce or drop, not %q", c.Policy)
+	case c.Window < 10*time.Millisecond:
+		return config.Invalid("window", "must be at least 10ms, got %v", c.Window)
+	case c.Budget < 1:
+		return config.Invalid("budget", "must be at least 1")
+	case c.MaxPending < c.Budget:
+		return config.Invalid("max_pending", "must be at least the budget (%d)", c.Budget)
+	case c.MaxBuffered < c.MaxPending:
+		return config.Invalid("max_buffered", "must be at least max_pending (%d)", c.MaxPending)
+	case c.ProcessedTTL < time.Second:
+		return config.Invalid("processed_ttl", "must be at least 1s")
+	case c.LockTTL < 100*time.Millisecond:
+		return config.Invalid("lock_ttl", "must be at least 100ms")
+	case c.PushTimeout <= 0:
+		return config.Invalid("push_timeout", "must be positive")
+	case c.PushAttempts < 1:
+		return config.Invalid("push_attempts", "must be at least 1")
+	case c.ClaimTTL <= c.PushTimeout*time.Duration(c.PushAttempts):
+		return config.Invalid("claim_ttl", "must exceed push_timeout x push_attempts (%v)", c.PushTimeout*time.Duration(c.PushAttempts))
+	case c.LockRetry <= 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
+		return config.Invalid("retry_min", "lock_retry and retry_min must be positive, retry_max >= retry_min")
+	case c.Quarantine <= 0:
+		return config.Invalid("quarantine", "must be positive")
+	case c.GiveUpAfter < 1:
+		return config.Invalid("give_up_after", "must be at least 1")
+	case c.Workers < 1:
+		return config.Invalid("workers", "must be at least 1")
+	case c.CommitInterval <= 0:
+		return config.Invalid("commit_interval", "must be positive")
+	case c.CometRefresh <= 0:
+		return config.Invalid("comet_refresh", "must be positive")
+	case c.JanitorInterval < 0:
+		return config.Invalid("janitor_interval", "must not be negative")
+	case c.DrainTimeout <= 0:
+		return config.Invalid("drain_timeout", "must be positive")
+	case c.PushSecret == "":
+		return config.Invalid("push_secret", "must not be empty")
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/route"
+	"go.uber.org/zap"
+)
+
+// flush is one delivery of a room batch: the processor fills the request
+// part, a worker the outcome.
+type flush struct {
+	room   string
+	batch  []pending
+	final  bool // shutdown drain: skip the cooldown window
+	giveUp bool // deliver to the comets that take it and count the rest
+
+	finished []int         // batch indexes whose offsets are done
+	requeue  []int         // batch indexes to try again, in order
+	wait     time.Duration // no retry before this
+	failed   bool          // a delivery error (Redis or a comet), for backoff
+}
+
+func (j *Job) worker() {
+	defer j.wg.Done()
+	for f := range j.work {
+		j.deliver(f)
+		j.results <- f
+	}
+}
+
+func (f *flush) requeueAll(wait time.Duration) {
+	f.requeue = f.requeue[:0]
+	for i := range f.batch {
+		f.requeue = append(f.requeue, i)
+	}
+	f.wait = wait
+}
+
+func (f *flush) finishAll() {
+	for i := range f.batch {
+		f.finished = append(f.finished, i)
+	}
+}
+
+// deliver runs the guards and the pushes of one batch:
+// cooldown -> claim (dedup) -> lock -> route -> push -> mark processed -> unlock.
+func (j *Job) deliver(f *flush) {
+	ctx := j.workCtx
+	m := j.m
+	if ctx.Err() != nil {
+		f.requeueAll(0)
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+
+	if !f.final {
+		ok, remaining, err := j.store.Cooldown(rctx, f.room, j.cfg.Window)
+		if err != nil {
+			j.redisFailed(f, err)
+			return
+		}
+		if !ok {
+			// Another consumer broadcast this room within the window (after a
+			// rebalance): wait for the window's end, or skip as the drop
+			// policy says.
+			if j.cfg.Policy == PolicyDrop {
+				m.dropped.WithLabelValues("cooldown").Add(float64(len(f.batch)))
+				f.finishAll()
+				return
+			}
+			f.requeueAll(remaining)
+			return
+		}
+	}
+
+	// A message id repeated inside one batch (a client retry that reached
+	// Kafka twice in quick succession) is a duplicate before Redis is asked.
+	ids := make([]string, 0, len(f.batch))
+	idx := make([]int, 0, len(f.batch))
+	seen := make(map[string]struct{}, len(f.batch))
+	for i, p := range f.batch {
+		if _, dup := seen[p.msg.ID]; dup {
+			m.duplicates.Inc()
+			f.finished = append(f.finished, i)
+			continue
+		}
+		seen[p.msg.ID] = struct{}{}
+		ids = append(ids, p.msg.ID)
+		idx = append(idx, i)
+	}
+	states, err := j.store.Claim(rctx, f.room, ids, j.owner, j.cfg.ClaimTTL)
+	if err != nil {
+		j.redisFailed(f, err)
+		return
+	}
+	var claimed []int
+	for k, st := range states {
+		i := idx[k]
+		switch st {
+		case route.Claimed:
+			claimed = append(claimed, i)
+		case route.Processed:
+			m.duplicates.Inc()
+			f.finished = append(f.finished, i)
+		case route.Busy:
+			f.requeue = append(f.requeue, i)
+		}
+	}
+	if len(f.requeue) > 0 {
+		m.retries.WithLabelValues("busy_claim").Inc()
+		f.wait = j.cfg.RetryMin
+	}
+	if len(claimed) == 0 {
+		return
+	}
+
+	lock, err := j.store.AcquireLock(rctx, f.room, j.cfg.LockTTL)
+	if errors.Is(err, route.ErrLocked) {
+		m.lockBusy.Inc()
+		f.requeue = append(f.requeue, claimed...)
+		sort.Ints(f.requeue)
+		f.wait = j.cfg.LockRetry
+		return
+	}
+	if err != nil {
+		j.redisFailed(f, err)
+		return
+	}
+	locked := time.Now()
+	msgs := make([]danmaku.Message, len(claimed))
+	for k, i := range claimed {
+		msgs[k] = f.batch[i].msg
+	}
+	ok := j.broadcast(ctx, lock, f.room, msgs, f.giveUp)
+	unlocked := time.Now()
+	if rerr := j.store.ReleaseLock(context.WithoutCancel(rctx), lock); rerr != nil && !errors.Is(rerr, route.ErrNotHolder) {
+		j.log.Debug("release lock", zap.String("room", f.room), zap.Error(rerr))
+	}
+	if !ok {
+		// Our claims stay; the retry refreshes them. Comets drop the msgIds
+		// they already showed, so a retry to every comet is safe.
+		f.requeue = append(f.requeue, claimed...)
+		sort.Ints(f.requeue)
+		f.failed = true // the processor sets the backoff
+		m.retries.WithLabelValues("push").Inc()
+		return
+	}
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer mcancel()
+	if err := j.store.MarkProcessed(mctx, f.room, idsOf(f.batch, claimed), j.cfg.ProcessedTTL); err != nil {
+		// Delivered but not marked: a redelivery after the claim expires may
+		// push these again, and comets and clients drop repeated msgIds.
+		j.log.Debug("mark processed", zap.String("room", f.room), zap.Error(err))
+	}
+	f.finished = append(f.finished, claimed...)
+	m.broadcasts.Inc()
+	m.batchSize.Observe(float64(len(msgs)))
+	nowMs := time.Now().UnixMilli()
+	for _, msg := range msgs {
+		m.e2eLag.Observe(float64(nowMs-msg.TS) / 1000)
+	}
+	if j.hook != nil {
+		j.hook(f.room, locked, unlocked, msgs)
+	}
+}
+
+func (j *Job) redisFailed(f *flush, err error) {
+	j.log.Debug("delivery postponed: redis", zap.String("room", f.room), zap.Error(err))
+	j.m.retries.WithLabelValues("redis").Inc()
+	f.finished = f.finished[:0]
+	f.requeueAll(0)
+	f.failed = true // the processor sets the backoff
+}
+
+func idsOf(batch []pending, idx []int) []string {
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = batch[i].msg.ID
+	}
+	return out
+}
+
+// broadcast pushes msgs to every live comet holding viewers of room, in
+// parallel, renewing the lock while pushes run. It reports whether every
+// comet that is still alive took the batch (or giveUp is set).
+func (j *Job) broadcast(ctx context.Context, lock *route.Lock, room string, msgs []danmaku.Message, giveUp bool) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	counts, err := j.store.RoomComets(rctx, room)
+	cancel()
+	if err != nil {
+		return false
+	}
+	live := *j.comets.Load()
+	var targets []route.CometInfo
+	for id := range counts {
+		if c, ok := live[id]; ok && !j.quarantined(id) {
+			targets = append(targets, c)
+		}
+	}
+	if len(targets) == 0 {
+		return true // nobody watching: delivered to all zero viewers
+	}
+	body, err := json.Marshal(danmaku.NewBatch(room, msgs))
+	if err != nil {
+		return false
+	}
+	errs := make([]error, len(targets))
+	if len(targets) == 1 {
+		errs[0] = j.pushOne(ctx, targets[0], body)
+	} else {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, c := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = j.pushOne(ctx, c, body)
+			}()
+		}
+		go func() { wg.Wait(); close(done) }()
+		j.waitRenewing(ctx, lock, done)
+	}
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, targets[i].ID)
+		}
+	}
+	switch {
+	case len(failed) == 0:
+		return true
+	case len(failed) == len(targets) && !giveUp:
+		// Nothing went out: most likely our side of the network. Retry the
+		// whole batch later.
+		return false
+	}
+	// Some comets took the batch. A comet that failed every attempt is left
+	// out for a while so it cannot slow the room down again; its share of
+	// the batch is counted as dropped. If it is really gone its lease ends
+	// and the janitor removes its routes; its viewers reconnect elsewhere.
+	for _, id := range failed {
+		j.quarantine(id)
+	}
+	j.m.dropped.WithLabelValues("comet_failed").Add(float64(len(msgs) * len(failed)))
+	j.log.Warn("comet failed; left out for a while", zap.Strings("comets", failed), zap.Duration("for", j.cfg.Quarantine))
+	return true
+}
+
+// waitRenewing waits for done, renewing the broadcast lock every third of
+// its TTL so a push that takes long does not lose it.
+func (j *Job) waitRenewing(ctx context.Context, lock *route.Lock, done <-chan struct{}) {
+	renew := time.NewTicker(j.cfg.LockTTL / 3)
+	defer renew.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-renew.C:
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			if err := j.store.RenewLock(rctx, lock, j.cfg.LockTTL); err != nil {
+				j.log.Debug("renew lock", zap.String("room", lock.Room), zap.Error(err))
+			}
+			cancel()
+		}
+	}
+}
+
+func (j *Job) quarantine(comet string) {
+	j.quarantineMu.Lock()
+	j.quarantineTill[comet] = time.Now().Add(j.cfg.Quarantine)
+	j.quarantineMu.Unlock()
+}
+
+func (j *Job) quarantined(comet string) bool {
+	j.quarantineMu.Lock()
+	defer j.quarantineMu.Unlock()
+	until, ok := j.quarantineTill[comet]
+	if ok && time.Now().After(until) {
+		delete(j.quarantineTill, comet)
+		return false
+	}
+	return ok
+}
+
+// pushOne pushes body to one comet, retrying up to PushAttempts times.
+func (j *Job) pushOne(ctx context.Context, c route.CometInfo, body []byte) error {
+	var err error
+	for attempt := 0; attempt < j.cfg.PushAttempts; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, j.cfg.PushTimeout)
+		start := time.Now()
+		_, err = j.pusher.Push(pctx, c.Addr, body)
+		cancel()
+		j.m.pushSeconds.WithLabelValues(c.ID).Observe(time.Since(start).Seconds())
+		if err == nil {
+			return nil
+		}
+		j.m.pushErrors.WithLabelValues(c.ID).Inc()
+		if danmaku.ErrorCode(err) != danmaku.EUNAVAILABLE || ctx.Err() != nil {
+			break // a 4xx answer will not change on retry
+		}
+	}
+	j.log.Debug("push failed", zap.String("comet", c.ID), zap.Error(err))
+	return err
+}

@@ -1,0 +1,352 @@
+package job_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/job"
+	"github.com/danmaku/danmaku/logic"
+	"github.com/danmaku/danmaku/route"
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+const pushSecret = "test-push-secret"
+
+var testSeq atomic.Int64
+
+func uniq(prefix string) string {
+	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid()%10000, testSeq.Add(1))
+}
+
+// env is one complete system on loopback: real Redis, the embedded Kafka
+// broker, comets, a logic server and any number of jobs.
+type env struct {
+	t      *testing.T
+	rdb    redis.UniversalClient
+	store  *route.Store
+	broker *kafkatest.Broker
+	kafka  config.Kafka
+	comets []*comet.Server
+	logic  *httptest.Server
+}
+
+func newEnv(t *testing.T, comets int) *env {
+	t.Helper()
+	return newEnvWith(t, comets, redistest.Client(t))
+}
+
+func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
+	t.Helper()
+	topic := uniq("rooms")
+	b := kafkatest.Start(t, kafkatest.Topic(topic, 4), kafkatest.MinSessionTimeout(time.Second))
+	e := &env{t: t, rdb: rdb, store: route.New(rdb), broker: b,
+		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: uniq("group")}}
+	for i := 0; i < comets; i++ {
+		e.addComet()
+	}
+	lcfg := logic.DefaultConfig()
+	lcfg.RateLimit, lcfg.RateBurst = 100000, 100000
+	lcfg.BatchTimeout = 2 * time.Millisecond
+	ls, err := logic.New(lcfg, logic.Deps{Redis: rdb, Kafka: e.kafka})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls.Close() })
+	e.logic = httptest.NewServer(ls.Handler())
+	t.Cleanup(e.logic.Close)
+	return e
+}
+
+func (e *env) addComet() *comet.Server {
+	t := e.t
+	cfg := comet.DefaultConfig()
+	cfg.ID = uniq("comet")
+	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Secret = pushSecret
+	cfg.QueueSize = 1024
+	cfg.RecentIDs = 4096
+	cfg.LeaseRenew, cfg.LeaseTTL = time.Second, 10*time.Second
+	cfg.MaxConnsPerIP = 0
+	s, err := comet.New(cfg, e.store, zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	e.comets = append(e.comets, s)
+	return s
+}
+
+func jobConfig() job.Config {
+	c := job.DefaultConfig()
+	c.Window = 50 * time.Millisecond
+	c.PushSecret = pushSecret
+	c.PushTimeout = 500 * time.Millisecond
+	c.ClaimTTL = 2 * time.Second
+	c.SessionTimeout = time.Second
+	c.HeartbeatInterval = 200 * time.Millisecond
+	c.RebalanceTimeout = 2 * time.Second
+	c.CometRefresh = 200 * time.Millisecond
+	c.CommitInterval = 50 * time.Millisecond
+	c.Workers = 8
+	return c
+}
+
+// runningJob is a job started in the background.
+type runningJob struct {
+	*job.Job
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, []danmaku.Message)) *runningJob {
+	t := e.t
+	reg := prometheus.NewRegistry()
+	j, err := job.New(job.Options{Config: cfg, Kafka: e.kafka, Store: e.store,
+		Pusher: comet.NewPusher(pushSecret, cfg.PushTimeout), Registerer: reg, OnBroadcast: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rj := &runningJob{Job: j, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { rj.done <- j.Run(ctx) }()
+	t.Cleanup(func() { rj.stop(t) })
+	return rj
+}
+
+// stop shuts the job down gracefully and waits for Run to return.
+func (rj *runningJob) stop(t *testing.T) {
+	rj.cancel()
+	select {
+	case <-rj.done:
+	case <-time.After(20 * time.Second):
+		t.Error("job did not stop within 20s")
+	}
+}
+
+// viewer is a WebSocket client that records every message it receives,
+// counting repeats, and the size of every frame.
+type viewer struct {
+	room   string
+	conn   *websocket.Conn
+	mu     sync.Mutex
+	seen   map[string]int
+	frames []int
+	rooms  map[string]bool // rooms named by received frames
+}
+
+func (e *env) viewer(c *comet.Server, room string) *viewer {
+	t := e.t
+	u := "ws://" + c.PublicAddr() + "/ws?room=" + room
+	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", u, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var welcome struct{ Op, Room string }
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := conn.ReadJSON(&welcome); err != nil || welcome.Op != "welcome" {
+		t.Fatalf("welcome: %+v %v", welcome, err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	v := &viewer{room: room, conn: conn, seen: map[string]int{}, rooms: map[string]bool{}}
+	go v.read()
+	return v
+}
+
+func (v *viewer) read() {
+	for {
+		_, data, err := v.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var f danmaku.Batch
+		if json.Unmarshal(data, &f) != nil || f.Op != danmaku.OpMsgs {
+			continue
+		}
+		v.mu.Lock()
+		v.frames = append(v.frames, len(f.Msgs))
+		v.rooms[f.Room] = true
+		for _, m := range f.Msgs {
+			v.seen[m.ID]++
+		}
+		v.mu.Unlock()
+	}
+}
+
+// count returns how many distinct ids of want the viewer has, and the ids
+// it got more than once.
+func (v *viewer) count(want []string) (have int, repeated []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, id := range want {
+		if v.seen[id] > 0 {
+			have++
+		}
+	}
+	for id, n := range v.seen {
+		if n > 1 {
+			repeated = append(repeated, id)
+		}
+	}
+	return have, repeated
+}
+
+func (v *viewer) total() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.seen)
+}
+
+func (v *viewer) frameSizes() []int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]int(nil), v.frames...)
+}
+
+// send posts messages to logic and returns the accepted ids.
+func (e *env) send(room string, uid int64, contents ...string) []string {
+	e.t.Helper()
+	return e.sendWithIDs(room, uid, nil, contents...)
+}
+
+func (e *env) sendWithIDs(room string, uid int64, clientIDs []string, contents ...string) []string {
+	e.t.Helper()
+	type msg struct {
+		Content string `json:"content"`
+		MsgID   string `json:"msgId,omitempty"`
+	}
+	req := struct {
+		RoomID   string `json:"roomId"`
+		UserID   int64  `json:"userId"`
+		UserName string `json:"userName"`
+		Messages []msg  `json:"messages"`
+	}{RoomID: room, UserID: uid, UserName: "tester"}
+	for i, c := range contents {
+		m := msg{Content: c}
+		if clientIDs != nil {
+			m.MsgID = clientIDs[i]
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	body, _ := json.Marshal(req)
+	resp, err := http.Post(e.logic.URL+"/logic/send", "application/json", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatalf("send: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		MsgIDs []string `json:"msgIds"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		e.t.Fatalf("send: status %d", resp.StatusCode)
+	}
+	return out.MsgIDs
+}
+
+// produce writes envelopes straight to the topic, bypassing logic.
+func (e *env) produce(room string, msgs ...danmaku.Message) {
+	e.t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(e.kafka.Brokers...), Topic: e.kafka.Topic, Balancer: &kafka.Hash{},
+		BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	var recs []kafka.Message
+	for _, m := range msgs {
+		v, err := danmaku.MarshalEnvelope(room, m)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		recs = append(recs, kafka.Message{Key: []byte(room), Value: v})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, recs...); err != nil {
+		e.t.Fatalf("produce: %v", err)
+	}
+}
+
+// waitAll waits until every viewer has every id of its room, then checks
+// that no viewer got one twice.
+func waitAll(t *testing.T, d time.Duration, viewers []*viewer, want map[string][]string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		missing := 0
+		for _, v := range viewers {
+			have, _ := v.count(want[v.room])
+			missing += len(want[v.room]) - have
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries missing after %v", missing, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, v := range viewers {
+		if _, rep := v.count(nil); len(rep) > 0 {
+			t.Fatalf("viewer of %s got %d messages more than once, e.g. %s", v.room, len(rep), rep[0])
+		}
+		if total := v.total(); total != len(want[v.room]) {
+			t.Fatalf("viewer of %s got %d distinct messages, want %d (messages of other rooms?)", v.room, total, len(want[v.room]))
+		}
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := true
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				match = match && found
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

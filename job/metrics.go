@@ -1,0 +1,63 @@
+package job
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the job's Prometheus series.
+type metrics struct {
+	consumed     prometheus.Counter
+	invalid      prometheus.Counter
+	duplicates   prometheus.Counter
+	coalesced    prometheus.Counter
+	dropped      *prometheus.CounterVec
+	lockBusy     prometheus.Counter
+	broadcasts   prometheus.Counter
+	batchSize    prometheus.Histogram
+	pushSeconds  *prometheus.HistogramVec
+	pushErrors   *prometheus.CounterVec
+	e2eLag       prometheus.Histogram
+	consumerLag  prometheus.GaugeFunc
+	pending      prometheus.Gauge
+	retries      *prometheus.CounterVec
+	commitErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
+	m := &metrics{
+		consumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_consumed_total",
+			Help: "Kafka records consumed."}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_invalid_total",
+			Help: "Records that could not be decoded and were skipped."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_duplicates_total",
+			Help: "Messages skipped because their msgId was already delivered."}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_coalesced_total",
+			Help: "Messages that waited for their room's window and went out in a trailing batch."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_dropped_total",
+			Help: "Messages deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed)."}, []string{"reason"}),
+		lockBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_lock_contention_total",
+			Help: "Deliveries postponed because the room's broadcast lock was held elsewhere."}),
+		broadcasts: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_broadcasts_total",
+			Help: "Room batches delivered."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_batch_messages",
+			Help: "Messages per delivered room batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		pushSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "danmaku_job_push_seconds",
+			Help: "Latency of one push to one comet.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}, []string{"comet"}),
+		pushErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_push_errors_total",
+			Help: "Failed pushes, by comet."}, []string{"comet"}),
+		e2eLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_end_to_end_lag_seconds",
+			Help: "Time from logic accepting a message to its push to the comets.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "danmaku_job_pending_messages",
+			Help: "Messages consumed and not yet delivered."}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_retries_total",
+			Help: "Room deliveries retried later, by reason (redis, push, busy_claim)."}, []string{"reason"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_commit_errors_total",
+			Help: "Failed offset commits (retried at the next interval)."}),
+	}
+	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
+		Help: "Records behind the end of the assigned partitions, as the Kafka reader reports it."}, lag)
+	for _, c := range []string{"cooldown", "overflow", "comet_failed"} {
+		m.dropped.WithLabelValues(c)
+	}
+	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.dropped, m.lockBusy, m.broadcasts,
+		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors)
+	return m
+}
