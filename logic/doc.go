@@ -10,7 +10,7 @@
 //	                            202 {"msgIds":[...]} in request order
 //	GET  /logic/online?roomId=  200 {"roomId","online"}
 //	GET  /healthz               200 while the process runs
-//	GET  /readyz                200 when Redis and Kafka answer, else 503
+//	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
 //
 // Every error is {"error":{"code","field","message"}} with the status from
 // one table (StatusOf): 400 invalid_argument (field names the input, e.g.

@@ -10,6 +10,7 @@ import (
 // metrics are the logic role's Prometheus series.
 type metrics struct {
 	requests    *prometheus.CounterVec
+	inFlight    prometheus.Gauge
 	accepted    prometheus.Counter
 	rateLimited prometheus.Counter
 	produce     *prometheus.HistogramVec
@@ -21,6 +22,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "danmaku", Subsystem: "logic", Name: "http_requests_total",
 			Help: "HTTP requests by handler and status code.",
 		}, []string{"handler", "code"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "http_requests_in_flight",
+			Help: "Requests being handled now; a steady rise means Redis or Kafka is slow.",
+		}),
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "messages_accepted_total",
 			Help: "Messages acknowledged by Kafka and answered with 202.",
@@ -36,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.accepted, m.rateLimited, m.produce)
+		reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.produce)
 	}
 	return m
 }

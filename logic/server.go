@@ -114,12 +114,13 @@ func (s *Server) EnsureTopic(ctx context.Context) error {
 	return nil
 }
 
-// Ready reports whether Redis and Kafka both answer within ctx.
+// Ready reports whether Redis answers and Kafka answers with the room
+// topic present, both within ctx.
 func (s *Server) Ready(ctx context.Context) error {
 	if err := s.store.Ping(ctx); err != nil {
 		return danmaku.Unavailable("redis unreachable", err)
 	}
-	if err := kafkax.Ping(ctx, s.kafka.Brokers); err != nil {
+	if err := kafkax.Ping(ctx, s.kafka.Brokers, s.kafka.Topic); err != nil {
 		return danmaku.Unavailable("kafka unreachable", err)
 	}
 	return nil
@@ -135,8 +136,10 @@ func (s *Server) Close() error {
 // handle registers fn under path and counts its answers by status code.
 func (s *Server) handle(path, name string, fn func(w http.ResponseWriter, r *http.Request)) {
 	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.m.inFlight.Inc()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		fn(sw, r)
+		s.m.inFlight.Dec()
 		s.m.observeRequest(name, sw.code)
 	})
 }

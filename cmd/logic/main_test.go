@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"testing"
@@ -105,4 +106,88 @@ func TestConfigFileListsEveryDefault(t *testing.T) {
 			t.Errorf("configs/logic.yaml: %s = %q, default is %q", k[0], got[i][2], k[2])
 		}
 	}
+}
+
+// Close lets a request that is in flight finish: with Redis stalled the
+// request waits for logic.redis_timeout, Close is called meanwhile, and
+// the client still gets its complete 503 answer.
+func TestMainDrainsInFlightOnClose(t *testing.T) {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	broker := kafkatest.Start(t)
+	m := NewMain()
+	m.Config.Log.Level = "error"
+	m.Config.Logic.Listen = "127.0.0.1:0"
+	m.Config.Logic.RedisTimeout = time.Second
+	m.Config.Redis.Addrs = []string{srv.Addr}
+	m.Config.Kafka.Brokers = broker.Brokers()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	sent := make(chan struct{})
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, "http://"+m.Addr()+"/logic/send",
+			strings.NewReader(`{"roomId":"drain","userId":77,"userName":"d","messages":[{"content":"x"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	<-sent
+	// Written is not yet accepted: wait until the handler runs.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(get(t, "http://"+m.Addr()+"/metrics"), "danmaku_logic_http_requests_in_flight 1") {
+		if time.Now().After(deadline) {
+			t.Fatal("request never reached the handler")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("in-flight request cut off: %v", r.err)
+	}
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"unavailable"`) {
+		t.Fatalf("in-flight request: %d %s", r.status, r.body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %v", took)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -71,15 +71,13 @@ func Partitions(ctx context.Context, brokers []string, topic string) (int, error
 	return 0, fmt.Errorf("metadata %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
-// Ping reports whether one of brokers answers a metadata request within
-// ctx. A fresh connection is used so the answer reflects the broker now,
-// not a pooled connection or cached metadata.
-func Ping(ctx context.Context, brokers []string) error {
-	_, err := Partitions(ctx, brokers, "")
-	if err != nil && !errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return err
-	}
-	return nil
+// Ping reports whether one of brokers answers a metadata request for
+// topic within ctx and the topic exists. A fresh connection is used so the
+// answer reflects the cluster now, not a pooled connection or cached
+// metadata.
+func Ping(ctx context.Context, brokers []string, topic string) error {
+	_, err := Partitions(ctx, brokers, topic)
+	return err
 }
 
 // WriterConfig tunes the producer.

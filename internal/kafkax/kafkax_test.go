@@ -2,6 +2,7 @@ package kafkax_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -27,13 +28,16 @@ func TestEnsureTopicIdempotent(t *testing.T) {
 	if err != nil || n != 6 {
 		t.Fatalf("partitions = %d, %v; want 6", n, err)
 	}
-	if err := kafkax.Ping(ctx, b.Brokers()); err != nil {
+	if err := kafkax.Ping(ctx, b.Brokers(), "rooms"); err != nil {
 		t.Fatalf("ping: %v", err)
+	}
+	if err := kafkax.Ping(ctx, b.Brokers(), "missing"); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		t.Fatalf("ping of a missing topic = %v, want UnknownTopicOrPartition", err)
 	}
 	b.Stop()
 	pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer pcancel()
-	if err := kafkax.Ping(pctx, b.Brokers()); err == nil {
+	if err := kafkax.Ping(pctx, b.Brokers(), "rooms"); err == nil {
 		t.Fatal("ping of a stopped broker succeeded")
 	}
 }
