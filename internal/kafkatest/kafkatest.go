@@ -31,16 +31,21 @@
 //     a few seconds, so a topic created by another client can read as
 //     UNKNOWN_TOPIC_OR_PARTITION for that long. Create topics before the
 //     writer's first use, or use a fresh client.
-//   - Consumer groups (kafka.Reader with GroupID): the broker's minimum
-//     session timeout is lowered to one second here (kfake's default is
-//     6 s and a shorter ReaderConfig.SessionTimeout is refused), so tests
-//     can use SessionTimeout 1 s, HeartbeatInterval 200-500 ms and
-//     RebalanceTimeout 1-5 s. The first join takes a moment: poll for the
-//     first message with a deadline rather than assuming the group is
-//     assigned when NewReader returns. Records read but not committed are
-//     read again by the next member (at-least-once), and with
-//     CommitInterval 0 a committed offset is visible to the next
-//     generation immediately.
+//   - Consumer groups (kafka.Reader with GroupID): kfake refuses session
+//     timeouts below its minimum (6 s by default) with
+//     INVALID_SESSION_TIMEOUT, and kafka-go does not return that from
+//     FetchMessage: the reader retries the join silently and FetchMessage
+//     blocks until its context ends (the error only shows in
+//     Reader.Stats().Errors and the ErrorLogger). This package lowers the
+//     minimum to one second (MinSessionTimeout), so tests can use
+//     SessionTimeout 1 s, HeartbeatInterval 200-500 ms and RebalanceTimeout
+//     1-5 s. The first join takes a moment: poll for the first message with
+//     a deadline rather than assuming the group is assigned when NewReader
+//     returns. Records read but not committed are read again by the next
+//     member (at-least-once); with CommitInterval 0 a committed offset is
+//     visible to the next generation immediately.
+//   - kafka-go's NewReader panics when MinBytes is set without MaxBytes
+//     ("minimum batch size greater than the maximum"): set both.
 package kafkatest
 
 import (
