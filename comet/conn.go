@@ -18,6 +18,7 @@ type item struct {
 	pm   *websocket.PreparedMessage
 	size int // payload bytes, for metrics
 	ping bool
+	pong []byte // non-nil: answer a client's ping with this payload
 }
 
 var pingItem = item{ping: true}
@@ -36,6 +37,7 @@ const (
 type conn struct {
 	s    *Server
 	ws   *websocket.Conn
+	fc   *frameConn // nil when the connection is not a socket
 	id   string
 	user string
 	ip   string
@@ -99,9 +101,12 @@ func (c *conn) writeLoop() {
 
 		deadline := time.Now().Add(c.s.cfg.WriteWait)
 		var err error
-		if it.ping {
+		switch {
+		case it.ping:
 			err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
-		} else {
+		case it.pong != nil:
+			err = c.ws.WriteControl(websocket.PongMessage, it.pong, deadline)
+		default:
 			c.ws.SetWriteDeadline(deadline)
 			err = c.ws.WritePreparedMessage(it.pm)
 		}
@@ -149,7 +154,11 @@ func (c *conn) kill(code int, text string) {
 
 // send queues a frame meant for this viewer only (welcome, error, pong).
 func (c *conn) send(pm *websocket.PreparedMessage, size int) {
-	if c.enqueue(item{pm: pm, size: size}) == queueFull {
+	c.sendItem(item{pm: pm, size: size})
+}
+
+func (c *conn) sendItem(it item) {
+	if c.enqueue(it) == queueFull {
 		c.s.metrics.slowConsumer()
 		c.kill(CloseSlowConsumer, "slow consumer")
 	}
@@ -164,24 +173,41 @@ func (c *conn) sendError(code, message string) {
 // readLoop serves the viewer's frames until the connection ends, then
 // removes every trace of it. It runs in its own goroutine, started after
 // the HTTP handler returned, so the handler's larger stack and request
-// state are not kept for the life of the connection.
+// state are not kept for the life of the connection. While the viewer is
+// silent it waits in frameConn.waitReadable, not inside gorilla, so its
+// stack stays small; pings and pongs are consumed by frameConn.
 func (c *conn) readLoop(room string, badRoom error) {
 	s := c.s
 	defer s.release(c)
 
 	ws := c.ws
 	ws.SetReadLimit(s.cfg.MaxFrameBytes)
-	ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
-	ws.SetPongHandler(func(string) error {
-		return ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
-	})
+	alive := func() { ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait)) }
+	alive()
+	ws.SetPongHandler(func(string) error { alive(); return nil })
 	switch {
 	case badRoom != nil:
 		c.sendError(codeBadRoom, badRoom.Error())
 	case room != "":
 		c.join(room)
 	}
+	fc := c.fc
 	for {
+		if fc != nil && !fc.pending() {
+			// Idle: wait for the socket, then take in what came. A read
+			// deadline passing here means the viewer stopped answering pings.
+			if err := fc.waitReadable(); err != nil {
+				return
+			}
+			ready, err := fc.pump()
+			if err != nil || c.isClosed() {
+				return
+			}
+			alive()
+			if !ready {
+				continue
+			}
+		}
 		mt, data, err := ws.ReadMessage()
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
@@ -192,7 +218,7 @@ func (c *conn) readLoop(room string, badRoom error) {
 		if c.isClosed() {
 			return
 		}
-		ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
+		alive()
 		if mt != websocket.TextMessage {
 			c.sendError(codeBadFrame, "frames must be JSON text frames")
 			continue

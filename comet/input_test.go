@@ -337,3 +337,53 @@ func TestMintToken(t *testing.T) {
 		t.Fatal("token with changed expiry accepted")
 	}
 }
+
+// maskedFrame encodes one client frame.
+func maskedFrame(opcode byte, payload []byte) []byte {
+	key := [4]byte{0x11, 0x22, 0x33, 0x44}
+	b := []byte{0x80 | opcode}
+	switch n := len(payload); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	default:
+		b = append(b, 0x80|126, byte(n>>8), byte(n))
+	}
+	b = append(b, key[:]...)
+	for i, c := range payload {
+		b = append(b, c^key[i&3])
+	}
+	return b
+}
+
+// Frames arriving together in one segment, control frames between them,
+// and a frame split over two segments are all served in order.
+func TestPipelinedFrames(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	room := uniq(t, "r")
+	c := mustDial(t, s, "")
+	pongs := make(chan string, 4)
+	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+
+	var wire []byte
+	wire = append(wire, maskedFrame(0x9, []byte("hb1"))...)
+	wire = append(wire, maskedFrame(0x1, []byte(`{"op":"ping"}`))...)
+	wire = append(wire, maskedFrame(0xA, nil)...) // unsolicited pong: ignored
+	wire = append(wire, maskedFrame(0x1, []byte(`{"op":"join","room":"`+room+`"}`))...)
+	split := maskedFrame(0x1, []byte(`{"op":"ping"}`))
+	wire = append(wire, split[:3]...)
+	if _, err := c.UnderlyingConn().Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	mustReadOp(t, c, opPong) // the control pong is handled while reading
+	if p := <-pongs; p != "hb1" {
+		t.Fatalf("pong payload %q", p)
+	}
+	if f := mustReadOp(t, c, opWelcome); f.Room != room {
+		t.Fatalf("welcome %+v", f)
+	}
+	time.Sleep(20 * time.Millisecond) // let the half frame sit alone
+	if _, err := c.UnderlyingConn().Write(split[3:]); err != nil {
+		t.Fatal(err)
+	}
+	mustReadOp(t, c, opPong)
+}

@@ -344,13 +344,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
 		return
 	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	hj := &hijacker{ResponseWriter: w}
+	ws, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		s.limiter.release(ip)
 		s.metrics.rejected("handshake")
 		return
 	}
-	c := &conn{s: s, ws: ws, user: uid, ip: ip, seq: s.seq.Add(1)}
+	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
+	if c.fc != nil {
+		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
+	}
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
 
 	s.mu.Lock()
