@@ -1,6 +1,7 @@
 package logic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,25 +36,47 @@ type SendResponse struct {
 	MsgIDs []string `json:"msgIds"`
 }
 
+// sendWire is SendRequest as first decoded: messages stay raw so each is
+// decoded on its own and an error can name its index
+// ("messages[3].content"), which encoding/json's errors do not.
+type sendWire struct {
+	RoomID   string            `json:"roomId"`
+	UserID   int64             `json:"userId"`
+	UserName string            `json:"userName"`
+	Messages []json.RawMessage `json:"messages"`
+}
+
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
-// so a misspelt "msgID" does not silently lose the client's idempotency
-// key.
+// so a misspelt key cannot silently drop the client's idempotency key.
+// (Field names match case-insensitively, as encoding/json does.)
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
 	var req SendRequest
 	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
 		return req, err
 	}
+	var wire sendWire
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, decodeError(err, limit)
+	if err := dec.Decode(&wire); err != nil {
+		return req, decodeError(err, "", limit)
 	}
 	// Exactly one JSON value: trailing garbage means a broken client.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return req, decodeError(err, limit)
+			return req, decodeError(err, "", limit)
 		}
 		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	}
+	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: wire.UserName}
+	if wire.Messages != nil {
+		req.Messages = make([]SendMessage, len(wire.Messages))
+	}
+	for i, raw := range wire.Messages {
+		md := json.NewDecoder(bytes.NewReader(raw))
+		md.DisallowUnknownFields()
+		if err := md.Decode(&req.Messages[i]); err != nil {
+			return req, decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
+		}
 	}
 	return req, nil
 }
@@ -69,23 +92,33 @@ func checkJSONType(ct string) error {
 	return nil
 }
 
-func decodeError(err error, limit int64) error {
+// decodeError turns a decoding failure into an EINVALID (or 413) error
+// naming the field; prefix is the path of the value being decoded ("" for
+// the body, "messages[2]" for one message).
+func decodeError(err error, prefix string, limit int64) error {
 	var (
 		maxErr    *http.MaxBytesError
 		syntaxErr *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
 	)
+	field := func(name string) string {
+		switch {
+		case prefix == "" && name == "":
+			return "body"
+		case prefix == "":
+			return name
+		case name == "":
+			return prefix
+		}
+		return prefix + "." + name
+	}
 	switch {
 	case errors.As(err, &maxErr):
 		return danmaku.Errorf(codeTooLarge, "body", "larger than %d bytes", limit)
 	case errors.As(err, &syntaxErr):
 		return danmaku.Errorf(danmaku.EINVALID, "body", "malformed JSON at offset %d", syntaxErr.Offset)
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "body"
-		}
-		return danmaku.Errorf(danmaku.EINVALID, field, "must be a JSON %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		return danmaku.Errorf(danmaku.EINVALID, field(typeErr.Field), "must be a JSON %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 	case errors.Is(err, io.EOF):
 		return danmaku.Errorf(danmaku.EINVALID, "body", "empty body")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -93,9 +126,9 @@ func decodeError(err error, limit int64) error {
 	}
 	// encoding/json reports unknown fields only as text.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return danmaku.Errorf(danmaku.EINVALID, strings.Trim(name, `"`), "unknown field")
+		return danmaku.Errorf(danmaku.EINVALID, field(strings.Trim(name, `"`)), "unknown field")
 	}
-	return danmaku.Errorf(danmaku.EINVALID, "body", "invalid JSON: %v", err)
+	return danmaku.Errorf(danmaku.EINVALID, field(""), "invalid JSON: %v", err)
 }
 
 func jsonKind(goKind string) string {

@@ -60,8 +60,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Redis == nil {
 		return nil, errors.New("logic: Deps.Redis is nil")
 	}
-	if len(d.Kafka.Brokers) == 0 || d.Kafka.Topic == "" {
-		return nil, errors.New("logic: Deps.Kafka needs brokers and a topic")
+	if len(d.Kafka.Brokers) == 0 {
+		return nil, errors.New("logic: Deps.Kafka has no brokers")
+	}
+	if err := config.Validate(&d.Kafka); err != nil {
+		return nil, fmt.Errorf("logic: Deps.Kafka: %w", err)
 	}
 	log := d.Logger
 	if log == nil {
