@@ -98,10 +98,12 @@ type WriterConfig struct {
 }
 
 // NewWriter returns a synchronous producer for topic: the record key picks
-// the partition with a stable hash (kafka.Hash, the same mapping as the
-// Java client's default for keyed records) so all messages of a room share
-// one partition and keep their order, and every write waits for all
-// in-sync replicas (acks = all), so an acknowledged message is durable.
+// the partition with a stable hash (kafka.Hash: FNV-1a modulo the partition
+// count, as Sarama does; the Java client and librdkafka hash differently,
+// so another producer writing room messages must use the same balancer) so
+// all messages of a room share one partition and keep their order, and
+// every write waits for all in-sync replicas (acks = all), so an
+// acknowledged message is durable.
 func NewWriter(brokers []string, topic string, c WriterConfig) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:            kafka.TCP(brokers...),
