@@ -123,7 +123,7 @@ type runningJob struct {
 	*job.Job
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run returned
 }
 
 func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, []danmaku.Message)) *runningJob {
@@ -135,8 +135,13 @@ func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, [
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rj := &runningJob{Job: j, reg: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { rj.done <- j.Run(ctx) }()
+	rj := &runningJob{Job: j, reg: reg, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rj.done)
+		if err := j.Run(ctx); err != nil {
+			t.Errorf("job run: %v", err)
+		}
+	}()
 	t.Cleanup(func() { rj.stop(t) })
 	return rj
 }

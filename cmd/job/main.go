@@ -1,0 +1,181 @@
+// Command job consumes the room topic and delivers each room's messages to
+// the comets holding its viewers. Several job processes share the topic's
+// partitions as one consumer group.
+// Configuration: configs/job.yaml (-config), DANMAKU_* variables and
+// -<section>.<key> flags; -help lists every knob.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkax"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/job"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+func main() {
+	m := NewMain()
+	err := config.Load(&m.Config, config.Options{Name: "job", Args: os.Args[1:], Environ: os.Environ()})
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "job:", err)
+		m.Close()
+		os.Exit(1)
+	}
+	select {
+	case <-ctx.Done():
+	case <-m.Done():
+	}
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "job: shutdown:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the whole configuration of the job binary.
+type Config struct {
+	Log   config.Log   `yaml:"log"`
+	Redis config.Redis `yaml:"redis"`
+	Kafka config.Kafka `yaml:"kafka"`
+	Job   job.Config   `yaml:"job"`
+}
+
+// DefaultConfig returns the defaults of every section.
+func DefaultConfig() Config {
+	return Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Kafka: config.DefaultKafka(), Job: job.DefaultConfig()}
+}
+
+// Main is the job process: Run starts it, Close stops it gracefully.
+type Main struct {
+	Config Config
+	// MetricsAddr is the bound address of /metrics and /healthz, set by Run.
+	MetricsAddr string
+
+	log     *zap.Logger
+	rdb     redis.UniversalClient
+	job     *job.Job
+	pusher  *comet.Pusher
+	metrics *http.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+	runErr  error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main holding the default configuration.
+func NewMain() *Main { return &Main{Config: DefaultConfig(), done: make(chan struct{})} }
+
+// Done is closed when the job stopped by itself (it only does on a fatal
+// error).
+func (m *Main) Done() <-chan struct{} { return m.done }
+
+// Run validates the configuration, makes sure the topic exists, and starts
+// the consumer and the metrics listener. It returns once they run.
+func (m *Main) Run(ctx context.Context) error {
+	if err := config.Validate(&m.Config); err != nil {
+		return err
+	}
+	c := m.Config
+	log, err := telemetry.NewLogger(c.Log)
+	if err != nil {
+		return err
+	}
+	m.log = log
+	if len(c.Redis.Addrs) == 0 {
+		return &config.FieldError{Field: "redis.addrs", Message: "must not be empty"}
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		return &config.FieldError{Field: "kafka.brokers", Message: "must not be empty"}
+	}
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := kafkax.EnsureTopic(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
+		Partitions: c.Kafka.Partitions, Replication: c.Kafka.Replication}); err != nil {
+		return err
+	}
+	reg := telemetry.NewRegistry()
+	m.rdb = route.Dial(c.Redis)
+	m.pusher = comet.NewPusher(c.Job.PushSecret, c.Job.PushTimeout)
+	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: route.New(m.rdb),
+		Pusher: m.pusher, Log: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Job.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Job.MetricsAddr, err)
+	}
+	m.MetricsAddr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", telemetry.Handler(reg))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go m.metrics.Serve(ln)
+
+	jctx, jcancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = jcancel
+	go func() {
+		defer close(m.done)
+		if err := m.job.Run(jctx); err != nil {
+			m.runErr = err
+			log.Error("job stopped", zap.Error(err))
+		}
+	}()
+	log.Info("job running", zap.String("owner", m.job.Owner()), zap.String("topic", c.Kafka.Topic),
+		zap.Strings("brokers", c.Kafka.Brokers), zap.String("metrics", m.MetricsAddr))
+	return nil
+}
+
+// Close stops the consumer gracefully (flush buffered rooms, commit, leave
+// the group), then the metrics listener and the clients. Safe to call twice.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.cancel != nil {
+			m.cancel()
+			<-m.done
+			errs = append(errs, m.runErr)
+		}
+		if m.metrics != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, m.metrics.Shutdown(ctx))
+			cancel()
+		}
+		if m.pusher != nil {
+			m.pusher.Close()
+		}
+		if m.rdb != nil {
+			errs = append(errs, m.rdb.Close())
+		}
+		if m.log != nil {
+			m.log.Sync()
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+func TestConfigFileLoads(t *testing.T) {
+	c := DefaultConfig()
+	if err := config.Load(&c, config.Options{Args: []string{"-config", "../../configs/job.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Job.Window != time.Second || c.Kafka.Topic != "danmaku-room" {
+		t.Fatalf("configs/job.yaml does not match the defaults: %+v", c.Job)
+	}
+}
+
+func TestMainRunsAndStops(t *testing.T) {
+	srv := redistest.Standalone(t)
+	b := kafkatest.Start(t, kafkatest.MinSessionTimeout(time.Second))
+	m := NewMain()
+	m.Config.Log.Level = "warn"
+	m.Config.Redis.Addrs = []string{srv.Addr}
+	m.Config.Kafka.Brokers = b.Brokers()
+	m.Config.Kafka.Partitions = 2
+	m.Config.Job.MetricsAddr = "127.0.0.1:0"
+	m.Config.Job.SessionTimeout = time.Second
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + m.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "danmaku_job_consumed_total") {
+		t.Fatal("metrics endpoint lacks the job's series")
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if m.Close() != nil {
+		t.Fatal("second Close reported an error")
+	}
+}

@@ -1,0 +1,50 @@
+// Package job is the consumer side of the broadcast pipeline. A Job reads
+// the room topic as a member of a Kafka consumer group and, for every room,
+// delivers its messages to the comets that hold the room's viewers:
+//
+//	consume -> buffer per room -> cooldown -> claim (dedup) -> lock -> route -> push -> mark processed -> commit
+//
+// # Semantics
+//
+// Dedup keys on the message id logic assigned (or the client's idempotency
+// key), never on room + time. A message is claimed before it is pushed and
+// marked processed (60 s) only after the push; a job that crashes leaves
+// only short claims (ClaimTTL), so the next member of the group redelivers
+// what the crashed one had not finished. A message pushed twice that way is
+// dropped by the comet (it remembers the room's recent ids) and by the
+// browser client.
+//
+// Cooldown, policy coalesce (default): the first message of a quiet room
+// goes out at once and opens the room's window; messages arriving inside
+// the window wait in the room's buffer and go out together, as one batch,
+// when it ends. A batch holds at most Budget messages; the rest waits for
+// the next window. A room buffer over MaxPending drops newly arriving
+// messages (counted, reason "overflow") while deliveries succeed; while they
+// fail (Redis or comets down) the consumer pauses instead of dropping.
+// Policy drop reproduces the original design: one message per window, the
+// others skipped and counted (reason "cooldown").
+//
+// The broadcast lock (token per acquisition, renewed while pushes run,
+// released by compare-and-delete) keeps two members of the group from
+// broadcasting a room at once while partitions move between them. A lock
+// held elsewhere postpones the room by LockRetry; nothing is dropped.
+//
+// Routes: room:comets:{room} (one command) intersected with the comets that
+// hold a current lease; one push per comet, in parallel, each bounded by
+// PushTimeout. A comet that fails every attempt while others took the batch
+// is left out for Quarantine and its share counted (reason
+// "comet_failed"); when every comet of a room fails the batch is retried
+// with backoff. A janitor removes the routes of comets whose lease expired.
+//
+// Offsets: each partition is committed up to its oldest message not yet
+// finished (delivered, skipped as duplicate, or dropped by policy), so a
+// crash never commits past an undelivered message.
+//
+// # Concurrency
+//
+// One goroutine (the processor) owns every room buffer, schedule and offset;
+// Redis and comet calls run on a fixed pool of Workers, one room batch each.
+// Nothing starts a goroutine per message; pushes to several comets of one
+// batch run in parallel. Shutdown stops fetching, delivers what is buffered
+// (bounded by DrainTimeout), commits and leaves the group.
+package job

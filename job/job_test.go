@@ -1,0 +1,329 @@
+package job_test
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"context"
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/job"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+)
+
+// waitOnline waits until Redis lists n viewers of room (comets register
+// connections asynchronously).
+func (e *env) waitOnline(room string, n int64) {
+	e.t.Helper()
+	redistest.Poll(e.t, 5*time.Second, func() bool {
+		got, err := e.store.Online(context.Background(), room)
+		return err == nil && got == n
+	})
+}
+
+func TestEndToEnd(t *testing.T) {
+	e := newEnv(t, 2)
+	rooms := []string{uniq("room"), uniq("room"), uniq("room")}
+	var viewers []*viewer
+	for i := 0; i < 20; i++ {
+		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i%3]))
+	}
+	e.waitOnline(rooms[0], 7)
+	e.waitOnline(rooms[1], 7)
+	e.waitOnline(rooms[2], 6)
+	e.startJob(jobConfig(), nil)
+
+	want := map[string][]string{}
+	for i := 0; i < 50; i++ {
+		room := rooms[i%3]
+		contents := make([]string, 10)
+		for k := range contents {
+			contents[k] = fmt.Sprintf("m%d-%d", i, k)
+		}
+		want[room] = append(want[room], e.send(room, int64(1+i%5), contents...)...)
+	}
+	if n := len(want[rooms[0]]) + len(want[rooms[1]]) + len(want[rooms[2]]); n != 500 {
+		t.Fatalf("logic accepted %d messages, want 500", n)
+	}
+	waitAll(t, 30*time.Second, viewers, want)
+	for _, v := range viewers {
+		if len(v.rooms) != 1 || !v.rooms[v.room] {
+			t.Fatalf("viewer of %s received frames of %v", v.room, v.rooms)
+		}
+	}
+}
+
+func TestSameMsgIDShownOnce(t *testing.T) {
+	e := newEnv(t, 1)
+	room := uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+	j := e.startJob(jobConfig(), nil)
+
+	// Through logic: a client retry with the same msgId gets the same id.
+	a := e.sendWithIDs(room, 7, []string{"retry-1"}, "hello")
+	b := e.sendWithIDs(room, 7, []string{"retry-1"}, "hello")
+	if a[0] != b[0] {
+		t.Fatalf("retry acknowledged with %q, first time %q", b[0], a[0])
+	}
+	// Straight into Kafka: the same record twice, in separate batches, so
+	// the second reaches the job after the first was delivered.
+	dup := danmaku.Message{ID: uniq("dup"), UID: 1, Name: "n", Content: "once", TS: time.Now().UnixMilli()}
+	e.produce(room, dup)
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: {a[0], dup.ID}})
+	e.produce(room, dup)
+	redistest.Poll(t, 10*time.Second, func() bool {
+		return counter(t, j.reg, "danmaku_job_duplicates_total") >= 2
+	})
+	marker := danmaku.Message{ID: uniq("marker"), UID: 1, Name: "n", Content: "after", TS: time.Now().UnixMilli()}
+	e.produce(room, marker)
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: {a[0], dup.ID, marker.ID}})
+}
+
+func TestCooldownPolicies(t *testing.T) {
+	for _, policy := range []string{job.PolicyCoalesce, job.PolicyDrop} {
+		t.Run(policy, func(t *testing.T) {
+			e := newEnv(t, 1)
+			room := uniq("room")
+			v := e.viewer(e.comets[0], room)
+			e.waitOnline(room, 1)
+			cfg := jobConfig()
+			cfg.Window = time.Second
+			cfg.Policy = policy
+			j := e.startJob(cfg, nil)
+
+			first := e.send(room, 1, "first")
+			waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: first})
+			sent := time.Now()
+			rest := e.send(room, 1, "two", "three", "four", "five")
+			if time.Since(sent) > 500*time.Millisecond {
+				t.Fatalf("sending took %v: no longer inside the window", time.Since(sent))
+			}
+			if policy == job.PolicyCoalesce {
+				waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: append(first, rest...)})
+				if got := v.frameSizes(); len(got) != 2 || got[0] != 1 || got[1] != 4 {
+					t.Fatalf("frames %v, want [1 4]: a first message, then one batch of 4", got)
+				}
+				if c := counter(t, j.reg, "danmaku_job_dropped_total"); c != 0 {
+					t.Fatalf("%v messages dropped under coalesce", c)
+				}
+				return
+			}
+			redistest.Poll(t, 10*time.Second, func() bool {
+				return counter(t, j.reg, "danmaku_job_dropped_total", "reason", "cooldown") == 4
+			})
+			time.Sleep(1500 * time.Millisecond) // past the window: nothing more may come
+			if got := v.frameSizes(); len(got) != 1 || got[0] != 1 {
+				t.Fatalf("frames %v, want [1]: the first message, the rest skipped", got)
+			}
+		})
+	}
+}
+
+// interval is one hold of a room's broadcast lock by one job.
+type interval struct {
+	job        int
+	start, end time.Time
+}
+
+func TestTwoJobsNeverBroadcastARoomAtOnce(t *testing.T) {
+	e := newEnv(t, 2)
+	rooms := make([]string, 8)
+	var viewers []*viewer
+	for i := range rooms {
+		rooms[i] = uniq("room")
+		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i]))
+	}
+	for _, r := range rooms {
+		e.waitOnline(r, 1)
+	}
+	var mu sync.Mutex
+	held := map[string][]interval{}
+	hook := func(id int) func(string, time.Time, time.Time, []danmaku.Message) {
+		return func(room string, start, end time.Time, _ []danmaku.Message) {
+			mu.Lock()
+			held[room] = append(held[room], interval{id, start, end})
+			mu.Unlock()
+		}
+	}
+	cfg := jobConfig()
+	cfg.Window = 20 * time.Millisecond
+	e.startJob(cfg, hook(1))
+
+	want := map[string][]string{}
+	for i := 0; i < 120; i++ {
+		if i == 40 {
+			e.startJob(cfg, hook(2)) // joins the group mid-stream: partitions move
+		}
+		room := rooms[i%len(rooms)]
+		want[room] = append(want[room], e.send(room, int64(i%7+1), fmt.Sprintf("c%d", i))...)
+		time.Sleep(15 * time.Millisecond)
+	}
+	waitAll(t, 30*time.Second, viewers, want)
+
+	mu.Lock()
+	defer mu.Unlock()
+	jobs := map[int]bool{}
+	for room, ivs := range held {
+		sort.Slice(ivs, func(a, b int) bool { return ivs[a].start.Before(ivs[b].start) })
+		for i := 1; i < len(ivs); i++ {
+			jobs[ivs[i].job] = true
+			if ivs[i].start.Before(ivs[i-1].end) {
+				t.Fatalf("room %s: job %d broadcast at %v while job %d held the lock until %v",
+					room, ivs[i].job, ivs[i].start, ivs[i-1].job, ivs[i-1].end)
+			}
+		}
+	}
+	if !jobs[1] || !jobs[2] {
+		t.Fatalf("broadcasts by jobs %v: both jobs should have taken part", jobs)
+	}
+}
+
+func TestCrashLosesNothing(t *testing.T) {
+	e := newEnv(t, 2)
+	rooms := []string{uniq("room"), uniq("room")}
+	var viewers []*viewer
+	for i := 0; i < 4; i++ {
+		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i/2]))
+	}
+	e.waitOnline(rooms[0], 2)
+	e.waitOnline(rooms[1], 2)
+	cfg := jobConfig()
+	a := e.startJob(cfg, nil)
+
+	want := map[string][]string{}
+	var wmu sync.Mutex
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := 0; i < 200; i++ {
+			room := rooms[i%2]
+			contents := make([]string, 10)
+			for k := range contents {
+				contents[k] = fmt.Sprintf("c%d-%d", i, k)
+			}
+			ids := e.send(room, int64(i%9+1), contents...)
+			wmu.Lock()
+			want[room] = append(want[room], ids...)
+			wmu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	// Kill the job once some, not all, has been delivered.
+	redistest.Poll(t, 20*time.Second, func() bool { return viewers[0].total() >= 200 })
+	a.Abort()
+	<-a.done
+	if viewers[0].total() >= 1000 {
+		t.Fatalf("everything was delivered before the crash; the test proves nothing")
+	}
+	e.startJob(cfg, nil)
+	<-sent
+	wmu.Lock()
+	defer wmu.Unlock()
+	if n := len(want[rooms[0]]) + len(want[rooms[1]]); n != 2000 {
+		t.Fatalf("accepted %d, want 2000", n)
+	}
+	waitAll(t, 60*time.Second, viewers, want)
+}
+
+// TestHungCometDoesNotDelayOthers registers a comet whose push endpoint
+// accepts connections and never answers: pushes to it time out, and the
+// live comet's viewers keep receiving within the push timeout.
+func TestHungCometDoesNotDelayOthers(t *testing.T) {
+	e := newEnv(t, 1)
+	room := uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // never answered
+		}
+	}()
+	ctx := context.Background()
+	hung := uniq("hung")
+	if err := e.store.RenewLease(ctx, route.CometInfo{ID: hung, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Register(ctx, route.Conn{ID: hung + "-c1", Room: room, Comet: hung}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := jobConfig()
+	cfg.PushTimeout = 300 * time.Millisecond
+	cfg.PushAttempts = 1
+	j := e.startJob(cfg, nil)
+
+	var ids []string
+	var worst time.Duration
+	for i := 0; i < 10; i++ {
+		start := time.Now()
+		id := e.send(room, 1, fmt.Sprintf("m%d", i))
+		ids = append(ids, id...)
+		waitAll(t, 5*time.Second, []*viewer{v}, map[string][]string{room: ids})
+		worst = max(worst, time.Since(start))
+	}
+	// Window 50ms + one push timeout + slack for a loaded machine.
+	if limit := cfg.Window + cfg.PushTimeout + 700*time.Millisecond; worst > limit {
+		t.Fatalf("slowest delivery took %v with a hung comet, limit %v", worst, limit)
+	}
+	if c := counter(t, j.reg, "danmaku_job_push_errors_total", "comet", hung); c < 1 {
+		t.Fatalf("no push to the hung comet failed (%v): it was never tried", c)
+	}
+}
+
+func TestRedisOutagePausesWithoutLoss(t *testing.T) {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 300 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	e := newEnvWith(t, 1, rdb)
+	room := uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+	j := e.startJob(jobConfig(), nil)
+
+	var ids []string
+	msg := func(i int) danmaku.Message {
+		m := danmaku.Message{ID: uniq("r"), UID: 1, Name: "n", Content: fmt.Sprint(i), TS: time.Now().UnixMilli()}
+		ids = append(ids, m.ID)
+		return m
+	}
+	for i := 0; i < 20; i++ {
+		e.produce(room, msg(i))
+	}
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: ids})
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i < 60; i++ {
+		e.produce(room, msg(i))
+		time.Sleep(50 * time.Millisecond)
+	}
+	redistest.Poll(t, 10*time.Second, func() bool {
+		return counter(t, j.reg, "danmaku_job_retries_total", "reason", "redis") > 0
+	})
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, 20*time.Second, []*viewer{v}, map[string][]string{room: ids})
+}
