@@ -206,6 +206,7 @@ func TestOnlineAndHealth(t *testing.T) {
 		{http.MethodGet, "/logic/online?roomId=a%20b", 400, "roomId"},
 		{http.MethodPost, "/logic/online?roomId=" + room, 405, "method"},
 		{http.MethodGet, "/healthz", 200, ""},
+		{http.MethodGet, "/logic/nope", 404, "path"},
 		{http.MethodGet, "/readyz", 200, ""},
 	} {
 		r := e.do(t, tc.method, tc.path, "", nil)

@@ -91,6 +91,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/healthz", "healthz", s.serveHealthz)
 	s.handle("/readyz", "readyz", s.serveReadyz)
+	s.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
+	})
 	return s, nil
 }
 
