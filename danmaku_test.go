@@ -1,0 +1,64 @@
+package danmaku_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/danmaku/danmaku"
+)
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	m := danmaku.Message{ID: "0190abc-1", UID: 42, Name: "小明", Content: "hello 弹幕", TS: 1730620801123}
+	b, err := danmaku.MarshalEnvelope("video_123", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := danmaku.UnmarshalEnvelope(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.V != danmaku.EnvelopeVersion || e.Room != "video_123" || e.Msg != m {
+		t.Fatalf("round trip: %+v", e)
+	}
+}
+
+func TestEnvelopeRejects(t *testing.T) {
+	cases := map[string]struct{ body, field string }{
+		"not json":      {`{`, "envelope"},
+		"newer version": {`{"v":99,"room":"r","msg":{"id":"x"}}`, "envelope.v"},
+		"no version":    {`{"room":"r","msg":{"id":"x"}}`, "envelope.v"},
+		"bad room":      {`{"v":1,"room":"a:b","msg":{"id":"x"}}`, "envelope.room"},
+		"no id":         {`{"v":1,"room":"r","msg":{}}`, "envelope.msg.id"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := danmaku.UnmarshalEnvelope([]byte(tc.body))
+			if danmaku.ErrorCode(err) != danmaku.EINVALID || danmaku.ErrorField(err) != tc.field {
+				t.Fatalf("err = %v, want EINVALID on %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestBatchIsTheWireFrame(t *testing.T) {
+	b, _ := json.Marshal(danmaku.NewBatch("video_123", []danmaku.Message{{ID: "1", UID: 123, Name: "n", Content: "c", TS: 5}}))
+	want := `{"op":"msgs","room":"video_123","msgs":[{"id":"1","uid":123,"name":"n","content":"c","ts":5}]}`
+	if string(b) != want {
+		t.Fatalf("frame\n got %s\nwant %s", b, want)
+	}
+}
+
+func TestCheckID(t *testing.T) {
+	for _, ok := range []string{"video_123", "a", "A-Z.0_9", strings.Repeat("x", 64)} {
+		if err := danmaku.CheckID("room", ok); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a:b", "*", "{x}", "a b", "viděo", strings.Repeat("x", 65), "a\nb"} {
+		err := danmaku.CheckID("roomId", bad)
+		if danmaku.ErrorCode(err) != danmaku.EINVALID || danmaku.ErrorField(err) != "roomId" {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
