@@ -2,6 +2,7 @@ package logic
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -164,4 +165,53 @@ func reportProduce(b *testing.B, e *testEnv) {
 			}
 		}
 	}
+}
+
+// BenchmarkSendParts measures the two remote calls of a send on their own,
+// each from 32 goroutines, to set against BenchmarkSend in the same run:
+// "allow" is one rate-limit script call, "produce" one single-message
+// WriteMessages to the embedded broker.
+func BenchmarkSendParts(b *testing.B) {
+	const workers = 32
+	run := func(b *testing.B, op func(worker int) error) {
+		var (
+			left atomic.Int64
+			wg   sync.WaitGroup
+		)
+		left.Store(int64(b.N))
+		b.ResetTimer()
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					if err := op(w); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+	}
+	b.Run("allow", func(b *testing.B) {
+		e := newEnv(b, func(c *Config, _ *testEnv) { c.RateLimit, c.RateBurst = 1e9, 1e9 })
+		users := make([]int64, workers)
+		for i := range users {
+			users[i] = newUser()
+		}
+		run(b, func(w int) error {
+			_, err := e.srv.allow(context.Background(), users[w], 1)
+			return err
+		})
+	})
+	b.Run("produce", func(b *testing.B) {
+		e := newEnv(b)
+		req := sendReq("bench_room", newUser(), "弹幕 benchmark message")
+		run(b, func(int) error {
+			return e.srv.produce(context.Background(), &req, []string{""})
+		})
+	})
 }
