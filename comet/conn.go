@@ -170,73 +170,120 @@ func (c *conn) sendError(code, message string) {
 	c.send(pm, len(f.Code)+len(f.Message)+32)
 }
 
-// readLoop serves the viewer's frames until the connection ends, then
-// removes every trace of it. It runs in its own goroutine, started after
-// the HTTP handler returned, so the handler's larger stack and request
-// state are not kept for the life of the connection. While the viewer is
-// silent it waits in frameConn.waitReadable, not inside gorilla, so its
-// stack stays small; pings and pongs are consumed by frameConn.
+// readLoop serves the viewer until the connection ends, then removes every
+// trace of it. It runs in a goroutine of its own, started after the HTTP
+// handler returned, so the handler's stack and request state are not kept
+// for the life of the connection.
+//
+// An idle viewer is the common case, so this goroutine is kept to the
+// smallest stack the runtime has (2 KiB): it only waits for the socket
+// (frameConn.waitReadable, a shallow call chain), and everything that needs
+// a deeper stack — gorilla's frame reading, JSON, joining — runs on a
+// short-lived goroutine (deep) whose stack is gone when it is done. A
+// stack that grew once is never shrunk below 4 KiB by the runtime.
 func (c *conn) readLoop(room string, badRoom error) {
-	s := c.s
-	defer s.release(c)
+	defer c.s.release(c)
+	if c.fc == nil {
+		c.serveFrames(room, badRoom)
+		return
+	}
+	if !c.deep(func() bool { c.start(room, badRoom); return true }) {
+		return
+	}
+	for {
+		// A read deadline passing here means the viewer stopped answering
+		// pings.
+		if c.fc.waitReadable() != nil {
+			return
+		}
+		if !c.deep(c.readReady) {
+			return
+		}
+	}
+}
 
+// deep runs fn on a goroutine of its own and returns its result.
+func (c *conn) deep(fn func() bool) bool {
+	done := make(chan bool, 1)
+	go func() { done <- fn() }()
+	return <-done
+}
+
+// start prepares the connection and handles the room of the URL.
+func (c *conn) start(room string, badRoom error) {
 	ws := c.ws
-	ws.SetReadLimit(s.cfg.MaxFrameBytes)
-	alive := func() { ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait)) }
-	alive()
-	ws.SetPongHandler(func(string) error { alive(); return nil })
+	ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
+	c.alive()
+	ws.SetPongHandler(func(string) error { c.alive(); return nil })
 	switch {
 	case badRoom != nil:
 		c.sendError(codeBadRoom, badRoom.Error())
 	case room != "":
 		c.join(room)
 	}
-	fc := c.fc
-	for {
-		if fc != nil && !fc.pending() {
-			// Idle: wait for the socket, then take in what came. A read
-			// deadline passing here means the viewer stopped answering pings.
-			if err := fc.waitReadable(); err != nil {
-				return
-			}
-			ready, err := fc.pump()
-			if err != nil || c.isClosed() {
-				return
-			}
-			alive()
-			if !ready {
-				continue
-			}
-		}
-		mt, data, err := ws.ReadMessage()
-		if err != nil {
-			if errors.Is(err, websocket.ErrReadLimit) {
-				s.metrics.rejected("frame_too_big")
-			}
-			return
-		}
-		if c.isClosed() {
-			return
-		}
-		alive()
-		if mt != websocket.TextMessage {
-			c.sendError(codeBadFrame, "frames must be JSON text frames")
-			continue
-		}
-		f, err := parseFrame(data)
-		if err != nil {
-			fe := err.(*frameError)
-			s.metrics.badFrame(fe.Code)
-			c.sendError(fe.Code, fe.Message)
-			continue
-		}
-		switch f.Op {
-		case opPing:
-			c.send(pongFrame, pongFrameLen)
-		case opJoin:
-			c.join(f.Room)
-		}
+}
+
+// alive extends the read deadline: the viewer showed it is there.
+func (c *conn) alive() { c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PongWait)) }
+
+// readReady takes in what the socket has and serves every complete frame.
+// It reports false when the connection is over.
+func (c *conn) readReady() bool {
+	ready, err := c.fc.pump()
+	if err != nil || c.isClosed() {
+		return false
 	}
+	c.alive()
+	for ready {
+		if !c.readMessage() {
+			return false
+		}
+		ready = c.fc.pending()
+	}
+	return true
+}
+
+// serveFrames is the plain loop for a connection that is not a socket:
+// the reader waits inside gorilla.
+func (c *conn) serveFrames(room string, badRoom error) {
+	c.start(room, badRoom)
+	for c.readMessage() {
+	}
+}
+
+// readMessage reads and answers one client message. It reports false when
+// the connection is over.
+func (c *conn) readMessage() bool {
+	s := c.s
+	mt, data, err := c.ws.ReadMessage()
+	if err != nil {
+		if errors.Is(err, websocket.ErrReadLimit) {
+			s.metrics.rejected("frame_too_big")
+		}
+		return false
+	}
+	if c.isClosed() {
+		return false
+	}
+	c.alive()
+	if mt != websocket.TextMessage {
+		c.sendError(codeBadFrame, "frames must be JSON text frames")
+		return true
+	}
+	f, err := parseFrame(data)
+	if err != nil {
+		fe := err.(*frameError)
+		s.metrics.badFrame(fe.Code)
+		c.sendError(fe.Code, fe.Message)
+		return true
+	}
+	switch f.Op {
+	case opPing:
+		c.send(pongFrame, pongFrameLen)
+	case opJoin:
+		c.join(f.Room)
+	}
+	return true
 }
 
 // join registers the viewer in room (leaving its current room), sends the

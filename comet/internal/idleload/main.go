@@ -101,6 +101,12 @@ func serve(redisAddr string) error {
 				f.Close()
 			}
 			fmt.Println("OK")
+		case "goroutines":
+			if f, err := os.Create(fmt.Sprintf("/tmp/idleload-goroutines-%d.txt", os.Getpid())); err == nil {
+				pprof.Lookup("goroutine").WriteTo(f, 1)
+				f.Close()
+			}
+			fmt.Println("OK")
 		case "stats":
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
@@ -295,6 +301,8 @@ func measureOne(redisAddr string, n, rooms int, settle time.Duration) error {
 	fmt.Fprintln(srv.in, "stats")
 	stats, _ := srv.expect("STATS")
 	fmt.Fprintln(srv.in, "heap")
+	srv.expect("OK")
+	fmt.Fprintln(srv.in, "goroutines")
 	srv.expect("OK")
 	fmt.Fprintln(srv.in, "gc")
 	srv.expect("OK")
