@@ -314,8 +314,13 @@ func (c *conn) join(room string) {
 		Op: opWelcome, ConnID: c.id, Room: room, Online: online,
 		HeartbeatMs: s.cfg.PingPeriod.Milliseconds(),
 	}
-	c.send(prepare(w), len(c.id)+len(room)+64)
-	if old != room {
-		s.hub.join(c, room)
+	welcome := item{pm: prepare(w), size: len(c.id) + len(room) + 64}
+	if old == room {
+		c.sendItem(welcome)
+		return
+	}
+	if s.hub.join(c, room, welcome) == queueFull {
+		s.metrics.slowConsumer()
+		c.kill(CloseSlowConsumer, "slow consumer")
 	}
 }

@@ -83,10 +83,14 @@ func (h *hub) removeConn(c *conn) {
 	sh.mu.Unlock()
 }
 
-// join adds c to the local viewers of id. c must not be in a room.
-func (h *hub) join(c *conn, id string) {
+// join adds c to the local viewers of id and queues first, its welcome
+// frame, under the shard lock: a broadcast to the room (which holds the
+// read lock while it enqueues) lands either wholly before the viewer
+// joined or after its welcome. c must not be in a room.
+func (h *hub) join(c *conn, id string, first item) enqueueResult {
 	sh := h.roomShard(id)
 	sh.mu.Lock()
+	res := c.enqueue(first)
 	r := sh.rooms[id]
 	if r == nil {
 		r = &room{id: id}
@@ -95,6 +99,7 @@ func (h *hub) join(c *conn, id string) {
 	c.room, c.idx = r, len(r.conns)
 	r.conns = append(r.conns, c)
 	sh.mu.Unlock()
+	return res
 }
 
 // leave removes c from its room, if any, and reports whether the room

@@ -44,6 +44,7 @@ func main() {
 	addr := flag.String("addr", "", "comet public address (clients)")
 	room := flag.String("room", "idle", "room the viewers join (clients)")
 	rooms := flag.Int("rooms", 1, "spread viewers over this many rooms (clients, measure)")
+	compress := flag.Bool("compress", false, "offer permessage-deflate (clients)")
 	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
 	flag.Parse()
 	var err error
@@ -52,7 +53,7 @@ func main() {
 		err = serve(*redisAddr)
 	case "clients":
 		n, _ := strconv.Atoi(*counts)
-		err = clients(*addr, *room, *rooms, n)
+		err = clients(*addr, *room, *rooms, n, *compress)
 	case "measure":
 		err = measure(*redisAddr, *counts, *rooms, *settle)
 	default:
@@ -121,7 +122,7 @@ func serve(redisAddr string) error {
 // ephemeral ports of one source address never run out), joins them to
 // room (or room-0 .. room-k), keeps reading (answering pings) and prints
 // "CONNECTED n" once all got their welcome. EOF on stdin ends it.
-func clients(addr, room string, rooms, n int) error {
+func clients(addr, room string, rooms, n int, compress bool) error {
 	var connected, failed atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
@@ -134,10 +135,11 @@ func clients(addr, room string, rooms, n int) error {
 			defer func() { <-sem }()
 			src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%20))}
 			d := websocket.Dialer{
-				NetDial:          (&net.Dialer{LocalAddr: src, Timeout: 10 * time.Second}).Dial,
-				ReadBufferSize:   512,
-				WriteBufferSize:  256,
-				HandshakeTimeout: 10 * time.Second,
+				NetDial:           (&net.Dialer{LocalAddr: src, Timeout: 10 * time.Second}).Dial,
+				ReadBufferSize:    512,
+				WriteBufferSize:   256,
+				HandshakeTimeout:  10 * time.Second,
+				EnableCompression: compress,
 			}
 			r := room
 			if rooms > 1 {
