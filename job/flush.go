@@ -43,14 +43,9 @@ func (f *flush) requeueAll(wait time.Duration) {
 	f.wait = wait
 }
 
-func (f *flush) finishAll() {
-	for i := range f.batch {
-		f.finished = append(f.finished, i)
-	}
-}
-
-// deliver runs the guards and the pushes of one batch:
-// cooldown -> claim (dedup) -> lock -> route -> push -> mark processed -> unlock.
+// deliver runs the guards and the pushes of one batch in two Redis round
+// trips around the pushes: BeginBroadcast (lock free? window, claims, lock,
+// routes) -> push to each comet -> EndBroadcast (mark processed, unlock).
 func (j *Job) deliver(f *flush) {
 	ctx := j.workCtx
 	m := j.m
@@ -60,26 +55,6 @@ func (j *Job) deliver(f *flush) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-
-	if !f.final {
-		ok, remaining, err := j.store.Cooldown(rctx, f.room, j.cfg.Window)
-		if err != nil {
-			j.redisFailed(f, err)
-			return
-		}
-		if !ok {
-			// Another consumer broadcast this room within the window (after a
-			// rebalance): wait for the window's end, or skip as the drop
-			// policy says.
-			if j.cfg.Policy == PolicyDrop {
-				m.dropped.WithLabelValues("cooldown").Add(float64(len(f.batch)))
-				f.finishAll()
-				return
-			}
-			f.requeueAll(remaining)
-			return
-		}
-	}
 
 	// A message id repeated inside one batch (a client retry that reached
 	// Kafka twice in quick succession) is a duplicate before Redis is asked.
@@ -96,13 +71,35 @@ func (j *Job) deliver(f *flush) {
 		ids = append(ids, p.msg.ID)
 		idx = append(idx, i)
 	}
-	states, err := j.store.Claim(rctx, f.room, ids, j.owner, j.cfg.ClaimTTL)
+	window := j.cfg.Window
+	if f.final {
+		window = 0 // shutdown drain: deliver now
+	}
+	b, err := j.store.BeginBroadcast(rctx, f.room, ids, route.BeginOptions{
+		Window: window, Owner: j.owner, ClaimTTL: j.cfg.ClaimTTL, LockTTL: j.cfg.LockTTL})
 	if err != nil {
 		j.redisFailed(f, err)
 		return
 	}
+	switch {
+	case b.Wait > 0:
+		// Another consumer broadcast this room within the window (after a
+		// rebalance): wait for the window's end, or skip as the drop policy
+		// says.
+		if j.cfg.Policy == PolicyDrop {
+			m.dropped.WithLabelValues("cooldown").Add(float64(len(idx)))
+			f.finished = append(f.finished, idx...)
+			return
+		}
+		f.requeue, f.wait = idx, b.Wait
+		return
+	case b.Locked:
+		m.lockBusy.Inc()
+		f.requeue, f.wait = idx, j.cfg.LockRetry
+		return
+	}
 	var claimed []int
-	for k, st := range states {
+	for k, st := range b.States {
 		i := idx[k]
 		switch st {
 		case route.Claimed:
@@ -118,20 +115,7 @@ func (j *Job) deliver(f *flush) {
 		m.retries.WithLabelValues("busy_claim").Inc()
 		f.wait = j.cfg.RetryMin
 	}
-	if len(claimed) == 0 {
-		return
-	}
-
-	lock, err := j.store.AcquireLock(rctx, f.room, j.cfg.LockTTL)
-	if errors.Is(err, route.ErrLocked) {
-		m.lockBusy.Inc()
-		f.requeue = append(f.requeue, claimed...)
-		sort.Ints(f.requeue)
-		f.wait = j.cfg.LockRetry
-		return
-	}
-	if err != nil {
-		j.redisFailed(f, err)
+	if b.Lock == nil {
 		return
 	}
 	locked := time.Now()
@@ -139,26 +123,26 @@ func (j *Job) deliver(f *flush) {
 	for k, i := range claimed {
 		msgs[k] = f.batch[i].msg
 	}
-	ok := j.broadcast(ctx, lock, f.room, msgs, f.giveUp)
+	ok := j.broadcast(ctx, b.Lock, f.room, msgs, b.Comets, f.giveUp)
 	unlocked := time.Now()
-	if rerr := j.store.ReleaseLock(context.WithoutCancel(rctx), lock); rerr != nil && !errors.Is(rerr, route.ErrNotHolder) {
-		j.log.Debug("release lock", zap.String("room", f.room), zap.Error(rerr))
-	}
+	ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer ecancel()
 	if !ok {
 		// Our claims stay; the retry refreshes them. Comets drop the msgIds
 		// they already showed, so a retry to every comet is safe.
+		if err := j.store.ReleaseLock(ectx, b.Lock); err != nil && !errors.Is(err, route.ErrNotHolder) {
+			j.log.Debug("release lock", zap.String("room", f.room), zap.Error(err))
+		}
 		f.requeue = append(f.requeue, claimed...)
 		sort.Ints(f.requeue)
 		f.failed = true // the processor sets the backoff
 		m.retries.WithLabelValues("push").Inc()
 		return
 	}
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer mcancel()
-	if err := j.store.MarkProcessed(mctx, f.room, idsOf(f.batch, claimed), j.cfg.ProcessedTTL); err != nil {
+	if err := j.store.EndBroadcast(ectx, b.Lock, idsOf(f.batch, claimed), j.cfg.ProcessedTTL); err != nil && !errors.Is(err, route.ErrNotHolder) {
 		// Delivered but not marked: a redelivery after the claim expires may
 		// push these again, and comets and clients drop repeated msgIds.
-		j.log.Debug("mark processed", zap.String("room", f.room), zap.Error(err))
+		j.log.Debug("end broadcast", zap.String("room", f.room), zap.Error(err))
 	}
 	f.finished = append(f.finished, claimed...)
 	m.broadcasts.Inc()
@@ -188,16 +172,10 @@ func idsOf(batch []pending, idx []int) []string {
 	return out
 }
 
-// broadcast pushes msgs to every live comet holding viewers of room, in
+// broadcast pushes msgs to every live comet of counts (the room's comets), in
 // parallel, renewing the lock while pushes run. It reports whether every
 // comet that is still alive took the batch (or giveUp is set).
-func (j *Job) broadcast(ctx context.Context, lock *route.Lock, room string, msgs []danmaku.Message, giveUp bool) bool {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	counts, err := j.store.RoomComets(rctx, room)
-	cancel()
-	if err != nil {
-		return false
-	}
+func (j *Job) broadcast(ctx context.Context, lock *route.Lock, room string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
 	live := *j.comets.Load()
 	var targets []route.CometInfo
 	for id := range counts {

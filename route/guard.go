@@ -155,9 +155,7 @@ func (s *Store) AcquireLock(ctx context.Context, room string, ttl time.Duration)
 	if err := danmaku.CheckID("room", room); err != nil {
 		return nil, err
 	}
-	var b [16]byte
-	rand.Read(b[:])
-	l := &Lock{Room: room, Token: hex.EncodeToString(b[:])}
+	l := &Lock{Room: room, Token: newToken()}
 	err := s.rdb.SetArgs(ctx, lockKey(room), l.Token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrLocked
@@ -166,6 +164,13 @@ func (s *Store) AcquireLock(ctx context.Context, room string, ttl time.Duration)
 		return nil, wrap("acquire lock", err)
 	}
 	return l, nil
+}
+
+// newToken returns a lock token unique to one acquisition.
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // RenewLock extends l to ttl from now. ErrNotHolder when l was lost.

@@ -1,0 +1,138 @@
+package route_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestBeginEndBroadcast(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room, comet := uniq("room"), uniq("comet")
+		if err := s.Register(ctx, route.Conn{ID: uniq("c"), Room: room, Comet: comet}); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{uniq("m"), uniq("m")}
+		opts := route.BeginOptions{Window: time.Second, Owner: "a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
+
+		b, err := s.BeginBroadcast(ctx, room, ids, opts)
+		if err != nil || b.Lock == nil {
+			t.Fatalf("begin = %+v, %v", b, err)
+		}
+		if len(b.States) != 2 || b.States[0] != route.Claimed || b.States[1] != route.Claimed || b.Comets[comet] != 1 {
+			t.Fatalf("begin = %+v", b)
+		}
+		within(t, "lock PTTL", pttl(t, rdb, "lock:broadcast:{"+room+"}"), 4900*time.Millisecond, 5*time.Second)
+		within(t, "cooldown PTTL", pttl(t, rdb, "room:cooldown:{"+room+"}"), 900*time.Millisecond, time.Second)
+
+		// While the lock is held, another owner gets Locked and touches
+		// neither the window nor the claims.
+		other := uniq("m")
+		rdb.Del(ctx, "room:cooldown:{"+room+"}")
+		b2, err := s.BeginBroadcast(ctx, room, []string{other}, route.BeginOptions{Window: time.Second, Owner: "b", ClaimTTL: time.Second, LockTTL: time.Second})
+		if err != nil || !b2.Locked || b2.Lock != nil {
+			t.Fatalf("begin while locked = %+v, %v", b2, err)
+		}
+		if rdb.Exists(ctx, "room:cooldown:{"+room+"}", "msg:processed:{"+room+"}:"+other).Val() != 0 {
+			t.Fatal("a locked-out begin opened the window or claimed an id")
+		}
+
+		if err := s.EndBroadcast(ctx, &route.Lock{Room: room, Token: "forged"}, ids, time.Minute); err != route.ErrNotHolder {
+			t.Fatalf("end with a foreign token: %v", err)
+		}
+		if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 1 {
+			t.Fatal("a foreign end released the lock")
+		}
+		if err := s.EndBroadcast(ctx, b.Lock, ids, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 0 {
+			t.Fatal("lock not released")
+		}
+		within(t, "processed PTTL", pttl(t, rdb, "msg:processed:{"+room+"}:"+ids[0]), 59*time.Second, time.Minute)
+
+		// The window is running (opened again; it was cleared above): Wait,
+		// nothing else.
+		if ok, _, err := s.Cooldown(ctx, room, time.Second); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		b3, err := s.BeginBroadcast(ctx, room, []string{other}, opts)
+		if err != nil || b3.Wait <= 0 || b3.Wait > time.Second || b3.Lock != nil {
+			t.Fatalf("begin inside the window = %+v, %v", b3, err)
+		}
+		// Without a window and only delivered ids: nothing claimable, no lock.
+		b4, err := s.BeginBroadcast(ctx, room, ids, route.BeginOptions{Owner: "a", ClaimTTL: time.Second, LockTTL: time.Second})
+		if err != nil || b4.Lock != nil || b4.States[0] != route.Processed || b4.States[1] != route.Processed {
+			t.Fatalf("begin of delivered ids = %+v, %v", b4, err)
+		}
+		if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 0 {
+			t.Fatal("lock taken with nothing to deliver")
+		}
+	})
+}
+
+func BenchmarkBeginEndBroadcast(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		prefix := uniq("room")
+		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
+		opts := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "bench", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			room := prefix + "-" + itoa(i)
+			bg, err := s.BeginBroadcast(ctx, room, ids, opts)
+			if err != nil || bg.Lock == nil {
+				b.Fatal(bg, err)
+			}
+			if err := s.EndBroadcast(ctx, bg.Lock, ids, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "broadcasts/s")
+	})
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// BenchmarkSeparateGuards is what BeginBroadcast + EndBroadcast replace:
+// the same work in six round trips.
+func BenchmarkSeparateGuards(b *testing.B) {
+	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		prefix := uniq("room")
+		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			room := prefix + "-" + itoa(i)
+			if ok, _, err := s.Cooldown(ctx, room, 50*time.Millisecond); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			if _, err := s.Claim(ctx, room, ids, "bench", 5*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			l, err := s.AcquireLock(ctx, room, 5*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.RoomComets(ctx, room); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.MarkProcessed(ctx, room, ids, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.ReleaseLock(ctx, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "broadcasts/s")
+	})
+}
