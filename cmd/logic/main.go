@@ -19,6 +19,7 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/logic"
+	"github.com/danmaku/danmaku/route"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -106,18 +107,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if len(c.Kafka.Brokers) == 0 {
 		return errors.New("kafka.brokers is empty")
 	}
-	m.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:        c.Redis.Addrs,
-		Password:     c.Redis.Password,
-		DB:           c.Redis.DB,
-		DialTimeout:  c.Redis.DialTimeout,
-		ReadTimeout:  c.Redis.ReadTimeout,
-		WriteTimeout: c.Redis.WriteTimeout,
-		PoolSize:     c.Redis.PoolSize,
-		// Per-request deadlines (logic.redis_timeout) must reach the
-		// socket, or a stalled Redis holds requests for ReadTimeout.
-		ContextTimeoutEnabled: true,
-	})
+	// route.Dial lets per-request deadlines (logic.redis_timeout) reach the
+	// socket, so a stalled Redis cannot hold requests for ReadTimeout.
+	m.rdb = route.Dial(c.Redis)
 	reg := telemetry.NewRegistry()
 	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log, Registerer: reg})
 	if err != nil {
