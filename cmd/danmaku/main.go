@@ -1,0 +1,360 @@
+// Command danmaku runs the whole service in one process for development and
+// demos: logic, job and comet share one Redis client and one metrics
+// registry, and one HTTP port serves the demo page (/), the client library
+// (/danmaku.js), the WebSocket endpoint (/ws), the API (/logic/*), /metrics,
+// /healthz and /readyz, so a browser needs no CORS.
+//
+// With kafka.brokers empty it starts an embedded Kafka-protocol broker
+// (franz-go kfake); with redis.addrs empty an embedded Redis (miniredis).
+// Both live in memory and are gone when the process ends. Setting either
+// list points the binary at the real thing.
+//
+// Configuration: configs/danmaku.yaml (-config), DANMAKU_* variables and
+// -<section>.<key> flags; -help lists every knob.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/job"
+	"github.com/danmaku/danmaku/logic"
+	"github.com/danmaku/danmaku/route"
+	"github.com/danmaku/danmaku/web"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+func main() {
+	m := NewMain()
+	err := config.Load(&m.Config, config.Options{Name: "danmaku", Args: os.Args[1:], Environ: os.Environ()})
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "danmaku:", err)
+		m.Close()
+		os.Exit(1)
+	}
+	select {
+	case <-ctx.Done():
+	case <-m.Done():
+	}
+	stop() // a second Ctrl-C during shutdown kills the process
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "danmaku: shutdown:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the whole configuration of the all-in-one binary. logic.listen
+// is the one public port; comet.listen and comet.internal_listen stay on
+// loopback; job.metrics_addr is not used (metrics are on the public port).
+type Config struct {
+	Log   config.Log   `yaml:"log"`
+	Redis config.Redis `yaml:"redis"`
+	Kafka config.Kafka `yaml:"kafka"`
+	Logic logic.Config `yaml:"logic"`
+	Job   job.Config   `yaml:"job"`
+	Comet comet.Config `yaml:"comet"`
+}
+
+// DefaultConfig returns the defaults: the roles' own, except that Redis and
+// Kafka are embedded, logs are human-readable, the coalescing window is
+// short enough to feel live, and the comet listens on loopback only.
+func DefaultConfig() Config {
+	c := Config{
+		Log:   config.DefaultLog(),
+		Redis: config.DefaultRedis(),
+		Kafka: config.DefaultKafka(),
+		Logic: logic.DefaultConfig(),
+		Job:   job.DefaultConfig(),
+		Comet: comet.DefaultConfig(),
+	}
+	c.Log.Format = "console"
+	c.Redis.Addrs = nil
+	c.Kafka.Brokers = nil
+	c.Kafka.Partitions = 4
+	c.Job.Window = 200 * time.Millisecond
+	c.Job.PushSecret = defaultSecret
+	c.Comet.Secret = defaultSecret
+	c.Job.MetricsAddr = ""
+	c.Comet.Listen = "127.0.0.1:0"
+	c.Comet.InternalListen = "127.0.0.1:0"
+	return c
+}
+
+// defaultSecret is the placeholder push secret; Run replaces it with a
+// random one.
+const defaultSecret = "change-me"
+
+// topicWait is how long start-up keeps trying to reach Kafka to create the
+// topic: long enough for a broker started at the same time to come up.
+const topicWait = 30 * time.Second
+
+// Main is the all-in-one process: Run starts it, Close stops it.
+type Main struct {
+	Config Config
+
+	log    *zap.Logger
+	emb    embedded
+	rdb    redis.UniversalClient
+	comet  *comet.Server
+	logic  *logic.Server
+	job    *job.Job
+	pusher *comet.Pusher
+	http   *http.Server
+	ln     net.Listener
+
+	served    chan struct{} // closed when Serve returns
+	cancelJob context.CancelFunc
+	jobDone   chan struct{} // closed when the job's Run returns
+	jobErr    error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main holding the default configuration.
+func NewMain() *Main {
+	return &Main{Config: DefaultConfig(), jobDone: make(chan struct{})}
+}
+
+// Done is closed when the job stopped by itself (only on a fatal error).
+func (m *Main) Done() <-chan struct{} { return m.jobDone }
+
+// Addr is the address of the public listener (useful with port 0).
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// URL is the demo page's address, with a host a browser can open.
+func (m *Main) URL() string {
+	if m.ln == nil {
+		return ""
+	}
+	host, port, _ := net.SplitHostPort(m.Addr())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// Run starts the embedded Redis and Kafka when none is configured, then
+// comet, logic and job, then the public listener. It returns once
+// everything serves; the process runs until Close.
+func (m *Main) Run(ctx context.Context) error {
+	c := &m.Config
+	// One process: the job pushes to its own comet over loopback, so the
+	// secret is one value. The placeholder default becomes a random value
+	// per process, which keeps the push endpoint closed to other local users.
+	if c.Comet.Secret == "" || c.Comet.Secret == defaultSecret {
+		var b [16]byte
+		rand.Read(b[:])
+		c.Comet.Secret = hex.EncodeToString(b[:])
+	}
+	c.Job.PushSecret = c.Comet.Secret
+	if err := config.Validate(c); err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger(c.Log)
+	if err != nil {
+		return err
+	}
+	m.log = log
+
+	if len(c.Redis.Addrs) == 0 {
+		addr, err := m.emb.startRedis()
+		if err != nil {
+			return err
+		}
+		c.Redis.Addrs = []string{addr}
+		log.Info("using an embedded in-memory Redis (data is lost on exit); for a real one set redis.addrs "+
+			"(DANMAKU_REDIS_ADDRS=host:6379 or -redis.addrs=host:6379)", zap.String("addr", addr))
+	} else {
+		log.Info("using Redis", zap.Strings("addrs", c.Redis.Addrs))
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		addr, err := m.emb.startKafka()
+		if err != nil {
+			return err
+		}
+		c.Kafka.Brokers = []string{addr}
+		log.Info("using an embedded Kafka-protocol broker (data is lost on exit); for a real one set kafka.brokers "+
+			"(DANMAKU_KAFKA_BROKERS=host:9092 or -kafka.brokers=host:9092)", zap.String("addr", addr))
+	} else {
+		log.Info("using Kafka", zap.Strings("brokers", c.Kafka.Brokers), zap.String("topic", c.Kafka.Topic))
+	}
+
+	reg := telemetry.NewRegistry()
+	m.rdb = route.Dial(c.Redis)
+	store := route.New(m.rdb)
+
+	m.comet, err = comet.New(c.Comet, store, log.Named("comet"), reg)
+	if err != nil {
+		return err
+	}
+	if err := m.comet.Start(ctx); err != nil {
+		m.comet = nil
+		return fmt.Errorf("start comet: %w", err)
+	}
+
+	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log.Named("logic"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	if err := m.ensureTopic(ctx); err != nil {
+		return err
+	}
+
+	m.pusher = comet.NewPusher(c.Job.PushSecret, c.Job.PushTimeout)
+	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: store, Pusher: m.pusher,
+		Log: log.Named("job"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	jctx, jcancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancelJob = jcancel
+	go func() {
+		defer close(m.jobDone)
+		if err := m.job.Run(jctx); err != nil {
+			m.jobErr = err
+			log.Error("job stopped", zap.Error(err))
+		}
+	}()
+
+	m.ln, err = net.Listen("tcp", c.Logic.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Logic.Listen, err)
+	}
+	m.http = &http.Server{
+		Handler:           m.handler(reg),
+		ReadHeaderTimeout: c.Logic.ReadHeaderTimeout,
+		IdleTimeout:       c.Logic.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+	m.served = make(chan struct{})
+	go func() {
+		defer close(m.served)
+		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http serve", zap.Error(err))
+		}
+	}()
+	log.Info("danmaku is running: open "+m.URL()+" in a browser",
+		zap.String("addr", m.Addr()), zap.Duration("window", c.Job.Window))
+	return nil
+}
+
+// handler routes the one public port. The server has no read or write
+// timeout because /ws connections live long; API requests get theirs per
+// request instead.
+func (m *Main) handler(reg *prometheus.Registry) http.Handler {
+	c := m.Config.Logic
+	api := m.logic.Handler()
+	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		rc.SetReadDeadline(now.Add(c.ReadTimeout))
+		// A send may wait for Redis and then Kafka; leave room for both.
+		rc.SetWriteDeadline(now.Add(c.RedisTimeout + c.ProduceTimeout + 5*time.Second))
+		api.ServeHTTP(w, r)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/logic/", bounded)
+	mux.Handle("/healthz", bounded)
+	mux.Handle("/readyz", bounded)
+	mux.Handle("/ws", m.comet.PublicHandler())
+	mux.Handle("/metrics", telemetry.Handler(reg))
+	mux.Handle("/", web.Handler())
+	return mux
+}
+
+// ensureTopic retries while Kafka is still coming up.
+func (m *Main) ensureTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := m.logic.EnsureTopic(tctx)
+		tcancel()
+		if err == nil {
+			return nil
+		}
+		m.log.Warn("kafka topic not ready, retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka topic %s: %w", m.Config.Kafka.Topic, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Close shuts down in dependency order: stop taking requests, flush the
+// producer, let the job deliver what it buffered (the comet is still up to
+// take it), close viewers with 1001 and remove routes, then close the
+// clients and the embedded servers. Safe to call twice and after a failed
+// Run.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
+			if err := m.http.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+			cancel()
+			<-m.served
+		}
+		if m.logic != nil {
+			if err := m.logic.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close kafka writer: %w", err))
+			}
+		}
+		if m.cancelJob != nil {
+			m.cancelJob()
+			<-m.jobDone
+			errs = append(errs, m.jobErr)
+		}
+		if m.pusher != nil {
+			m.pusher.Close()
+		}
+		if m.comet != nil {
+			errs = append(errs, m.comet.Shutdown(context.Background()))
+		}
+		if m.rdb != nil {
+			m.rdb.Close()
+		}
+		m.emb.stop()
+		if m.log != nil {
+			m.log.Info("danmaku stopped")
+			m.log.Sync()
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/gorilla/websocket"
+)
+
+// startMain runs the all-in-one binary's Main on a free port with embedded
+// Redis and Kafka, and closes it when the test ends.
+func startMain(tb testing.TB) *Main {
+	tb.Helper()
+	m := NewMain()
+	m.Config.Log.Level = "warn"
+	m.Config.Logic.Listen = "127.0.0.1:0"
+	m.Config.Job.SessionTimeout = time.Second
+	m.Config.Kafka.Partitions = 2
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("close: %v", err)
+		}
+	})
+	return m
+}
+
+func TestConfigFileMatchesDefaults(t *testing.T) {
+	c := DefaultConfig()
+	if err := config.Load(&c, config.Options{Args: []string{"-config", "../../configs/danmaku.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	want, got := config.Keys(ptr(DefaultConfig())), config.Keys(&c)
+	if len(want) != len(got) {
+		t.Fatalf("configs/danmaku.yaml: %d keys, defaults have %d", len(got), len(want))
+	}
+	for i := range want {
+		if want[i] != got[i] {
+			t.Errorf("configs/danmaku.yaml: %s = %q, default %q", got[i][0], got[i][2], want[i][2])
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDefaultsUseEmbeddedServices(t *testing.T) {
+	c := DefaultConfig()
+	if len(c.Redis.Addrs) != 0 || len(c.Kafka.Brokers) != 0 {
+		t.Fatalf("defaults name external services: redis %v, kafka %v", c.Redis.Addrs, c.Kafka.Brokers)
+	}
+	if c.Logic.Listen != ":8090" {
+		t.Fatalf("public port %q, want :8090", c.Logic.Listen)
+	}
+	if c.Job.Window > 250*time.Millisecond {
+		t.Fatalf("window %v is too long for a live demo", c.Job.Window)
+	}
+}
+
+func TestServesPageAndLibrary(t *testing.T) {
+	m := startMain(t)
+	for path, want := range map[string]string{
+		"/":           "danmaku.js",
+		"/danmaku.js": "DanmakuClient",
+		"/healthz":    "ok",
+	} {
+		resp, err := http.Get("http://" + m.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, body lacks %q", path, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get("http://" + m.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{"danmaku_logic_", "danmaku_job_", "comet_connections_accepted_total"} {
+		if !strings.Contains(string(body), series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+	if !strings.HasPrefix(m.URL(), "http://127.0.0.1:") {
+		t.Errorf("URL %q", m.URL())
+	}
+}
+
+// TestSendReachesViewer is the whole path in one process: HTTP send ->
+// embedded Kafka -> job guards on embedded Redis -> comet push -> WebSocket.
+func TestSendReachesViewer(t *testing.T) {
+	m := startMain(t)
+	room := "aio_send"
+	ws := dial(t, m, room)
+
+	online := getOnline(t, m, room)
+	if online != 1 {
+		t.Fatalf("online = %d, want 1", online)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	// The job's consumer group needs a moment for its first assignment;
+	// the first message waits in Kafka meanwhile, so one send is enough.
+	ids := send(t, m, room, "hello from http", "second one")
+	got := map[string]danmaku.Message{}
+	for len(got) < len(ids) {
+		ws.SetReadDeadline(deadline)
+		var f struct {
+			Op   string            `json:"op"`
+			Room string            `json:"room"`
+			Msgs []danmaku.Message `json:"msgs"`
+		}
+		if err := ws.ReadJSON(&f); err != nil {
+			t.Fatalf("read after %d of %d messages: %v", len(got), len(ids), err)
+		}
+		if f.Op != "msgs" {
+			continue
+		}
+		if f.Room != room {
+			t.Fatalf("frame for room %q, want %q", f.Room, room)
+		}
+		for _, msg := range f.Msgs {
+			got[msg.ID] = msg
+		}
+	}
+	for i, id := range ids {
+		msg, ok := got[id]
+		if !ok {
+			t.Fatalf("message %s not received; got %v", id, got)
+		}
+		want := []string{"hello from http", "second one"}[i]
+		if msg.Content != want || msg.Name != "Tester" || msg.UID != 4242 || msg.TS == 0 {
+			t.Errorf("message %s = %+v, want content %q from Tester with a timestamp", id, msg, want)
+		}
+	}
+}
+
+func dial(t *testing.T, m *Main, room string) *websocket.Conn {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial("ws://"+m.Addr()+"/ws?room="+room, nil)
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("dial: %v: %s", err, body)
+		}
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var welcome struct {
+		Op   string `json:"op"`
+		Room string `json:"room"`
+	}
+	if err := ws.ReadJSON(&welcome); err != nil || welcome.Op != "welcome" || welcome.Room != room {
+		t.Fatalf("welcome = %+v, %v", welcome, err)
+	}
+	return ws
+}
+
+// getOnline polls the online count until it is positive: registration in
+// Redis happens just after the welcome frame.
+func getOnline(t *testing.T, m *Main, room string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + m.Addr() + "/logic/online?roomId=" + room)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Online int64 `json:"online"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("online: %d %v", resp.StatusCode, err)
+		}
+		if body.Online > 0 || time.Now().After(deadline) {
+			return body.Online
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// send posts contents to room and returns the accepted message ids.
+func send(t *testing.T, m *Main, room string, contents ...string) []string {
+	t.Helper()
+	type msg struct {
+		Content string `json:"content"`
+	}
+	req := struct {
+		RoomID   string `json:"roomId"`
+		UserID   int64  `json:"userId"`
+		UserName string `json:"userName"`
+		Messages []msg  `json:"messages"`
+	}{RoomID: room, UserID: 4242, UserName: "Tester"}
+	for _, c := range contents {
+		req.Messages = append(req.Messages, msg{c})
+	}
+	b, _ := json.Marshal(req)
+	resp, err := http.Post("http://"+m.Addr()+"/logic/send", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("send: %d %s", resp.StatusCode, raw)
+	}
+	var ok struct {
+		IDs []string `json:"msgIds"`
+	}
+	if err := json.Unmarshal(raw, &ok); err != nil {
+		t.Fatalf("send answer %s: %v", raw, err)
+	}
+	if len(ok.IDs) != len(contents) {
+		t.Fatalf("send answer %s: want %d ids", raw, len(contents))
+	}
+	return ok.IDs
+}

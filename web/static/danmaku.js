@@ -1,0 +1,1 @@
+// DanmakuClient placeholder
