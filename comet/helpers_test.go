@@ -25,7 +25,12 @@ const testSecret = "test-push-secret"
 // uniq returns an id unique to this test run, safe for Redis keys.
 func uniq(tb testing.TB, prefix string) string {
 	tb.Helper()
-	name := strings.NewReplacer("/", "_", " ", "_", "#", "_").Replace(tb.Name())
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, tb.Name())
 	if len(name) > 30 {
 		name = name[len(name)-30:]
 	}
