@@ -1,0 +1,160 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; it
+// is 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU returns user+system CPU seconds of pid ("self" for this process).
+func procCPU(pid string) (float64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%s/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("parse /proc/%s/stat", pid)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
+}
+
+// procMem returns VmRSS and VmHWM of pid in bytes.
+func procMem(pid string) (rss, hwm int64, err error) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm, nil
+}
+
+func selfCPU() float64 {
+	c, _ := procCPU("self")
+	return c
+}
+
+func selfRSS() int64 {
+	r, _, _ := procMem("self")
+	return r
+}
+
+// procSample is one reading of a server process.
+type procSample struct {
+	at  time.Time
+	cpu float64
+	rss int64
+	hwm int64
+	err error
+}
+
+func sampleProc(pid string) procSample {
+	s := procSample{at: time.Now()}
+	s.cpu, s.err = procCPU(pid)
+	if s.err == nil {
+		s.rss, s.hwm, s.err = procMem(pid)
+	}
+	return s
+}
+
+// scrapeCounter sums the samples of a Prometheus counter family by label
+// set, e.g. danmaku_job_dropped_total{reason="cooldown"}.
+func scrapeCounter(ctx context.Context, url, name string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		labels := ""
+		if strings.HasPrefix(rest, "{") {
+			j := strings.IndexByte(rest, '}')
+			if j < 0 {
+				continue
+			}
+			labels, rest = rest[1:j], rest[j+1:]
+		} else if !strings.HasPrefix(rest, " ") {
+			continue // another metric sharing the prefix
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err == nil {
+			out[labels] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// commandStats reads INFO commandstats: calls per command.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		// cmdstat_evalsha:calls=12,usec=...
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[name] = n
+			}
+		}
+	}
+	return out, nil
+}

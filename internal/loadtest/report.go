@@ -1,0 +1,355 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of one run, printed and written as JSON.
+type Report struct {
+	Scenario   string    `json:"scenario"`
+	Command    string    `json:"command,omitempty"`
+	Label      string    `json:"label,omitempty"` // free text, e.g. the job settings
+	Started    time.Time `json:"started"`
+	Viewers    int       `json:"viewers"`
+	Rooms      int       `json:"rooms"`
+	Comets     int       `json:"comets"`
+	Rate       float64   `json:"rate"`
+	DurationS  float64   `json:"durationSeconds"`
+	Processes  int       `json:"viewerProcesses"`
+	Accounting string    `json:"accounting"`
+	RampS      float64   `json:"rampSeconds"`
+
+	ViewerStats ViewerStats `json:"viewerStats"`
+	Send        SendStats   `json:"send"`
+
+	// Deliveries are message x viewer pairs.
+	Delivered           uint64 `json:"delivered"`
+	Expected            uint64 `json:"expected"`
+	ExactDelivered      uint64 `json:"exactDelivered"`
+	ExpectedExact       uint64 `json:"expectedExact"`
+	Lost                uint64 `json:"lost"`
+	Duplicates          uint64 `json:"duplicates"`
+	DeliveredUnaccepted uint64 `json:"deliveredUnaccepted"` // the sender gave up, the message still came
+	// Counted viewers (sample mode): messages expected minus received.
+	ExpectedCounted  uint64 `json:"expectedCounted"`
+	CountedDelivered uint64 `json:"countedDelivered"`
+	CountedMissing   int64  `json:"countedMissing"`
+	// Accepted messages no whole-time viewer got; those the job counted as
+	// dropped by its policy (cooldown) are not lost.
+	UndeliveredMessages     uint64             `json:"undeliveredMessages"`
+	PolicyDroppedMessages   uint64             `json:"policyDroppedMessages"`
+	PolicyDroppedDeliveries uint64             `json:"policyDroppedDeliveries"`
+	JobDropped              map[string]float64 `json:"jobDropped,omitempty"`
+	Frames                  uint64             `json:"frames"`
+	Bytes                   uint64             `json:"bytes"`
+	Foreign                 uint64             `json:"foreignMessages"`
+	Misrouted               uint64             `json:"misroutedFrames"`
+
+	Latency        Percentiles `json:"latencyMs"`
+	DeliveriesPerS Spread      `json:"deliveriesPerSecond"`
+
+	Servers         []ServerStats `json:"servers,omitempty"`
+	RSSPerConnKiB   float64       `json:"cometRssPerConnKiB,omitempty"`
+	GeneratorCPUPct float64       `json:"generatorCpuPercent"`
+	RSSGeneratorMiB float64       `json:"generatorRssMiB"`
+	Redis           *RedisStats   `json:"redis,omitempty"`
+
+	Ingest        []IngestStep `json:"ingest,omitempty"`
+	MaxIngestPerS float64      `json:"maxIngestPerSecondP99Under50ms,omitempty"`
+
+	Series   []SecPoint `json:"series"`
+	Targets  []Target   `json:"targets,omitempty"`
+	Pass     bool       `json:"pass"`
+	Problems []string   `json:"problems,omitempty"`
+	Notes    []string   `json:"notes,omitempty"`
+}
+
+// ViewerStats counts the viewers.
+type ViewerStats struct {
+	Connected        int            `json:"connected"`
+	Failed           int            `json:"failed"`
+	Failures         map[string]int `json:"failures,omitempty"`
+	ClosedEarly      int            `json:"closedEarly"`
+	Closes           map[string]int `json:"closes,omitempty"`
+	NotWholeTime     int            `json:"notWholeTime"`
+	WholeTimeExact   int            `json:"wholeTimeExact"`
+	WholeTimeCounted int            `json:"wholeTimeCounted"`
+}
+
+// Percentiles of the send-to-receipt latency in milliseconds.
+type Percentiles struct {
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+	Count uint64  `json:"count"`
+}
+
+// Spread of a per-second figure over the full seconds of sending.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// ServerStats is one watched process.
+type ServerStats struct {
+	Name         string  `json:"name"`
+	PID          string  `json:"pid"`
+	CPUPct       float64 `json:"cpuPercent"`     // while sending and draining
+	IdleCPUPct   float64 `json:"idleCpuPercent"` // during the idle phase
+	RSSBeforeMiB float64 `json:"rssBeforeMiB"`   // before the viewers connected
+	RSSRampMiB   float64 `json:"rssAfterRampMiB"`
+	RSSEndMiB    float64 `json:"rssEndMiB"`
+	HWMMiB       float64 `json:"peakRssMiB"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// RedisStats is INFO commandstats over the sending window.
+type RedisStats struct {
+	Commands   int64            `json:"commands"`
+	PerMessage float64          `json:"perAcceptedMessage"`
+	ByCommand  map[string]int64 `json:"byCommand"`
+}
+
+// IngestStep is one stage of the ingest mode.
+type IngestStep struct {
+	Step    string  `json:"step"`
+	Offered float64 `json:"offeredPerSecond,omitempty"`
+	Conc    int     `json:"concurrency,omitempty"`
+	SendStats
+}
+
+// SecPoint is one second of the run, T relative to the start of sending.
+type SecPoint struct {
+	T          int64   `json:"t"`
+	Deliveries uint64  `json:"deliveries"`
+	P50        float64 `json:"p50Ms"`
+	P90        float64 `json:"p90Ms"`
+	P99        float64 `json:"p99Ms"`
+}
+
+// Target is a goal of the scenario, met or not.
+type Target struct {
+	Name string `json:"name"`
+	Met  bool   `json:"met"`
+}
+
+func (rep *Report) serverStats(ps []Proc, before, ramp []procSample, idle time.Duration, idleEnd, mark, end []procSample) {
+	var cometDelta float64
+	for i, p := range ps {
+		s := ServerStats{Name: p.Name, PID: p.PID}
+		if end[i].err != nil {
+			s.Error = end[i].err.Error()
+			rep.Servers = append(rep.Servers, s)
+			continue
+		}
+		if el := end[i].at.Sub(mark[i].at).Seconds(); el > 0 {
+			s.CPUPct = 100 * (end[i].cpu - mark[i].cpu) / el
+		}
+		if idle > 0 {
+			if el := idleEnd[i].at.Sub(ramp[i].at).Seconds(); el > 0 {
+				s.IdleCPUPct = 100 * (idleEnd[i].cpu - ramp[i].cpu) / el
+			}
+		}
+		s.RSSBeforeMiB = float64(before[i].rss) / (1 << 20)
+		s.RSSRampMiB = float64(ramp[i].rss) / (1 << 20)
+		s.RSSEndMiB = float64(end[i].rss) / (1 << 20)
+		s.HWMMiB = float64(end[i].hwm) / (1 << 20)
+		if strings.HasPrefix(p.Name, "comet") {
+			cometDelta += float64(ramp[i].rss - before[i].rss)
+		}
+		rep.Servers = append(rep.Servers, s)
+	}
+	if rep.Viewers > 0 && cometDelta > 0 && before != nil {
+		// Filled in after the viewers are counted; see Finalize.
+		rep.RSSPerConnKiB = cometDelta / 1024
+	}
+}
+
+// Finalize completes figures that need the viewer count.
+func (rep *Report) Finalize() {
+	if rep.RSSPerConnKiB > 0 && rep.ViewerStats.Connected > 0 {
+		rep.RSSPerConnKiB /= float64(rep.ViewerStats.Connected)
+	}
+}
+
+// Print writes the human-readable report.
+func (rep *Report) Print(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	p("== %s %s (%s)", rep.Scenario, rep.Label, rep.Started.Format(time.RFC3339))
+	if rep.Command != "" {
+		p("command: %s", rep.Command)
+	}
+	p("viewers %d on %d comet(s) in %d room(s), %d viewer process(es); ramp %.1fs", rep.Viewers, rep.Comets, rep.Rooms, rep.Processes, rep.RampS)
+	v := rep.ViewerStats
+	p("  connected %d  failed %d %v  closed early %d %v  whole-time %d exact + %d counted",
+		v.Connected, v.Failed, v.Failures, v.ClosedEarly, v.Closes, v.WholeTimeExact, v.WholeTimeCounted)
+	p("  accounting: %s", rep.Accounting)
+	s := rep.Send
+	p("send: sent %d accepted %d rejected %v errors %v (%.0f/s over %.1fs); late sends %d (max lag %.1f ms)",
+		s.Sent, s.Accepted, s.Rejected, s.Errors, s.AcceptedPerS, s.DurationS, s.LateSends, s.MaxLagMs)
+	p("  POST latency p50 %.2f ms  p99 %.2f ms  max %.1f ms", s.PostP50Ms, s.PostP99Ms, s.PostMaxMs)
+	for _, st := range rep.Ingest {
+		p("  ingest %-22s accepted %8.0f/s  p50 %6.2f ms  p99 %7.2f ms  rejected %v errors %v",
+			st.Step, st.AcceptedPerS, st.PostP50Ms, st.PostP99Ms, st.Rejected, st.Errors)
+	}
+	if rep.MaxIngestPerS > 0 {
+		p("  max accepted/s with p99 < 50 ms: %.0f", rep.MaxIngestPerS)
+	}
+	if rep.Viewers > 0 {
+		p("deliveries: delivered %d  expected %d  (exact %d of %d)", rep.Delivered, rep.Expected, rep.ExactDelivered, rep.ExpectedExact)
+		p("  LOST %d  DUPLICATES %d  counted-missing %d  misrouted frames %d  unaccepted-but-delivered %d",
+			rep.Lost, rep.Duplicates, rep.CountedMissing, rep.Misrouted, rep.DeliveredUnaccepted)
+		p("  undelivered messages %d, of which job policy drops %d (%d deliveries); job dropped %v",
+			rep.UndeliveredMessages, rep.PolicyDroppedMessages, rep.PolicyDroppedDeliveries, rep.JobDropped)
+		l := rep.Latency
+		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
+		d := rep.DeliveriesPerS
+		p("deliveries/s: median %.0f  min %.0f  max %.0f;  frames %d  bytes %.1f MiB", d.Median, d.Min, d.Max, rep.Frames, float64(rep.Bytes)/(1<<20))
+	}
+	for _, sv := range rep.Servers {
+		if sv.Error != "" {
+			p("  %-10s pid %s: %s", sv.Name, sv.PID, sv.Error)
+			continue
+		}
+		p("  %-10s pid %-7s cpu %5.1f%%  idle cpu %4.1f%%  rss %.0f -> %.0f -> %.0f MiB (peak %.0f)",
+			sv.Name, sv.PID, sv.CPUPct, sv.IdleCPUPct, sv.RSSBeforeMiB, sv.RSSRampMiB, sv.RSSEndMiB, sv.HWMMiB)
+	}
+	if rep.RSSPerConnKiB > 0 {
+		p("  comet RSS per connection: %.1f KiB", rep.RSSPerConnKiB)
+	}
+	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB", rep.GeneratorCPUPct, rep.RSSGeneratorMiB)
+	if rep.Redis != nil {
+		var keys []string
+		for k := range rep.Redis.ByCommand {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(a, b int) bool { return rep.Redis.ByCommand[keys[a]] > rep.Redis.ByCommand[keys[b]] })
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, rep.Redis.ByCommand[k]))
+		}
+		p("redis: %d commands, %.2f per accepted message (%s)", rep.Redis.Commands, rep.Redis.PerMessage, strings.Join(parts, " "))
+	}
+	for _, t := range rep.Targets {
+		res := "MET"
+		if !t.Met {
+			res = "MISSED"
+		}
+		p("target %-28s %s", t.Name, res)
+	}
+	for _, n := range rep.Notes {
+		p("note: %s", n)
+	}
+	if rep.Pass {
+		p("RESULT: PASS")
+	} else {
+		p("RESULT: FAIL: %s", strings.Join(rep.Problems, "; "))
+	}
+}
+
+// WriteJSON writes the report to path.
+func (rep *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteSVG draws deliveries per second and latency percentiles per second.
+func (rep *Report) WriteSVG(path string) error {
+	const W, H, pad, gap = 900, 560, 60, 40
+	ph := (H - 2*pad - gap) / 2
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="20" font-size="14">%s: %d viewers, %d rooms, %.0f msg/s</text>`+"\n",
+		pad, esc(rep.Scenario), rep.Viewers, rep.Rooms, rep.Rate)
+	pts := rep.Series
+	if len(pts) == 0 {
+		b.WriteString("</svg>\n")
+		return os.WriteFile(path, []byte(b.String()), 0o644)
+	}
+	t0, t1 := pts[0].T, pts[len(pts)-1].T
+	if t1 == t0 {
+		t1 = t0 + 1
+	}
+	x := func(t int64) float64 { return pad + float64(t-t0)*float64(W-2*pad)/float64(t1-t0) }
+	var maxD, maxL float64
+	for _, s := range pts {
+		maxD = math.Max(maxD, float64(s.Deliveries))
+		maxL = math.Max(maxL, s.P99)
+	}
+	maxD, maxL = nice(maxD), nice(maxL)
+	panel := func(top int, title string, max float64, unit string) {
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", pad, top-6, title)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>`+"\n", pad, top, W-2*pad, ph)
+		for k := 0; k <= 4; k++ {
+			y := float64(top) + float64(ph)*(1-float64(k)/4)
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+				pad, W-pad, y, y, pad-4, y+4, short(max*float64(k)/4)+unit)
+		}
+		for t := t0; t <= t1; t++ {
+			if (t1-t0) > 20 && t%5 != 0 {
+				continue
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%ds</text>`+"\n", x(t), top+ph+14, t)
+		}
+	}
+	line := func(top int, max float64, color string, val func(SecPoint) float64) {
+		b.WriteString(`<polyline fill="none" stroke-width="1.5" stroke="` + color + `" points="`)
+		for _, s := range pts {
+			y := float64(top) + float64(ph)*(1-val(s)/max)
+			fmt.Fprintf(&b, "%.1f,%.1f ", x(s.T), y)
+		}
+		b.WriteString("\"/>\n")
+	}
+	top1 := pad
+	panel(top1, "deliveries per second (message x viewer)", maxD, "")
+	line(top1, maxD, "#1f77b4", func(s SecPoint) float64 { return float64(s.Deliveries) })
+	top2 := pad + ph + gap
+	panel(top2, `latency send→receipt per second: <tspan fill="#2ca02c">p50</tspan> <tspan fill="#ff7f0e">p90</tspan> <tspan fill="#d62728">p99</tspan>`, maxL, "ms")
+	line(top2, maxL, "#2ca02c", func(s SecPoint) float64 { return s.P50 })
+	line(top2, maxL, "#ff7f0e", func(s SecPoint) float64 { return s.P90 })
+	line(top2, maxL, "#d62728", func(s SecPoint) float64 { return s.P99 })
+	b.WriteString("</svg>\n")
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func nice(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*e >= v {
+			return m * e
+		}
+	}
+	return 10 * e
+}
+
+func short(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case v == math.Trunc(v):
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

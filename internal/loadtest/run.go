@@ -1,0 +1,547 @@
+// Package loadtest drives the hot-room load test: WebSocket viewers spread
+// over rooms and comets (in this process or in re-executed worker
+// processes), open-loop senders posting to logic, and an exact account of
+// what every viewer (or a sample of them) received. cmd/loadtest is its
+// command line.
+//
+// Each message carries its room sequence and send time in its content,
+// "lt:<seq>:<unixnano>". Viewers find these by scanning the frame bytes,
+// without decoding the JSON, and set one bit per sequence, so a second copy
+// is a duplicate and a missing bit of an accepted message is a loss.
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Step is one stage of the ingest mode: an open-loop rate or a closed loop
+// with Conc goroutines.
+type Step struct {
+	Rate float64
+	Conc int
+	Dur  time.Duration
+}
+
+func (s Step) String() string {
+	if s.Conc > 0 {
+		return fmt.Sprintf("closed c=%d %s", s.Conc, s.Dur)
+	}
+	return fmt.Sprintf("open %.0f/s %s", s.Rate, s.Dur)
+}
+
+// Proc names a server process to watch through /proc.
+type Proc struct {
+	Name string
+	PID  string
+}
+
+// Config is one load-test run.
+type Config struct {
+	Scenario string
+	Comets   []string // comet public addresses host:port
+	LogicURL string
+
+	Viewers    int
+	Rooms      int
+	RoomPrefix string
+	Hot        float64 // share of viewers in room 0 (when Zipf is 0)
+	Zipf       float64 // Zipf exponent over the rooms; 0: hot share
+
+	ConnRate    float64 // connections per second, all processes together
+	Dialers     int
+	PerProcess  int // most viewers in one process; more go to workers
+	SourceIPs   int // 0: one per 20,000 viewers of a process
+	SourceBase  int // first 127.0.0.x source address
+	ExactSample int // 0: account every viewer exactly; else at least this many
+	DialTimeout time.Duration
+
+	Rate     float64 // messages per second
+	Duration time.Duration
+	Senders  int
+	Users    int
+	Timeout  time.Duration
+	Settle   time.Duration // pause between ramp and sending
+	Idle     time.Duration // idle measurement before sending
+	Drain    time.Duration // wait after the last send before counting
+	Steps    []Step        // ingest mode: replaces Rate/Duration
+
+	Procs      []Proc
+	JobMetrics []string // job /metrics URLs
+	RedisAddr  string   // for INFO commandstats
+
+	TargetP99 time.Duration // reported as met or missed
+	TargetDPS float64
+
+	Exe      string    // this binary, for worker processes
+	Progress io.Writer // progress bar; nil: quiet
+}
+
+// Run performs one load test and returns its report.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if c.Viewers > 0 && len(c.Comets) == 0 {
+		return nil, errors.New("no comet addresses")
+	}
+	if c.LogicURL == "" {
+		return nil, errors.New("no logic URL")
+	}
+	if c.RoomPrefix == "" {
+		c.RoomPrefix = "lt-room-"
+	}
+	if c.PerProcess <= 0 {
+		c.PerProcess = 15000
+	}
+	if c.ConnRate <= 0 {
+		c.ConnRate = 2000
+	}
+	if c.Drain <= 0 {
+		c.Drain = 3 * time.Second
+	}
+	layout, err := NewLayout(c.RoomPrefix, c.Rooms, c.Viewers, c.Hot, c.Zipf)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: c.Scenario, Started: time.Now().UTC(), Viewers: c.Viewers, Rooms: c.Rooms,
+		Comets: len(c.Comets), Rate: c.Rate, DurationS: c.Duration.Seconds()}
+
+	exactEvery := 1
+	if c.ExactSample > 0 && c.ExactSample < c.Viewers {
+		exactEvery = c.Viewers / c.ExactSample
+	}
+	nproc := 1
+	if c.Viewers > c.PerProcess {
+		nproc = (c.Viewers + c.PerProcess - 1) / c.PerProcess
+	}
+	perProc := (c.Viewers + nproc - 1) / nproc
+	srcIPs := c.SourceIPs
+	if srcIPs <= 0 {
+		srcIPs = (perProc + 19999) / 20000
+	}
+	if c.SourceBase <= 0 {
+		c.SourceBase = 1
+	}
+	if exactEvery == 1 {
+		rep.Accounting = fmt.Sprintf("exact: every message of every viewer (%d)", c.Viewers)
+	} else {
+		rep.Accounting = fmt.Sprintf("exact for a sample of every %dth viewer (%d); frames, bytes and messages counted for the rest",
+			exactEvery, (c.Viewers+exactEvery-1)/exactEvery)
+	}
+	rep.Processes = nproc
+
+	before := sampleAll(c.Procs)
+	var workers []worker
+	for k := 0; k < nproc && c.Viewers > 0; k++ {
+		spec := PoolSpec{Targets: c.Comets, Rooms: layout.Rooms, RoomViewers: layout.Viewers,
+			From: k * perProc, To: min((k+1)*perProc, c.Viewers), Rate: c.ConnRate / float64(nproc),
+			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
+			DialTimeout: c.DialTimeout}
+		if nproc == 1 {
+			workers = append(workers, startLocal(ctx, spec))
+			continue
+		}
+		exe := c.Exe
+		if exe == "" {
+			if exe, err = os.Executable(); err != nil {
+				return nil, err
+			}
+		}
+		w, err := startRemote(exe, spec)
+		if err != nil {
+			for _, w := range workers {
+				w.finish()
+			}
+			return nil, err
+		}
+		workers = append(workers, w)
+	}
+	rampStart := time.Now()
+	for len(workers) > 0 {
+		var p Progress
+		done := true
+		for _, w := range workers {
+			wp := w.progress()
+			p.Connected += wp.Connected
+			p.Failed += wp.Failed
+			p.Closed += wp.Closed
+			done = done && wp.Done
+		}
+		bar(c.Progress, "connect", p.Connected+p.Failed, c.Viewers, fmt.Sprintf("ok %d failed %d closed %d %.0f/s",
+			p.Connected, p.Failed, p.Closed, float64(p.Connected+p.Failed)/time.Since(rampStart).Seconds()))
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	rep.RampS = time.Since(rampStart).Seconds()
+	if c.Progress != nil && c.Viewers > 0 {
+		fmt.Fprintln(c.Progress)
+	}
+	afterRamp := sampleAll(c.Procs)
+	if c.Idle > 0 {
+		time.Sleep(c.Idle)
+	}
+	idleEnd := sampleAll(c.Procs)
+	if c.Settle > 0 {
+		time.Sleep(c.Settle)
+	}
+
+	var rdb *redis.Client
+	var cmdBefore map[string]int64
+	if c.RedisAddr != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: c.RedisAddr, DialTimeout: 2 * time.Second})
+		defer rdb.Close()
+		if cmdBefore, err = commandStats(ctx, rdb); err != nil {
+			rep.Notes = append(rep.Notes, "redis commandstats: "+err.Error())
+		}
+	}
+	dropBefore := scrapeJobs(ctx, c.JobMetrics)
+	for _, w := range workers {
+		if err := w.mark(); err != nil {
+			return nil, fmt.Errorf("mark worker: %w", err)
+		}
+	}
+	markAt := time.Now()
+	selfBefore := selfCPU()
+	mark := sampleAll(c.Procs)
+
+	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, Layout: layout})
+	sendStart := time.Now()
+	var sendStats SendStats
+	if len(c.Steps) > 0 {
+		var all SendStats
+		all.Rejected, all.Errors = map[string]int64{}, map[string]int64{}
+		for i, st := range c.Steps {
+			snd.reset()
+			t0 := time.Now()
+			if c.Progress != nil {
+				fmt.Fprintf(c.Progress, "ingest step %d/%d: %s\n", i+1, len(c.Steps), st)
+			}
+			if st.Conc > 0 {
+				snd.closedLoop(ctx, st.Conc, st.Dur)
+			} else {
+				snd.openLoop(ctx, st.Rate, st.Dur)
+			}
+			s := snd.stats(time.Since(t0))
+			rep.Ingest = append(rep.Ingest, IngestStep{Step: st.String(), Offered: st.Rate, Conc: st.Conc, SendStats: s})
+			all.Sent += s.Sent
+			all.Accepted += s.Accepted
+			for k, v := range s.Rejected {
+				all.Rejected[k] += v
+			}
+			for k, v := range s.Errors {
+				all.Errors[k] += v
+			}
+			if s.PostP99Ms < 50 && s.AcceptedPerS > rep.MaxIngestPerS {
+				rep.MaxIngestPerS = s.AcceptedPerS
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		all.DurationS = time.Since(sendStart).Seconds()
+		sendStats = all
+	} else {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			snd.openLoop(ctx, c.Rate, c.Duration)
+		}()
+		tick := time.NewTicker(500 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case <-tick.C:
+				el := time.Since(sendStart)
+				snd.mu.Lock()
+				sent := snd.sent
+				snd.mu.Unlock()
+				bar(c.Progress, "send", int(el/time.Second), int(c.Duration/time.Second), fmt.Sprintf("sent %d", sent))
+			}
+		}
+		tick.Stop()
+		if c.Progress != nil {
+			fmt.Fprintln(c.Progress)
+		}
+		sendStats = snd.stats(time.Since(sendStart))
+	}
+	sendEnd := time.Now()
+	rep.Send = sendStats
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "drain %s\n", c.Drain)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(c.Drain):
+	}
+
+	end := sampleAll(c.Procs)
+	selfAfter := selfCPU()
+	window := time.Since(markAt)
+	dropAfter := scrapeJobs(ctx, c.JobMetrics)
+	if rdb != nil && cmdBefore != nil {
+		if after, err := commandStats(ctx, rdb); err == nil {
+			rep.Redis = redisDelta(cmdBefore, after, sendStats.Accepted)
+		}
+	}
+	var results []*PoolResult
+	for i, w := range workers {
+		r, err := w.finish()
+		if err != nil {
+			return nil, fmt.Errorf("worker %d: %w", i, err)
+		}
+		results = append(results, r)
+	}
+	rep.JobDropped = map[string]float64{}
+	for k, v := range dropAfter {
+		if d := v - dropBefore[k]; d != 0 {
+			rep.JobDropped[k] = d
+		}
+	}
+	rep.serverStats(c.Procs, before, afterRamp, c.Idle, idleEnd, mark, end)
+	rep.GeneratorCPUPct = 100 * (selfAfter - selfBefore) / window.Seconds()
+	for _, r := range results {
+		if nproc > 1 {
+			rep.GeneratorCPUPct += 100 * r.CPUSeconds / window.Seconds()
+		}
+	}
+	rep.account(layout, snd, results, sendStart, sendEnd)
+	rep.Finalize()
+	rep.judge(c)
+	return rep, nil
+}
+
+func sampleAll(ps []Proc) []procSample {
+	out := make([]procSample, len(ps))
+	for i, p := range ps {
+		out[i] = sampleProc(p.PID)
+	}
+	return out
+}
+
+func scrapeJobs(ctx context.Context, urls []string) map[string]float64 {
+	out := map[string]float64{}
+	for _, u := range urls {
+		m, err := scrapeCounter(ctx, u, "danmaku_job_dropped_total")
+		if err != nil {
+			continue
+		}
+		for k, v := range m {
+			out[strings.TrimSuffix(strings.TrimPrefix(k, `reason="`), `"`)] += v
+		}
+	}
+	return out
+}
+
+func redisDelta(before, after map[string]int64, accepted int64) *RedisStats {
+	rs := &RedisStats{ByCommand: map[string]int64{}}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && k != "info" {
+			rs.ByCommand[k] = d
+			rs.Commands += d
+		}
+	}
+	if accepted > 0 {
+		rs.PerMessage = float64(rs.Commands) / float64(accepted)
+	}
+	return rs
+}
+
+// bar draws a one-line progress bar.
+func bar(w io.Writer, what string, n, total int, extra string) {
+	if w == nil || total <= 0 {
+		return
+	}
+	const width = 30
+	k := min(width, n*width/total)
+	fmt.Fprintf(w, "\r%-8s [%s%s] %d/%d %s   ", what, strings.Repeat("#", k), strings.Repeat(" ", width-k), n, total, extra)
+}
+
+// account turns the viewers' results into deliveries, losses and
+// duplicates.
+func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
+	var hist Hist
+	perSec := map[int64]uint64{}
+	secHist := map[int64]*Hist{}
+	rooms := map[int]*RoomResult{}
+	v := &rep.ViewerStats
+	v.Failures, v.Closes = map[string]int{}, map[string]int{}
+	for _, r := range results {
+		v.Connected += r.Connected
+		v.Failed += r.Failed
+		v.ClosedEarly += r.Closed
+		v.NotWholeTime += r.Partial
+		for k, n := range r.Failures {
+			v.Failures[k] += n
+		}
+		for k, n := range r.Closes {
+			v.Closes[k] += n
+		}
+		rep.Frames += r.Frames
+		rep.Bytes += r.Bytes
+		rep.Duplicates += r.Dups
+		rep.Foreign += r.Foreign
+		rep.Misrouted += r.Misrouted
+		rep.Delivered += r.ExactDelivered + r.CountedDelivered
+		rep.ExactDelivered += r.ExactDelivered
+		rep.RSSGeneratorMiB += float64(r.RSSBytes) / (1 << 20)
+		r.Hist.addTo(&hist)
+		for s, n := range r.PerSec {
+			perSec[s] += n
+		}
+		for s, sh := range r.SecHist {
+			if secHist[s] == nil {
+				secHist[s] = &Hist{}
+			}
+			sh.addTo(secHist[s])
+		}
+		for room, rr := range r.Rooms {
+			m := rooms[room]
+			if m == nil {
+				m = &RoomResult{}
+				rooms[room] = m
+			}
+			m.Exact += rr.Exact
+			m.Counted += rr.Counted
+			m.CountedMsgs += rr.CountedMsgs
+			for len(m.Counts) < len(rr.Counts) {
+				m.Counts = append(m.Counts, 0)
+			}
+			for i, n := range rr.Counts {
+				m.Counts[i] += n
+			}
+		}
+	}
+	// Messages no whole-time viewer received at all: under the drop policy
+	// the job skipped them on purpose (it counts them), otherwise lost.
+	var undelivered, undeliveredDeliveries uint64
+	for room, m := range rooms {
+		bits := snd.accepted[room]
+		acc := uint64(snd.acc[room])
+		v.WholeTimeExact += m.Exact
+		v.WholeTimeCounted += m.Counted
+		rep.ExpectedExact += acc * uint64(m.Exact)
+		rep.ExpectedCounted += acc * uint64(m.Counted)
+		rep.CountedDelivered += m.CountedMsgs
+		for w, word := range bits {
+			for b := 0; b < 64; b++ {
+				if word&(1<<uint(b)) == 0 {
+					continue
+				}
+				seq := w*64 + b
+				var got uint32
+				if seq < len(m.Counts) {
+					got = m.Counts[seq]
+				}
+				if m.Exact == 0 {
+					continue
+				}
+				if got == 0 {
+					undelivered++
+					undeliveredDeliveries += uint64(m.Exact)
+					continue
+				}
+				rep.Lost += uint64(m.Exact) - uint64(got)
+			}
+		}
+		for seq, n := range m.Counts {
+			w, b := seq/64, uint(seq%64)
+			if n > 0 && (w >= len(bits) || bits[w]&(1<<b) == 0) {
+				rep.DeliveredUnaccepted += uint64(n)
+			}
+		}
+	}
+	policy := uint64(rep.JobDropped["cooldown"])
+	rep.UndeliveredMessages = undelivered
+	if undelivered > 0 {
+		per := float64(undeliveredDeliveries) / float64(undelivered)
+		pd := min(policy, undelivered)
+		rep.PolicyDroppedMessages = pd
+		rep.PolicyDroppedDeliveries = uint64(math.Round(float64(pd) * per))
+		rep.Lost += undeliveredDeliveries - rep.PolicyDroppedDeliveries
+	}
+	if rep.ExpectedCounted > 0 {
+		// The counted viewers only know how many messages they got; under
+		// the drop policy their share of policy drops is expected.
+		exp := int64(rep.ExpectedCounted)
+		if rep.ExpectedExact > 0 && rep.PolicyDroppedDeliveries > 0 {
+			exp -= int64(float64(rep.PolicyDroppedDeliveries) * float64(rep.ExpectedCounted) / float64(rep.ExpectedExact))
+		}
+		rep.CountedMissing = exp - int64(rep.CountedDelivered)
+	}
+	rep.Expected = rep.ExpectedExact + rep.ExpectedCounted
+
+	rep.Latency = Percentiles{P50: hist.Quantile(0.5), P90: hist.Quantile(0.9), P99: hist.Quantile(0.99),
+		P999: hist.Quantile(0.999), Max: hist.Max(), Count: hist.Total()}
+
+	var secs []int64
+	for s := range perSec {
+		secs = append(secs, s)
+	}
+	for s := range secHist {
+		if _, ok := perSec[s]; !ok {
+			secs = append(secs, s)
+		}
+	}
+	sort.Slice(secs, func(a, b int) bool { return secs[a] < secs[b] })
+	var full []float64
+	for _, s := range secs {
+		h := secHist[s]
+		if h == nil {
+			h = &Hist{}
+		}
+		rep.Series = append(rep.Series, SecPoint{T: s - sendStart.Unix(), Deliveries: perSec[s],
+			P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99)})
+		if s > sendStart.Unix() && s < sendEnd.Unix() {
+			full = append(full, float64(perSec[s]))
+		}
+	}
+	if len(full) > 0 {
+		sort.Float64s(full)
+		rep.DeliveriesPerS = Spread{Median: full[len(full)/2], Min: full[0], Max: full[len(full)-1]}
+	}
+}
+
+func (rep *Report) judge(c Config) {
+	if rep.Lost > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d deliveries lost", rep.Lost))
+	}
+	if rep.Duplicates > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d duplicates", rep.Duplicates))
+	}
+	if rep.CountedMissing != 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("counted viewers: %d deliveries missing (negative: extra)", rep.CountedMissing))
+	}
+	if rep.Misrouted > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d frames for another room", rep.Misrouted))
+	}
+	if c.Viewers > 0 && rep.ViewerStats.WholeTimeExact == 0 && rep.Send.Accepted > 0 {
+		rep.Problems = append(rep.Problems, "no viewer was connected the whole time")
+	}
+	if rep.Send.Accepted == 0 {
+		rep.Problems = append(rep.Problems, "no message accepted")
+	}
+	rep.Pass = len(rep.Problems) == 0
+	if c.TargetP99 > 0 {
+		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("p99 < %s", c.TargetP99),
+			Met: rep.Latency.Count > 0 && rep.Latency.P99 < ms(c.TargetP99)})
+	}
+	if c.TargetDPS > 0 {
+		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("deliveries/s >= %.0f", c.TargetDPS),
+			Met: rep.DeliveriesPerS.Median >= c.TargetDPS})
+	}
+}

@@ -1,0 +1,234 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SendSpec describes the senders.
+type SendSpec struct {
+	// LogicURL is logic's base URL, e.g. http://127.0.0.1:8090.
+	LogicURL string
+	// Senders is the number of goroutines issuing requests; each keeps
+	// its own keep-alive connection.
+	Senders int
+	// Users is how many distinct userIds the messages rotate through.
+	Users int
+	// Timeout bounds one request.
+	Timeout time.Duration
+	Layout  *Layout
+}
+
+// sender posts load-test messages and records what logic answered.
+type sender struct {
+	spec   SendSpec
+	client *http.Client
+	url    string
+
+	next    atomic.Uint64   // global message number
+	roomSeq []atomic.Uint64 // next sequence per room
+
+	mu       sync.Mutex
+	accepted [][]uint64 // per room: bitmap of accepted sequences
+	acc      []int64    // per room: accepted count
+	stepAcc  int64      // accepted since reset
+	status   map[int]int64
+	errs     map[string]int64
+	lat      Hist
+	perSec   map[int64]int64 // accepted, by second of the answer
+	sent     int64
+	late     int64
+	maxLag   time.Duration
+}
+
+func newSender(spec SendSpec) *sender {
+	if spec.Senders <= 0 {
+		spec.Senders = 32
+	}
+	if spec.Users <= 0 {
+		spec.Users = 1000
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = 5 * time.Second
+	}
+	n := len(spec.Layout.Rooms)
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &sender{
+		spec: spec, client: &http.Client{Transport: tr}, url: spec.LogicURL + "/logic/send",
+		roomSeq: make([]atomic.Uint64, n), accepted: make([][]uint64, n), acc: make([]int64, n),
+		status: map[int]int64{}, errs: map[string]int64{}, perSec: map[int64]int64{},
+	}
+}
+
+// post sends message number i and records the outcome.
+func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
+	room := s.spec.Layout.MessageRoom(i)
+	seq := s.roomSeq[room].Add(1) - 1
+	start := time.Now()
+	buf.Reset()
+	buf.WriteString(`{"roomId":"`)
+	buf.WriteString(s.spec.Layout.Rooms[room])
+	buf.WriteString(`","userId":`)
+	buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
+	buf.WriteString(`,"userName":"lt","messages":[{"content":"lt:`)
+	buf.WriteString(strconv.FormatUint(seq, 10))
+	buf.WriteByte(':')
+	buf.WriteString(strconv.FormatInt(start.UnixNano(), 10))
+	buf.WriteString(`"}]}`)
+	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(buf.Bytes()))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	code := 0
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		code = resp.StatusCode
+	}
+	end := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent++
+	switch {
+	case err != nil:
+		why := "transport error"
+		if errors.Is(err, context.DeadlineExceeded) {
+			why = "timeout"
+		}
+		s.errs[why]++
+	case code == http.StatusAccepted:
+		s.lat.Add(end.Sub(start))
+		w := seq / 64
+		for uint64(len(s.accepted[room])) <= w {
+			s.accepted[room] = append(s.accepted[room], 0)
+		}
+		s.accepted[room][w] |= 1 << (seq % 64)
+		s.acc[room]++
+		s.stepAcc++
+		s.perSec[end.Unix()]++
+	default:
+		s.lat.Add(end.Sub(start))
+		s.status[code]++
+	}
+}
+
+// openLoop sends at rate messages per second for d on a fixed schedule:
+// message k is due at start + k/rate whatever the server's latency, so a
+// slow server shows as latency, not as a lower offered load.
+func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration) {
+	total := uint64(rate * d.Seconds())
+	base := s.next.Load()
+	var k atomic.Uint64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < s.spec.Senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for {
+				n := k.Add(1) - 1
+				if n >= total || ctx.Err() != nil {
+					return
+				}
+				due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+				if w := time.Until(due); w > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(w):
+					}
+				} else if -w > 10*time.Millisecond {
+					s.mu.Lock()
+					s.late++
+					if -w > s.maxLag {
+						s.maxLag = -w
+					}
+					s.mu.Unlock()
+				}
+				s.post(ctx, base+n, &buf)
+			}
+		}()
+	}
+	wg.Wait()
+	s.next.Store(base + total)
+}
+
+// closedLoop runs conc goroutines that post back to back for d.
+func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for g := 0; g < conc; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				s.post(ctx, s.next.Add(1)-1, &buf)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// SendStats is the senders' part of the report.
+type SendStats struct {
+	Sent         int64            `json:"sent"`
+	Accepted     int64            `json:"accepted"`
+	Rejected     map[string]int64 `json:"rejectedByStatus"`
+	Errors       map[string]int64 `json:"errors"`
+	LateSends    int64            `json:"lateSends"` // started >10 ms after their slot
+	MaxLagMs     float64          `json:"maxScheduleLagMs"`
+	PostP50Ms    float64          `json:"postP50Ms"`
+	PostP99Ms    float64          `json:"postP99Ms"`
+	PostMaxMs    float64          `json:"postMaxMs"`
+	AcceptedPerS float64          `json:"acceptedPerSecond"`
+	DurationS    float64          `json:"durationSeconds"`
+}
+
+func (s *sender) stats(d time.Duration) SendStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := SendStats{Sent: s.sent, Rejected: map[string]int64{}, Errors: map[string]int64{},
+		LateSends: s.late, MaxLagMs: ms(s.maxLag), PostP50Ms: s.lat.Quantile(0.5),
+		PostP99Ms: s.lat.Quantile(0.99), PostMaxMs: s.lat.Max(), DurationS: d.Seconds()}
+	st.Accepted = s.stepAcc
+	for c, n := range s.status {
+		st.Rejected[strconv.Itoa(c)] = n
+	}
+	for e, n := range s.errs {
+		st.Errors[e] = n
+	}
+	if d > 0 {
+		st.AcceptedPerS = float64(st.Accepted) / d.Seconds()
+	}
+	return st
+}
+
+// reset clears the counters between ingest steps (sequences keep going).
+func (s *sender) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stepAcc = 0
+	s.status = map[int]int64{}
+	s.errs = map[string]int64{}
+	s.lat = Hist{}
+	s.sent, s.late, s.maxLag = 0, 0, 0
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

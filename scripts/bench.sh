@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# Benchmark suite: builds the binaries, starts a private redis-server, the
+# embedded Kafka broker (cmd/loadtest -kafka-embedded), logic, job and one to
+# three comets on 127.0.0.1, runs the scenarios one after another with
+# cmd/loadtest, stops everything it started, and rewrites the results section
+# of BENCHMARKS.md.
+#
+#   scripts/bench.sh                      # all scenarios, full size
+#   SCENARIOS="S1 J S4" scripts/bench.sh  # a selection
+#   SCALE=0.1 scripts/bench.sh            # quick run: viewers, rates, durations x0.1
+#   S1_VIEWERS=5000 S1_DURATION=10 scripts/bench.sh   # one figure overridden
+#
+# Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
+# (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
+# policy, J job hot-room figure (100 ms and 1 s windows).
+# Environment: OUT (results directory, default /tmp/danmaku-bench),
+# WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+SCALE=${SCALE:-1}
+SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5"}
+OUT=${OUT:-/tmp/danmaku-bench}
+WRITE_MD=${WRITE_MD:-1}
+PB=${PORT_BASE:-17000}
+REDIS_PORT=$((PB + 379))
+KAFKA_PORT=$((PB + 92))
+LOGIC_PORT=$((PB + 90))
+JOB_METRICS_PORT=$((PB + 82))
+SECRET=bench-push-secret
+mkdir -p "$OUT"
+BIN="$OUT/bin"
+LOGS="$OUT/logs"
+mkdir -p "$BIN" "$LOGS"
+rm -f "$OUT"/*.json "$OUT"/*.txt
+
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	PIDS=()
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# scale N MIN: N x SCALE, at least MIN.
+scale() { awk -v n="$1" -v s="$SCALE" -v m="$2" 'BEGIN { v = int(n * s + 0.5); if (v < m) v = m; print v }'; }
+# val NAME DEFAULT: the environment override NAME or DEFAULT.
+val() { local v="${!1:-}"; echo "${v:-$2}"; }
+
+log() { echo "[bench $(date -u +%H:%M:%S)] $*" >&2; }
+
+wait_http() { # URL: poll until it answers 200, at most 30 s
+	local i
+	for i in $(seq 1 300); do
+		if curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	log "not ready: $1"
+	return 1
+}
+
+build() {
+	log "building binaries into $BIN"
+	go build -o "$BIN/" ./cmd/logic ./cmd/job ./cmd/comet ./cmd/loadtest
+}
+
+PROCS=() # NAME=PID for loadtest -pid
+start_redis() {
+	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize no --logfile "$LOGS/redis.log" &
+	PIDS+=($!)
+	PROCS+=("redis=$!")
+	local i
+	for i in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+	log "redis did not start"; return 1
+}
+
+start_kafka() {
+	rm -rf "$OUT/kafka-data"
+	"$BIN/loadtest" -kafka-embedded "127.0.0.1:$KAFKA_PORT" -kafka-data "$OUT/kafka-data" \
+		-kafka-topic danmaku-room -kafka-partitions 16 2>"$LOGS/kafka.log" &
+	PIDS+=($!)
+	PROCS+=("kafka=$!")
+	local i
+	for i in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_PORT") 2>/dev/null && return 0; sleep 0.1; done
+	log "kafka did not start"; return 1
+}
+
+COMET_ADDRS=""
+start_comets() { # N
+	local k p ip
+	COMET_ADDRS=""
+	for k in $(seq 1 "$1"); do
+		p=$((PB + 100 * k))
+		ip=$((p + 1))
+		"$BIN/comet" -config configs/comet.yaml -log.level warn \
+			-redis.addrs "127.0.0.1:$REDIS_PORT" -comet.id "bench-c$k" \
+			-comet.listen "127.0.0.1:$p" -comet.internal_listen "127.0.0.1:$ip" \
+			-comet.advertise "127.0.0.1:$ip" -comet.secret "$SECRET" -comet.max_conns_per_ip 0 \
+			2>"$LOGS/comet$k.log" &
+		PIDS+=($!)
+		PROCS+=("comet$k=$!")
+		wait_http "http://127.0.0.1:$p/healthz"
+		COMET_ADDRS="${COMET_ADDRS:+$COMET_ADDRS,}127.0.0.1:$p"
+	done
+}
+
+start_logic() {
+	"$BIN/logic" -config configs/logic.yaml -log.level warn \
+		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
+		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 \
+		2>"$LOGS/logic.log" &
+	PIDS+=($!)
+	PROCS+=("logic=$!")
+	wait_http "http://127.0.0.1:$LOGIC_PORT/logic/online?roomId=ready"
+}
+
+start_job() { # WINDOW POLICY
+	"$BIN/job" -config configs/job.yaml -log.level warn \
+		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
+		-job.window "$1" -job.policy "$2" -job.push_secret "$SECRET" \
+		-job.metrics_addr "127.0.0.1:$JOB_METRICS_PORT" \
+		2>"$LOGS/job.log" &
+	PIDS+=($!)
+	PROCS+=("job=$!")
+	wait_http "http://127.0.0.1:$JOB_METRICS_PORT/healthz"
+}
+
+# up COMETS WINDOW POLICY: a fresh stack.
+LABEL=""
+up() {
+	LABEL="window=$2 policy=$3"
+	cleanup
+	PROCS=()
+	start_redis
+	start_kafka
+	start_logic
+	start_job "$2" "$3"
+	start_comets "$1"
+	# The job's group join and the comets' first leases take a moment.
+	sleep 3
+}
+
+RESULTS=()
+# lt NAME ARGS...: one loadtest run against the current stack.
+lt() {
+	local name=$1
+	shift
+	local pidargs=() p
+	for p in "${PROCS[@]}"; do pidargs+=(-pid "$p"); done
+	log "scenario $name: loadtest $*"
+	set +e
+	"$BIN/loadtest" -scenario "$name" -comets "$COMET_ADDRS" -logic "http://127.0.0.1:$LOGIC_PORT" \
+		-redis "127.0.0.1:$REDIS_PORT" -job-metrics "http://127.0.0.1:$JOB_METRICS_PORT/metrics" \
+		-label "$LABEL" "${pidargs[@]}" -json "$OUT/$name.json" -svg "$OUT/$name.svg" "$@" | tee "$OUT/$name.txt"
+	local rc=${PIPESTATUS[0]}
+	set -e
+	log "scenario $name: exit $rc"
+	echo "$rc" >"$OUT/$name.rc"
+	RESULTS+=("$name")
+}
+
+scenario_SMOKE() {
+	up 1 200ms coalesce
+	lt SMOKE -viewers 200 -rooms 3 -hot 0.5 -rate 100 -duration 5s -drain 2s
+}
+
+scenario_S1() {
+	up 1 "$(val S1_WINDOW 200ms)" coalesce
+	lt S1 -viewers "$(val S1_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
+		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -target-p99 500ms -target-dps "$(val S1_TARGET_DPS 2000000)"
+}
+
+scenario_S2() {
+	up 2 100ms coalesce
+	lt S2 -viewers "$(val S2_VIEWERS "$(scale 20000 100)")" -rooms "$(val S2_ROOMS "$(scale 2000 20)")" -zipf 1 \
+		-rate "$(val S2_RATE "$(scale 2000 20)")" -duration "$(val S2_DURATION "$(scale 30 5)")s" \
+		-conn-rate 2000 -per-process 10000 -target-p99 250ms
+}
+
+scenario_S3() {
+	up 1 200ms coalesce
+	lt S3a -viewers "$(val S3A_VIEWERS "$(scale 15000 100)")" -rooms 1 -idle 10s -rate 1 -duration 2s -conn-rate 2000
+	up 3 200ms coalesce
+	lt S3b -viewers "$(val S3B_VIEWERS "$(scale 45000 150)")" -rooms 1 -rate "$(val S3B_RATE "$(scale 1000 20)")" \
+		-duration "$(val S3B_DURATION "$(scale 30 5)")s" -conn-rate 3000 -per-process 15000 -source-ips 3 \
+		-exact-sample 3000 -target-p99 500ms
+}
+
+scenario_S4() {
+	up 1 200ms coalesce
+	local d
+	d="$(scale 5 2)s"
+	lt S4 -viewers 0 -rooms 64 -hot 0.1 -senders 512 -users 100000 -drain 2s \
+		-ingest "$(val S4_STEPS "r$(scale 5000 100):$d,r$(scale 10000 200):$d,r$(scale 15000 300):$d,r$(scale 20000 400):$d,r$(scale 25000 500):$d,r$(scale 30000 600):$d,c64:$d,c256:$d")"
+}
+
+scenario_S5() {
+	up 1 1s drop
+	lt S5 -viewers "$(val S5_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
+		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000
+}
+
+scenario_J() {
+	local w
+	for w in 100ms 1000ms; do
+		up 2 "$w" coalesce
+		lt "J-$w" -viewers "$(val J_VIEWERS "$(scale 2000 20)")" -rooms 1 -rate "$(val J_RATE "$(scale 1000 20)")" \
+			-duration "$(val J_DURATION "$(scale 20 5)")s"
+	done
+}
+
+build
+for s in $SCENARIOS; do
+	"scenario_$s"
+done
+cleanup
+
+# The table and details between the markers of BENCHMARKS.md.
+summary() {
+	echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"
+	echo "$(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo); generator and servers on the same cores; other developers' tests may have been running."
+	echo
+	echo "Command: \`SCALE=$SCALE SCENARIOS=\"$SCENARIOS\" scripts/bench.sh\`"
+	echo
+	echo "| scenario | viewers (conn/failed) | rooms | comets | msg/s sent (accepted) | window | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % per process | gen CPU % | redis cmd/msg | result |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	local n
+	for n in "${RESULTS[@]}"; do
+		[ -f "$OUT/$n.json" ] || { echo "| $n | run failed (exit $(cat "$OUT/$n.rc")) |||||||||||||||||"; continue; }
+		jq -r --arg n "$n" '
+		  def r(x): (x * 10 | round) / 10;
+		  "| \($n) | \(.viewers) (\(.viewerStats.connected)/\(.viewerStats.failed)) | \(.rooms) | \(.comets) | \(r(.send.sent / (.send.durationSeconds|if .>0 then . else 1 end))) (\(.send.accepted)) | - | \(.delivered) / \(.expected) | \(.lost) | \(.duplicates) | \(r(.latencyMs.p50)) | \(r(.latencyMs.p99)) | \(r(.latencyMs.p999)) | \(r(.latencyMs.max)) | \(.deliveriesPerSecond.median|round) (\(.deliveriesPerSecond.min|round)-\(.deliveriesPerSecond.max|round)) | \([.servers[]? | "\(.name) \(r(.cpuPercent))"] | join(", ")) | \(r(.generatorCpuPercent)) | \(if .redis then r(.redis.perAcceptedMessage) else "-" end) | \(if .pass then "pass" else "FAIL" end)\(if .targets then " " + ([.targets[] | (if .met then "✓ " else "✗ " end) + .name] | join(", ")) else "" end) |"' "$OUT/$n.json"
+	done
+	echo
+	for n in "${RESULTS[@]}"; do
+		echo "<details><summary>$n report</summary>"
+		echo
+		echo '```'
+		cat "$OUT/$n.txt" 2>/dev/null | sed 's/\r.*//' || true
+		echo '```'
+		echo "</details>"
+		echo
+	done
+}
+
+if [ "$WRITE_MD" = 1 ]; then
+	md="$ROOT/BENCHMARKS.md"
+	tmp=$(mktemp)
+	summary >"$tmp"
+	if [ -f "$md" ] && grep -q '<!-- bench:begin -->' "$md"; then
+		awk -v f="$tmp" '
+		  /<!-- bench:begin -->/ { print; while ((getline l < f) > 0) print l; skip = 1; next }
+		  /<!-- bench:end -->/ { skip = 0 }
+		  !skip' "$md" >"$md.new" && mv "$md.new" "$md"
+	else
+		{ echo "# Benchmarks"; echo; echo "<!-- bench:begin -->"; cat "$tmp"; echo "<!-- bench:end -->"; } >"$md"
+	fi
+	rm -f "$tmp"
+	log "results in $OUT, table in BENCHMARKS.md"
+fi
+fail=0
+for n in "${RESULTS[@]}"; do [ "$(cat "$OUT/$n.rc")" = 0 ] || fail=1; done
+exit $fail
