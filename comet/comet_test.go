@@ -132,8 +132,8 @@ func TestPingPong(t *testing.T) {
 
 func TestHeartbeat(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) {
-		c.PingPeriod = 50 * time.Millisecond
-		c.PongWait = 300 * time.Millisecond
+		c.PingPeriod = 100 * time.Millisecond
+		c.PongWait = time.Second
 	})
 	room := uniq(t, "r")
 	// A live viewer answers pings (the client library does while reading)
@@ -159,8 +159,8 @@ func TestHeartbeat(t *testing.T) {
 	}()
 	// A dead viewer never reads, so it never answers a ping.
 	dead := mustDial(t, s, "room="+room)
-	checkFor(t, 5*time.Second, func() error {
-		if n := s.hub.local(room); n != 1 {
+	checkFor(t, 10*time.Second, func() error {
+		if n := s.hub.local(room); n > 1 {
 			return errors.New("dead viewer still connected")
 		}
 		return nil
@@ -169,6 +169,9 @@ func TestHeartbeat(t *testing.T) {
 	case err := <-liveErr:
 		t.Fatalf("live viewer dropped: %v", err)
 	case <-time.After(500 * time.Millisecond):
+	}
+	if n := s.hub.local(room); n != 1 {
+		t.Fatalf("%d viewers left, want the live one", n)
 	}
 	if len(pings) == 0 {
 		t.Fatal("live viewer was never pinged")

@@ -27,6 +27,11 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		writeError(w, danmaku.Errorf(codeMethodNotAllowed, "", "use POST"))
 		return
 	}
+	if s.isClosing() {
+		s.metrics.observePush("shutting_down", 0, 0, 0)
+		writeError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
+		return
+	}
 	if !checkBearer(r, s.cfg.Secret) {
 		s.metrics.observePush("unauthorized", 0, 0, 0)
 		writeError(w, danmaku.Errorf(danmaku.EUNAUTH, "authorization", "wrong or missing push secret"))
