@@ -1,1 +1,362 @@
-// DanmakuClient placeholder
+/*
+ * danmaku.js: browser client for the danmaku broadcast service.
+ * Plain JavaScript, no build step, no dependencies. Load it with
+ * <script src="/danmaku.js"></script>; it defines window.DanmakuClient.
+ *
+ *   const client = new DanmakuClient({
+ *     room: "lobby",
+ *     onMessage(msg) { show(msg.name, msg.content) }, // {id, uid, name, content, ts}
+ *     onState(state, info) { ... },  // "connecting" | "open" | "reconnecting" | "closed"
+ *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs}
+ *   });
+ *   client.connect();
+ *   client.join("another-room");
+ *   await client.send("hello", {userId: 42, userName: "Ann"});
+ *   const n = await client.online();
+ *   client.close();
+ *
+ * What it takes care of:
+ *  - heartbeat: sends {"op":"ping"} every heartbeatMs (from the welcome
+ *    frame) and reconnects when the server has been silent for too long;
+ *  - reconnect with exponential backoff and full jitter, so a comet that
+ *    restarts is not hit by all its viewers in the same millisecond;
+ *  - duplicate suppression: a message id already shown is dropped (bounded
+ *    memory, oldest ids forgotten first);
+ *  - pacing: the server coalesces a room's messages into one batch per
+ *    window; the batch is replayed over the window following the messages'
+ *    own timestamps, so it does not land on screen as one clump.
+ */
+(function (global) {
+  "use strict";
+
+  var DEFAULTS = {
+    url: "",              // WebSocket URL; "" = same origin + "/ws"
+    baseUrl: "",          // HTTP API base; "" = same origin
+    room: "",
+    uid: "",              // optional numeric user id, sent as ?uid=
+    token: "",            // optional viewer token (comet token auth)
+    paceMs: 1000,         // longest stretch a batch is replayed over
+    seenIds: 4096,        // message ids remembered for duplicate suppression
+    backoffMinMs: 500,
+    backoffMaxMs: 15000,
+    heartbeatMs: 25000,   // until the welcome frame says otherwise
+    sendTimeoutMs: 10000,
+    onMessage: null,
+    onBatch: null,        // raw batch before pacing: (room, msgs)
+    onState: null,
+    onWelcome: null,
+    onError: null
+  };
+
+  /** Bounded set of ids: remembers the last `cap` ids added. */
+  function SeenSet(cap) {
+    this.cap = Math.max(1, cap | 0);
+    this.ring = new Array(this.cap);
+    this.pos = 0;
+    this.set = new Set();
+  }
+  SeenSet.prototype.add = function (id) {
+    if (this.set.has(id)) return false;
+    var old = this.ring[this.pos];
+    if (old !== undefined) this.set.delete(old);
+    this.ring[this.pos] = id;
+    this.pos = (this.pos + 1) % this.cap;
+    this.set.add(id);
+    return true;
+  };
+  SeenSet.prototype.has = function (id) { return this.set.has(id); };
+
+  /** DanmakuClient: one WebSocket to the comet, one room at a time. */
+  function DanmakuClient(options) {
+    this.opts = Object.assign({}, DEFAULTS, options || {});
+    this.room = this.opts.room;
+    this.state = "closed";
+    this.ws = null;
+    this.connId = "";
+    this.online = 0;
+    this.heartbeatMs = this.opts.heartbeatMs;
+    this.attempt = 0;          // failed connects in a row (backoff exponent)
+    this.wanted = false;       // connect() called and close() not yet
+    this.seen = new SeenSet(this.opts.seenIds);
+    this.queue = [];           // paced messages, ordered by due time
+    this.playTimer = null;
+    this.lastDue = 0;          // due time of the last queued message
+    this.pingTimer = null;
+    this.retryTimer = null;
+    this.lastHeard = 0;
+  }
+
+  DanmakuClient.prototype._emit = function (name) {
+    var fn = this.opts[name];
+    if (typeof fn !== "function") return;
+    try {
+      fn.apply(this, Array.prototype.slice.call(arguments, 1));
+    } catch (e) {
+      if (global.console) console.error("danmaku: " + name + " handler:", e);
+    }
+  };
+
+  DanmakuClient.prototype._setState = function (state, info) {
+    if (this.state === state && !info) return;
+    this.state = state;
+    this._emit("onState", state, info || {});
+  };
+
+  DanmakuClient.prototype._wsURL = function () {
+    var u = this.opts.url;
+    if (!u) {
+      var loc = global.location;
+      u = (loc.protocol === "https:" ? "wss://" : "ws://") + loc.host + "/ws";
+    }
+    var q = [];
+    if (this.room) q.push("room=" + encodeURIComponent(this.room));
+    if (this.opts.uid !== "" && this.opts.uid != null) q.push("uid=" + encodeURIComponent(this.opts.uid));
+    if (this.opts.token) q.push("token=" + encodeURIComponent(this.opts.token));
+    return q.length ? u + (u.indexOf("?") < 0 ? "?" : "&") + q.join("&") : u;
+  };
+
+  /** Opens the connection (and keeps it open until close()). */
+  DanmakuClient.prototype.connect = function () {
+    this.wanted = true;
+    if (this.ws) return this;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this._setState(this.attempt ? "reconnecting" : "connecting", { attempt: this.attempt });
+    var ws;
+    try {
+      ws = new WebSocket(this._wsURL());
+    } catch (e) {
+      this._emit("onError", e);
+      this._scheduleReconnect(0, "bad url");
+      return this;
+    }
+    this.ws = ws;
+    var self = this;
+    ws.onopen = function () {
+      self.lastHeard = Date.now();
+      self._startHeartbeat();
+    };
+    ws.onmessage = function (ev) {
+      if (self.ws !== ws) return;
+      self.lastHeard = Date.now();
+      var f;
+      try { f = JSON.parse(ev.data); } catch (e) { return; }
+      self._onFrame(f);
+    };
+    ws.onclose = function (ev) {
+      if (self.ws !== ws) return;
+      self.ws = null;
+      self._stopHeartbeat();
+      if (!self.wanted) {
+        self._setState("closed", { code: ev.code, reason: ev.reason });
+        return;
+      }
+      self._scheduleReconnect(ev.code, ev.reason);
+    };
+    ws.onerror = function () { /* onclose follows and decides */ };
+    return this;
+  };
+
+  DanmakuClient.prototype._onFrame = function (f) {
+    switch (f.op) {
+      case "welcome":
+        this.attempt = 0;
+        this.connId = f.connId;
+        this.online = f.online;
+        if (f.heartbeatMs > 0 && f.heartbeatMs !== this.heartbeatMs) {
+          this.heartbeatMs = f.heartbeatMs;
+          this._startHeartbeat();
+        }
+        this._setState("open", { room: f.room, online: f.online, connId: f.connId });
+        this._emit("onWelcome", f);
+        break;
+      case "msgs":
+        // After a room switch the old room's last batch may still arrive.
+        if (f.room !== this.room || !Array.isArray(f.msgs)) return;
+        this._emit("onBatch", f.room, f.msgs);
+        this._pace(f.msgs);
+        break;
+      case "pong":
+        break;
+      case "error":
+        this._emit("onError", Object.assign(new Error(f.message || f.code), { code: f.code }));
+        break;
+    }
+  };
+
+  /**
+   * Queues a batch for display. Message i is due at
+   *   start + (ts_i - ts_first) * scale
+   * where scale squeezes the batch's time span into paceMs when it is
+   * longer (a backlog after a reconnect), and start is now or just after
+   * the previous batch when that is still playing. One timer drives the
+   * whole queue.
+   */
+  DanmakuClient.prototype._pace = function (msgs) {
+    var fresh = [];
+    for (var i = 0; i < msgs.length; i++) {
+      var m = msgs[i];
+      if (m && m.id && this.seen.add(m.id)) fresh.push(m);
+    }
+    if (!fresh.length) return;
+    fresh.sort(function (a, b) { return a.ts - b.ts; });
+    var first = fresh[0].ts || 0, last = fresh[fresh.length - 1].ts || first;
+    var span = Math.max(0, last - first);
+    var scale = span > this.opts.paceMs ? this.opts.paceMs / span : 1;
+    var now = Date.now();
+    // Keep order across batches, but never let the queue run more than
+    // paceMs behind: a backlog is played faster, not later and later.
+    var start = Math.max(now, Math.min(this.lastDue, now + this.opts.paceMs));
+    for (var j = 0; j < fresh.length; j++) {
+      var due = start + ((fresh[j].ts || first) - first) * scale;
+      this.queue.push({ due: due, msg: fresh[j] });
+      if (due > this.lastDue) this.lastDue = due;
+    }
+    this.queue.sort(function (a, b) { return a.due - b.due; });
+    this._play();
+  };
+
+  DanmakuClient.prototype._play = function () {
+    if (this.playTimer) return;
+    var now = Date.now();
+    while (this.queue.length && this.queue[0].due <= now + 4) {
+      this._emit("onMessage", this.queue.shift().msg);
+    }
+    if (!this.queue.length) return;
+    var self = this;
+    this.playTimer = setTimeout(function () {
+      self.playTimer = null;
+      self._play();
+    }, Math.max(0, this.queue[0].due - now));
+  };
+
+  DanmakuClient.prototype._startHeartbeat = function () {
+    this._stopHeartbeat();
+    var self = this;
+    var every = Math.max(1000, this.heartbeatMs);
+    this.pingTimer = setInterval(function () {
+      var ws = self.ws;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return;
+      // Two missed heartbeats: the path is dead even if TCP has not noticed.
+      if (Date.now() - self.lastHeard > 2 * every + 5000) {
+        ws.close(4000, "heartbeat timeout");
+        return;
+      }
+      ws.send('{"op":"ping"}');
+    }, every);
+  };
+
+  DanmakuClient.prototype._stopHeartbeat = function () {
+    clearInterval(this.pingTimer);
+    this.pingTimer = null;
+  };
+
+  /**
+   * Reconnects after min(max, min*2^attempt) with full jitter. A server
+   * going away (1001) is expected to be met elsewhere at once, so the
+   * first retry after it only waits a short random moment.
+   */
+  DanmakuClient.prototype._scheduleReconnect = function (code, reason) {
+    var o = this.opts;
+    var ceil = Math.min(o.backoffMaxMs, o.backoffMinMs * Math.pow(2, this.attempt));
+    if (code === 1001 && this.attempt === 0) ceil = o.backoffMinMs;
+    var delay = Math.round(ceil / 2 + Math.random() * ceil / 2);
+    this.attempt++;
+    this._setState("reconnecting", { code: code, reason: reason, delayMs: delay, attempt: this.attempt });
+    var self = this;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(function () {
+      self.retryTimer = null;
+      if (self.wanted) self.connect();
+    }, delay);
+  };
+
+  /** Switches to room; the next welcome confirms it. */
+  DanmakuClient.prototype.join = function (room) {
+    if (room === this.room) return this;
+    this.room = room;
+    this.queue = [];
+    this.lastDue = 0;
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+      this._setState("connecting", { room: room });
+      this.ws.send(JSON.stringify({ op: "join", room: room }));
+    } else if (this.wanted && !this.ws) {
+      this.attempt = 0;
+      this.connect();
+    }
+    return this;
+  };
+
+  /** Closes the connection for good (until connect() again). */
+  DanmakuClient.prototype.close = function () {
+    this.wanted = false;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.playTimer);
+    this.retryTimer = this.playTimer = null;
+    this.queue = [];
+    this._stopHeartbeat();
+    if (this.ws) {
+      this.ws.close(1000, "bye");
+    } else {
+      this._setState("closed", {});
+    }
+    return this;
+  };
+
+  function request(self, method, path, body) {
+    var ctrl = typeof AbortController === "function" ? new AbortController() : null;
+    var timer = ctrl ? setTimeout(function () { ctrl.abort(); }, self.opts.sendTimeoutMs) : null;
+    var init = { method: method, headers: {}, signal: ctrl ? ctrl.signal : undefined };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch(self.opts.baseUrl + path, init).then(function (resp) {
+      return resp.text().then(function (text) {
+        var data = null;
+        try { data = text ? JSON.parse(text) : null; } catch (e) { /* not JSON */ }
+        if (!resp.ok) {
+          var d = (data && data.error) || {};
+          var err = new Error(d.message || resp.statusText || "HTTP " + resp.status);
+          err.status = resp.status;
+          err.code = d.code || "";
+          err.field = d.field || "";
+          var ra = resp.headers.get("Retry-After");
+          if (ra) err.retryAfterMs = Number(ra) * 1000;
+          throw err;
+        }
+        return data;
+      });
+    }).finally(function () { clearTimeout(timer); });
+  }
+
+  /**
+   * Posts comments to the current room (or opts.room). contents is a
+   * string or an array of strings. Resolves to the server's answer
+   * ({msgIds}); rejects with an Error carrying status, code, field and,
+   * for 429, retryAfterMs.
+   */
+  DanmakuClient.prototype.send = function (contents, who) {
+    who = who || {};
+    var list = Array.isArray(contents) ? contents : [contents];
+    return request(this, "POST", "/logic/send", {
+      roomId: who.room || this.room,
+      userId: Number(who.userId),
+      userName: who.userName || "",
+      messages: list.map(function (c) { return { content: String(c) }; })
+    });
+  };
+
+  /** Resolves to the number of viewers of room (default: the current one). */
+  DanmakuClient.prototype.online = function (room) {
+    var self = this;
+    return request(this, "GET", "/logic/online?roomId=" + encodeURIComponent(room || this.room))
+      .then(function (d) {
+        self.online = d && typeof d.online === "number" ? d.online : 0;
+        return self.online;
+      });
+  };
+
+  DanmakuClient.SeenSet = SeenSet;
+  global.DanmakuClient = DanmakuClient;
+})(typeof window !== "undefined" ? window : this);

@@ -1,0 +1,285 @@
+/*
+ * The demo page: a video-like stage where comments fly across in lanes,
+ * a composer, a room switcher, the room's online count and the state of
+ * the connection. Everything network-related goes through DanmakuClient.
+ */
+(function () {
+  "use strict";
+
+  var ROOMS = ["lobby", "music", "gaming", "sports"];
+  var FLIGHT_MS = 8000;      // time a comment takes to cross the stage
+  var LANE_GAP_PX = 28;      // free space kept behind a comment in its lane
+  var MAX_WAITING = 200;     // comments waiting for a lane; beyond: skipped
+  var MAX_LOG = 150;         // chat lines kept in the side panel
+  var SAMPLES = [
+    "666", "wwwww", "前方高能！", "this is so good", "GG", "好耶", "LOL",
+    "first time here 👋", "8888888", "哈哈哈哈哈", "clip it!", "草",
+    "the drop is coming", "nice play", "awesome!!", "我来了", "🔥🔥🔥",
+    "who else is watching at 3am", "encore!", "respect", "神回", "let's go"
+  ];
+
+  var $ = function (id) { return document.getElementById(id); };
+  var stage = $("stage"), layer = $("layer"), log = $("log");
+
+  // Identity: a numeric user id and a name, kept across reloads.
+  function stored(key, make) {
+    var v = null;
+    try { v = localStorage.getItem(key); } catch (e) { /* private mode */ }
+    if (!v) {
+      v = make();
+      try { localStorage.setItem(key, v); } catch (e) { /* ignore */ }
+    }
+    return v;
+  }
+  var userId = Number(stored("danmaku.uid", function () {
+    return String(1 + Math.floor(Math.random() * 2147483646));
+  }));
+  $("name").value = stored("danmaku.name", function () {
+    return "Guest" + String(userId % 10000).padStart(4, "0");
+  });
+  $("name").addEventListener("change", function () {
+    try { localStorage.setItem("danmaku.name", this.value.trim()); } catch (e) { /* ignore */ }
+  });
+
+  var params = new URLSearchParams(location.search);
+  var room = validRoom(params.get("room")) ? params.get("room") : "lobby";
+  function validRoom(r) { return !!r && /^[A-Za-z0-9_.\-]{1,64}$/.test(r); }
+
+  // ---- the client -------------------------------------------------------
+  var shown = 0;
+  var client = new DanmakuClient({
+    room: room,
+    uid: userId,
+    onMessage: function (m) { show(m); },
+    onState: function (state, info) { setConn(state, info); },
+    onWelcome: function (w) {
+      setOnline(w.online);
+      system("joined #" + w.room);
+    },
+    onError: function (e) { hint("server: " + e.message, true); }
+  });
+
+  function setConn(state, info) {
+    var el = $("conn"), text = state;
+    el.dataset.state = state === "open" ? "open" : state === "closed" ? "closed" : "connecting";
+    if (state === "open") text = "live";
+    if (state === "reconnecting" && info.delayMs != null) {
+      text = "reconnecting in " + (info.delayMs / 1000).toFixed(1) + "s";
+    }
+    $("conn-text").textContent = text;
+  }
+  function setOnline(n) { $("online").textContent = String(n); }
+
+  // ---- lanes -------------------------------------------------------------
+  // Every comment crosses in FLIGHT_MS, so a long one moves faster than a
+  // short one. A lane takes a new comment once (a) the previous one's tail
+  // has entered the stage plus a gap, and (b) the new one, being perhaps
+  // faster, cannot catch the previous one before it has left.
+  var lanes = [];
+  var waiting = [];
+  var laneHeight = 38;
+
+  function laneCount() {
+    return Math.max(1, Math.floor(layer.clientHeight / laneHeight));
+  }
+
+  function laneFreeAt(lane, width, stageW, now) {
+    if (!lane) return now;
+    var v1 = (stageW + lane.width) / FLIGHT_MS;
+    var v2 = (stageW + width) / FLIGHT_MS;
+    var tailIn = lane.start + (lane.width + LANE_GAP_PX) / v1;
+    var noCatch = lane.start + FLIGHT_MS - stageW / v2;
+    return Math.max(tailIn, noCatch);
+  }
+
+  function place(el, width) {
+    var stageW = layer.clientWidth, now = performance.now();
+    var n = laneCount(), best = -1, bestAt = Infinity;
+    for (var i = 0; i < n; i++) {
+      var at = laneFreeAt(lanes[i], width, stageW, now);
+      if (at <= now) { best = i; bestAt = at; break; }
+      if (at < bestAt) { best = i; bestAt = at; }
+    }
+    if (bestAt > now) return false;
+    lanes[best] = { start: now, width: width };
+    el.style.top = (best * laneHeight) + "px";
+    var anim = el.animate(
+      [{ transform: "translateX(" + stageW + "px)" }, { transform: "translateX(" + (-width) + "px)" }],
+      { duration: FLIGHT_MS, easing: "linear" });
+    anim.onfinish = function () { el.remove(); };
+    return true;
+  }
+
+  function fly(m) {
+    var el = document.createElement("div");
+    el.className = "bullet" + (m.uid === userId ? " mine" : "");
+    el.dataset.id = m.id;
+    el.style.color = colorOf(m.uid);
+    var who = document.createElement("span");
+    who.className = "who";
+    who.textContent = m.name || "anon";
+    el.appendChild(who);
+    el.appendChild(document.createTextNode(m.content));
+    el.style.transform = "translateX(" + layer.clientWidth + "px)";
+    layer.appendChild(el);
+    var width = el.offsetWidth;
+    if (!place(el, width)) {
+      if (waiting.length >= MAX_WAITING) { el.remove(); return; }
+      waiting.push({ el: el, width: width });
+      tickWaiting();
+    }
+  }
+
+  var waitingTimer = null;
+  function tickWaiting() {
+    if (waitingTimer) return;
+    waitingTimer = setTimeout(function () {
+      waitingTimer = null;
+      while (waiting.length && place(waiting[0].el, waiting[0].width)) waiting.shift();
+      if (waiting.length) tickWaiting();
+    }, 50);
+  }
+
+  var PALETTE = ["#ffffff", "#ffffff", "#ffffff", "#ffe27a", "#8ee6ff", "#ff9bc0", "#b5ff9e", "#ffc38a", "#d6b8ff"];
+  function colorOf(uid) {
+    var h = Math.imul((uid | 0) ^ 0x5bd1e995, 2654435761) >>> 0;
+    return PALETTE[h % PALETTE.length];
+  }
+
+  // ---- chat log -----------------------------------------------------------
+  function show(m) {
+    if (!$("dm-toggle").checked) {
+      // hidden stage: still log
+    } else {
+      fly(m);
+    }
+    var li = document.createElement("li");
+    li.dataset.id = m.id;
+    if (m.uid === userId) li.className = "mine";
+    var at = document.createElement("span");
+    at.className = "at";
+    at.textContent = new Date(m.ts).toLocaleTimeString([], { hour12: false });
+    var who = document.createElement("span");
+    who.className = "who";
+    who.style.color = colorOf(m.uid) === "#ffffff" ? "#b9c2ff" : colorOf(m.uid);
+    who.textContent = m.name || "anon";
+    li.appendChild(at);
+    li.appendChild(who);
+    li.appendChild(document.createTextNode(m.content));
+    appendLog(li);
+    shown++;
+    $("count").textContent = shown + (shown === 1 ? " message" : " messages");
+  }
+
+  function system(text) {
+    var li = document.createElement("li");
+    li.className = "sys";
+    li.textContent = text;
+    appendLog(li);
+  }
+
+  function appendLog(li) {
+    var stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 30;
+    log.appendChild(li);
+    while (log.children.length > MAX_LOG) log.removeChild(log.firstChild);
+    if (stick) log.scrollTop = log.scrollHeight;
+  }
+
+  function hint(text, isError) {
+    var el = $("hint");
+    el.textContent = text;
+    el.classList.toggle("error", !!isError);
+  }
+
+  // ---- rooms --------------------------------------------------------------
+  function renderRooms() {
+    var nav = $("rooms");
+    nav.textContent = "";
+    var list = ROOMS.indexOf(room) < 0 ? ROOMS.concat([room]) : ROOMS;
+    list.forEach(function (r) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "chip" + (r === room ? " active" : "");
+      b.textContent = "#" + r;
+      b.onclick = function () { switchRoom(r); };
+      nav.appendChild(b);
+    });
+    $("room-tag").textContent = "#" + room;
+    $("show-title").textContent = "#" + room;
+    document.title = "#" + room + " · danmaku live";
+  }
+
+  function switchRoom(r) {
+    if (!validRoom(r) || r === room) return;
+    room = r;
+    params.set("room", r);
+    history.replaceState(null, "", "?" + params.toString());
+    layer.textContent = "";
+    lanes = [];
+    waiting = [];
+    renderRooms();
+    client.join(r);
+    refreshOnline();
+  }
+
+  $("room-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var input = $("room-input");
+    if (!validRoom(input.value)) { hint("room ids use letters, digits, _ . - (1-64)", true); return; }
+    switchRoom(input.value);
+    input.value = "";
+  });
+
+  // ---- sending ------------------------------------------------------------
+  function post(contents) {
+    var btn = $("send");
+    btn.disabled = true;
+    return client.send(contents, { userId: userId, userName: $("name").value.trim() || "anon" })
+      .then(function () { hint(""); })
+      .catch(function (e) {
+        var msg = e.message;
+        if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
+        else if (e.field) msg = e.field + ": " + e.message;
+        hint(msg, true);
+        throw e;
+      })
+      .finally(function () { btn.disabled = false; });
+  }
+
+  $("composer").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var input = $("text"), text = input.value.trim();
+    if (!text) return;
+    post(text).then(function () { input.value = ""; }, function () { /* shown in hint */ });
+    input.focus();
+  });
+
+  $("burst").addEventListener("click", function () {
+    var out = [];
+    for (var i = 0; i < 20; i++) out.push(SAMPLES[Math.floor(Math.random() * SAMPLES.length)]);
+    post(out).catch(function () { /* shown in hint */ });
+  });
+
+  $("dm-toggle").addEventListener("change", function () {
+    layer.classList.toggle("hidden", !this.checked);
+  });
+
+  // ---- online count and clock ---------------------------------------------
+  function refreshOnline() {
+    client.online(room).then(setOnline, function () { /* keep the last value */ });
+  }
+  setInterval(refreshOnline, 5000);
+
+  var started = Date.now();
+  setInterval(function () {
+    var s = Math.floor((Date.now() - started) / 1000);
+    var hh = String(Math.floor(s / 3600)).padStart(2, "0");
+    var mm = String(Math.floor(s / 60) % 60).padStart(2, "0");
+    var ss = String(s % 60).padStart(2, "0");
+    $("clock").textContent = hh + ":" + mm + ":" + ss;
+  }, 1000);
+
+  renderRooms();
+  client.connect();
+  window.danmakuDemo = { client: client, switchRoom: switchRoom, post: post };
+})();
