@@ -139,6 +139,7 @@ func TestHeartbeat(t *testing.T) {
 	// A live viewer answers pings (the client library does while reading)
 	// and stays connected well past PongWait.
 	live := mustDial(t, s, "room="+room)
+	mustReadOp(t, live, opWelcome)
 	pings := make(chan struct{}, 100)
 	live.SetPingHandler(func(data string) error {
 		select {
@@ -159,6 +160,7 @@ func TestHeartbeat(t *testing.T) {
 	}()
 	// A dead viewer never reads, so it never answers a ping.
 	dead := mustDial(t, s, "room="+room)
+	mustReadOp(t, dead, opWelcome)
 	checkFor(t, 10*time.Second, func() error {
 		if n := s.hub.local(room); n > 1 {
 			return errors.New("dead viewer still connected")
@@ -176,7 +178,6 @@ func TestHeartbeat(t *testing.T) {
 	if len(pings) == 0 {
 		t.Fatal("live viewer was never pinged")
 	}
-	_ = dead
 }
 
 func TestSlowConsumer(t *testing.T) {
