@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -386,4 +387,33 @@ func TestPipelinedFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustReadOp(t, c, opPong)
+}
+
+// A comet that accepts the connection but never answers costs a push at
+// most the Pusher's timeout, as an unavailable error.
+func TestPusherTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, say nothing
+		}
+	}()
+	p := NewPusher(testSecret, 200*time.Millisecond)
+	defer p.Close()
+	start := time.Now()
+	_, err = p.Push(context.Background(), ln.Addr().String(), []byte(`{}`))
+	if danmaku.ErrorCode(err) != danmaku.EUNAVAILABLE {
+		t.Fatalf("got %v, want unavailable", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("push to a stalled comet took %v", d)
+	}
 }
