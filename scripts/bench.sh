@@ -14,7 +14,8 @@
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows).
 # Environment: OUT (results directory, default /tmp/danmaku-bench),
-# WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000).
+# WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
+# (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -155,7 +156,7 @@ lt() {
 	set +e
 	"$BIN/loadtest" -scenario "$name" -comets "$COMET_ADDRS" -logic "http://127.0.0.1:$LOGIC_PORT" \
 		-redis "127.0.0.1:$REDIS_PORT" -job-metrics "http://127.0.0.1:$JOB_METRICS_PORT/metrics" \
-		-label "$LABEL" "${pidargs[@]}" -json "$OUT/$name.json" -svg "$OUT/$name.svg" "$@" | tee "$OUT/$name.txt"
+		-label "$LABEL" "${pidargs[@]}" -json "$OUT/$name.json" -svg "$OUT/$name.svg" "$@" ${LT_ARGS:-} | tee "$OUT/$name.txt"
 	local rc=${PIPESTATUS[0]}
 	set -e
 	log "scenario $name: exit $rc"

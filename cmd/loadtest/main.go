@@ -62,7 +62,7 @@ func run(args []string) int {
 		ingest                   = fs.String("ingest", "", "ingest mode steps instead of -rate/-duration: rRATE:DUR (open loop) or cCONC:DUR (closed loop), comma separated, e.g. r10000:5s,r20000:5s,c64:10s")
 		jsonOut                  = fs.String("json", "", "write the report as JSON to this file")
 		svgOut                   = fs.String("svg", "", "write a chart of deliveries/s and latency to this SVG file")
-		cpuProfile               = fs.String("cpuprofile", "", "write the generator's CPU profile to this file")
+		cpuProfile               = fs.String("cpuprofile", "", "write the generator's CPU profile to this file (workers: FILE.workerN)")
 		quiet                    = fs.Bool("quiet", false, "no progress bar")
 		label                    = fs.String("label", "", "free text for the report, e.g. the server settings")
 	)
@@ -77,6 +77,7 @@ func run(args []string) int {
 	fs.Float64Var(&c.ConnRate, "conn-rate", 2000, "new connections per second, all processes together")
 	fs.IntVar(&c.Dialers, "dialers", 64, "handshakes in flight per process")
 	fs.IntVar(&c.PerProcess, "per-process", 15000, "most viewers per process; more are split over worker processes (open-file limit)")
+	fs.IntVar(&c.InProcessMax, "in-process-max", 1000, "up to this many viewers run in the senders' process; more go to worker processes")
 	fs.IntVar(&c.SourceIPs, "source-ips", 0, "bind viewers round-robin to this many 127.0.0.x source addresses (0: one per 20,000 viewers of a process)")
 	fs.IntVar(&c.SourceBase, "source-base", 1, "first source address 127.0.0.N")
 	fs.IntVar(&c.ExactSample, "exact-sample", 0, "0: account every message of every viewer; N: exactly for at least N viewers, count the rest")
@@ -87,8 +88,10 @@ func run(args []string) int {
 	fs.IntVar(&c.Users, "users", 1000, "distinct userIds the messages rotate through")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "pause between the ramp and sending")
+	fs.DurationVar(&c.Warmup, "warmup", 30*time.Second, "before the ramp, wait at most this long for one message to go through each comet (0: skip)")
 	fs.DurationVar(&c.Idle, "idle", 0, "measure server CPU with idle viewers this long before sending")
 	fs.DurationVar(&c.Drain, "drain", 3*time.Second, "wait after the last send before counting")
+	fs.DurationVar(&c.MaxDrain, "max-drain", 60*time.Second, "after -drain, keep waiting while deliveries still arrive, at most this long")
 	fs.Var(&pids, "pid", "server process to watch as NAME=PID (repeatable); names starting with comet count for RSS per connection")
 	fs.Var(&jobMetrics, "job-metrics", "job /metrics URL(s), for danmaku_job_dropped_total")
 	fs.StringVar(&c.RedisAddr, "redis", "", "Redis address for INFO commandstats before and after")
@@ -138,6 +141,7 @@ func run(args []string) int {
 			return 2
 		}
 		defer f.Close()
+		c.WorkerProfile = *cpuProfile
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest:", err)
 			return 2

@@ -158,3 +158,24 @@ func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, err
 	}
 	return out, nil
 }
+
+// machineCPU returns busy and total jiffies of all CPUs from /proc/stat.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, x := range f[1:] {
+		v, _ := strconv.ParseFloat(x, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}

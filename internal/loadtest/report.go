@@ -25,6 +25,7 @@ type Report struct {
 	Processes  int       `json:"viewerProcesses"`
 	Accounting string    `json:"accounting"`
 	RampS      float64   `json:"rampSeconds"`
+	DrainS     float64   `json:"drainSeconds"`
 
 	ViewerStats ViewerStats `json:"viewerStats"`
 	Send        SendStats   `json:"send"`
@@ -58,6 +59,8 @@ type Report struct {
 	Servers         []ServerStats `json:"servers,omitempty"`
 	RSSPerConnKiB   float64       `json:"cometRssPerConnKiB,omitempty"`
 	GeneratorCPUPct float64       `json:"generatorCpuPercent"`
+	MachineCPUPct   float64       `json:"machineCpuPercent"` // all processes, 100 = one core
+	Cores           int           `json:"cores"`
 	RSSGeneratorMiB float64       `json:"generatorRssMiB"`
 	Redis           *RedisStats   `json:"redis,omitempty"`
 
@@ -197,6 +200,9 @@ func (rep *Report) Print(w io.Writer) {
 	s := rep.Send
 	p("send: sent %d accepted %d rejected %v errors %v (%.0f/s over %.1fs); late sends %d (max lag %.1f ms)",
 		s.Sent, s.Accepted, s.Rejected, s.Errors, s.AcceptedPerS, s.DurationS, s.LateSends, s.MaxLagMs)
+	if rep.DrainS > 0 {
+		p("  drain %.1fs (until deliveries stopped)", rep.DrainS)
+	}
 	p("  POST latency p50 %.2f ms  p99 %.2f ms  max %.1f ms", s.PostP50Ms, s.PostP99Ms, s.PostMaxMs)
 	for _, st := range rep.Ingest {
 		p("  ingest %-22s accepted %8.0f/s  p50 %6.2f ms  p99 %7.2f ms  rejected %v errors %v",
@@ -227,7 +233,8 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.RSSPerConnKiB > 0 {
 		p("  comet RSS per connection: %.1f KiB", rep.RSSPerConnKiB)
 	}
-	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB", rep.GeneratorCPUPct, rep.RSSGeneratorMiB)
+	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB; whole machine %.0f%% of %d00%%",
+		rep.GeneratorCPUPct, rep.RSSGeneratorMiB, rep.MachineCPUPct, rep.Cores)
 	if rep.Redis != nil {
 		var keys []string
 		for k := range rep.Redis.ByCommand {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -57,13 +58,18 @@ type Config struct {
 	Hot        float64 // share of viewers in room 0 (when Zipf is 0)
 	Zipf       float64 // Zipf exponent over the rooms; 0: hot share
 
-	ConnRate    float64 // connections per second, all processes together
-	Dialers     int
-	PerProcess  int // most viewers in one process; more go to workers
-	SourceIPs   int // 0: one per 20,000 viewers of a process
-	SourceBase  int // first 127.0.0.x source address
-	ExactSample int // 0: account every viewer exactly; else at least this many
-	DialTimeout time.Duration
+	ConnRate   float64 // connections per second, all processes together
+	Dialers    int
+	PerProcess int // most viewers in one process; more go to workers
+	// InProcessMax: up to this many viewers share the senders' process;
+	// more run in worker processes even below PerProcess, so thousands of
+	// busy reader goroutines cannot delay the open-loop schedule.
+	InProcessMax  int
+	WorkerProfile string // CPU profile file prefix for worker processes
+	SourceIPs     int    // 0: one per 20,000 viewers of a process
+	SourceBase    int    // first 127.0.0.x source address
+	ExactSample   int    // 0: account every viewer exactly; else at least this many
+	DialTimeout   time.Duration
 
 	Rate     float64 // messages per second
 	Duration time.Duration
@@ -73,6 +79,8 @@ type Config struct {
 	Settle   time.Duration // pause between ramp and sending
 	Idle     time.Duration // idle measurement before sending
 	Drain    time.Duration // wait after the last send before counting
+	MaxDrain time.Duration // then keep waiting while deliveries still arrive, up to this
+	Warmup   time.Duration // bound of the end-to-end check before the ramp; 0: skip
 	Steps    []Step        // ingest mode: replaces Rate/Duration
 
 	Procs      []Proc
@@ -106,12 +114,15 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Drain <= 0 {
 		c.Drain = 3 * time.Second
 	}
+	if c.MaxDrain < c.Drain {
+		c.MaxDrain = c.Drain
+	}
 	layout, err := NewLayout(c.RoomPrefix, c.Rooms, c.Viewers, c.Hot, c.Zipf)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Scenario: c.Scenario, Started: time.Now().UTC(), Viewers: c.Viewers, Rooms: c.Rooms,
-		Comets: len(c.Comets), Rate: c.Rate, DurationS: c.Duration.Seconds()}
+		Comets: len(c.Comets), Rate: c.Rate, DurationS: c.Duration.Seconds(), Cores: runtime.NumCPU()}
 
 	exactEvery := 1
 	if c.ExactSample > 0 && c.ExactSample < c.Viewers {
@@ -121,6 +132,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Viewers > c.PerProcess {
 		nproc = (c.Viewers + c.PerProcess - 1) / c.PerProcess
 	}
+	remote := nproc > 1 || c.Viewers > c.InProcessMax
 	perProc := (c.Viewers + nproc - 1) / nproc
 	srcIPs := c.SourceIPs
 	if srcIPs <= 0 {
@@ -137,6 +149,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	rep.Processes = nproc
 
+	if c.Warmup > 0 && len(c.Comets) > 0 {
+		if err := warmup(ctx, c.Comets, c.LogicURL, c.Warmup); err != nil {
+			return nil, err
+		}
+	}
 	before := sampleAll(c.Procs)
 	var workers []worker
 	for k := 0; k < nproc && c.Viewers > 0; k++ {
@@ -144,7 +161,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			From: k * perProc, To: min((k+1)*perProc, c.Viewers), Rate: c.ConnRate / float64(nproc),
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
 			DialTimeout: c.DialTimeout}
-		if nproc == 1 {
+		if c.WorkerProfile != "" {
+			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
+		}
+		if !remote {
 			workers = append(workers, startLocal(ctx, spec))
 			continue
 		}
@@ -215,6 +235,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	markAt := time.Now()
 	selfBefore := selfCPU()
+	busyBefore, totalBefore := machineCPU()
 	mark := sampleAll(c.Procs)
 
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, Layout: layout})
@@ -284,13 +305,35 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, "drain %s\n", c.Drain)
 	}
+	drainStart := time.Now()
 	select {
 	case <-ctx.Done():
 	case <-time.After(c.Drain):
 	}
+	// Late deliveries are slow, not lost: wait while they still arrive.
+	var last uint64
+	for still := 0; still < 2 && time.Since(drainStart) < c.MaxDrain && ctx.Err() == nil; {
+		var d uint64
+		for _, w := range workers {
+			d += w.progress().Delivered
+		}
+		if d == last {
+			still++
+		} else {
+			still = 0
+		}
+		last = d
+		time.Sleep(500 * time.Millisecond)
+	}
+	rep.DrainS = time.Since(drainStart).Seconds()
 
 	end := sampleAll(c.Procs)
 	selfAfter := selfCPU()
+	busyAfter, totalAfter := machineCPU()
+	if totalAfter > totalBefore {
+		// Percent of one core, like the per-process figures.
+		rep.MachineCPUPct = 100 * float64(runtime.NumCPU()) * (busyAfter - busyBefore) / (totalAfter - totalBefore)
+	}
 	window := time.Since(markAt)
 	dropAfter := scrapeJobs(ctx, c.JobMetrics)
 	if rdb != nil && cmdBefore != nil {
@@ -315,7 +358,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	rep.serverStats(c.Procs, before, afterRamp, c.Idle, idleEnd, mark, end)
 	rep.GeneratorCPUPct = 100 * (selfAfter - selfBefore) / window.Seconds()
 	for _, r := range results {
-		if nproc > 1 {
+		if remote {
 			rep.GeneratorCPUPct += 100 * r.CPUSeconds / window.Seconds()
 		}
 	}

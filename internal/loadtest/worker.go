@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -157,6 +158,17 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	var spec PoolSpec
 	if err := json.Unmarshal(line, &spec); err != nil {
 		return fmt.Errorf("decode spec: %w", err)
+	}
+	if spec.CPUProfile != "" {
+		f, err := os.Create(spec.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var outMu sync.Mutex
 	enc := json.NewEncoder(out)
