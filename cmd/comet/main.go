@@ -100,6 +100,11 @@ func (m *Main) Run(ctx context.Context) error {
 		// comet.redis_timeout must reach the socket, or a stalled Redis
 		// holds registrations for ReadTimeout.
 		ContextTimeoutEnabled: true,
+		// A comet's commands and replies are small; the 32 KiB default
+		// buffers of each pooled connection would be a fixed cost larger
+		// than a thousand idle viewers.
+		ReadBufferSize:  4096,
+		WriteBufferSize: 4096,
 	})
 	srv, err := comet.New(c.Comet, route.New(m.rdb), log, telemetry.NewRegistry())
 	if err != nil {

@@ -77,7 +77,9 @@ func serve(redisAddr string) error {
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Secret = "idleload-secret"
 	cfg.MaxConnsPerIP = 0
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
+	// The client as cmd/comet builds it.
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64,
+		ContextTimeoutEnabled: true, ReadBufferSize: 4096, WriteBufferSize: 4096})
 	s, err := comet.New(cfg, route.New(rdb), nil, nil)
 	if err != nil {
 		return err
