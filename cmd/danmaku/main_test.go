@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -230,4 +232,63 @@ func send(t *testing.T, m *Main, room string, contents ...string) []string {
 		t.Fatalf("send answer %s: want %d ids", raw, len(contents))
 	}
 	return ok.IDs
+}
+
+// TestAPIRequestsHaveDeadlines: the public server has no global read
+// timeout (WebSockets live long), so API requests get their own: a client
+// that stalls in the middle of a body is cut off after logic.read_timeout.
+func TestAPIRequestsHaveDeadlines(t *testing.T) {
+	m := NewMain()
+	m.Config.Log.Level = "warn"
+	m.Config.Logic.Listen = "127.0.0.1:0"
+	m.Config.Logic.ReadTimeout = 200 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	c, err := net.DialTimeout("tcp", m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /logic/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"roomId\":")
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * time.Second))
+	io.Copy(io.Discard, c) // returns when the server gives up on the request
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stalled request held for %v, read timeout is %v", d, m.Config.Logic.ReadTimeout)
+	}
+}
+
+// TestCloseSendsGoingAway: Ctrl-C closes viewers with 1001 so clients
+// reconnect, and the port is released.
+func TestCloseSendsGoingAway(t *testing.T) {
+	m := startMain(t)
+	ws := dial(t, m, "aio_close")
+	addr := m.Addr()
+	done := make(chan error, 1)
+	go func() { done <- m.Close() }()
+	ws.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue
+		}
+		if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+			t.Fatalf("viewer closed with %v, want 1001 going away", err)
+		}
+		break
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		t.Fatal("port still serving after Close")
+	}
 }
