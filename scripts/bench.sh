@@ -15,7 +15,9 @@
 # policy, J job hot-room figure (100 ms and 1 s windows).
 # Environment: OUT (results directory, default /tmp/danmaku-bench),
 # WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
-# (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof").
+# (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
+# (perf record the comets, job and logic for 10 s, PERF_DELAY s into each run;
+# top symbols in OUT/NAME.perf.txt).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -153,12 +155,24 @@ lt() {
 	local pidargs=() p
 	for p in "${PROCS[@]}"; do pidargs+=(-pid "$p"); done
 	log "scenario $name: loadtest $*"
+	local perfpid=""
+	if [ "${PERF:-0}" = 1 ]; then
+		# Sample the comets, job and logic for 10 s once sending is under way.
+		local targets
+		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic)' | cut -d= -f2 | paste -sd,)
+		( sleep "${PERF_DELAY:-20}"
+		  perf record -q -F 499 -g -p "$targets" -o "$OUT/$name.perf.data" -- sleep 10 >/dev/null 2>&1
+		  perf report -i "$OUT/$name.perf.data" --no-children --sort comm,sym -g none 2>/dev/null \
+			| grep -v '^#' | grep -v '^$' | head -40 >"$OUT/$name.perf.txt" ) &
+		perfpid=$!
+	fi
 	set +e
 	"$BIN/loadtest" -scenario "$name" -comets "$COMET_ADDRS" -logic "http://127.0.0.1:$LOGIC_PORT" \
 		-redis "127.0.0.1:$REDIS_PORT" -job-metrics "http://127.0.0.1:$JOB_METRICS_PORT/metrics" \
 		-label "$LABEL" "${pidargs[@]}" -json "$OUT/$name.json" -svg "$OUT/$name.svg" "$@" ${LT_ARGS:-} | tee "$OUT/$name.txt"
 	local rc=${PIPESTATUS[0]}
 	set -e
+	[ -z "$perfpid" ] || wait "$perfpid" || true
 	log "scenario $name: exit $rc"
 	echo "$rc" >"$OUT/$name.rc"
 	RESULTS+=("$name")
@@ -172,7 +186,8 @@ scenario_SMOKE() {
 scenario_S1() {
 	up 1 "$(val S1_WINDOW 200ms)" coalesce
 	lt S1 -viewers "$(val S1_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
-		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -target-p99 500ms -target-dps "$(val S1_TARGET_DPS 2000000)"
+		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -exact-sample "$(val S1_EXACT 1000)" \
+		-target-p99 500ms -target-dps "$(val S1_TARGET_DPS 2000000)"
 }
 
 scenario_S2() {
@@ -202,7 +217,7 @@ scenario_S4() {
 scenario_S5() {
 	up 1 1s drop
 	lt S5 -viewers "$(val S5_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
-		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000
+		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -exact-sample "$(val S1_EXACT 1000)"
 }
 
 scenario_J() {

@@ -312,7 +312,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	// Late deliveries are slow, not lost: wait while they still arrive.
 	var last uint64
-	for still := 0; still < 2 && time.Since(drainStart) < c.MaxDrain && ctx.Err() == nil; {
+	for still := 0; still < 6 && time.Since(drainStart) < c.MaxDrain && ctx.Err() == nil; {
 		var d uint64
 		for _, w := range workers {
 			d += w.progress().Delivered
