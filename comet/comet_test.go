@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
 	"github.com/gorilla/websocket"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestJoinSwitchLeave(t *testing.T) {
@@ -361,4 +364,62 @@ func TestLeaseRenewed(t *testing.T) {
 	if live[s.ID()].Addr != s.AdvertiseAddr() {
 		t.Fatalf("lease missing after %v: %+v", 2*s.cfg.LeaseTTL, live)
 	}
+}
+
+// A viewer that cannot be registered (Redis not answering) is told so and
+// closed with 1013; once Redis is back, viewers join again.
+func TestRegistryUnavailable(t *testing.T) {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	cfg := testConfig(t)
+	cfg.RedisTimeout = 300 * time.Millisecond
+	s, err := New(cfg, route.New(rdb), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	room := uniq(t, "r")
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	c := mustDial(t, s, "room="+room)
+	if f := mustReadOp(t, c, opError); f.Code != codeUnavailable {
+		t.Fatalf("error frame %+v", f)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err = c.ReadMessage()
+	if !websocket.IsCloseError(err, CloseUnavailable) {
+		t.Fatalf("got %v, want close %d", err, CloseUnavailable)
+	}
+	srv.Resume()
+	resumed = true
+
+	checkFor(t, 10*time.Second, func() error {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room), nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, data, err := c.ReadMessage()
+		if err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+			return fmt.Errorf("after resume: %s %v", data, err)
+		}
+		return nil
+	})
 }

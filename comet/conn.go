@@ -15,10 +15,11 @@ const closeGrace = time.Second
 
 // item is one entry of a viewer's send queue: a prepared frame, or a ping.
 type item struct {
-	pm   *websocket.PreparedMessage
-	size int // payload bytes, for metrics
-	ping bool
-	pong []byte // non-nil: answer a client's ping with this payload
+	pm    *websocket.PreparedMessage
+	size  int // payload bytes, for metrics
+	ping  bool
+	pong  []byte // non-nil: answer a client's ping with this payload
+	close []byte // non-nil: send this close frame, then stop writing
 }
 
 var pingItem = item{ping: true}
@@ -106,6 +107,16 @@ func (c *conn) writeLoop() {
 			err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
 		case it.pong != nil:
 			err = c.ws.WriteControl(websocket.PongMessage, it.pong, deadline)
+		case it.close != nil:
+			err = c.ws.WriteControl(websocket.CloseMessage, it.close, deadline)
+			c.mu.Lock()
+			c.closed = true
+			c.queue = nil
+			c.writing = false
+			c.mu.Unlock()
+			// The reader gets the peer's close reply, or gives up soon.
+			c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
+			return
 		default:
 			c.ws.SetWriteDeadline(deadline)
 			err = c.ws.WritePreparedMessage(it.pm)
@@ -150,6 +161,14 @@ func (c *conn) kill(code int, text string) {
 		// Let the reader receive the peer's close reply, but not forever.
 		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
 	}()
+}
+
+// closeAfterQueued disconnects the viewer with a close code once the
+// frames already queued (an error frame explaining why) are written.
+func (c *conn) closeAfterQueued(code int, text string) {
+	if c.enqueue(item{close: websocket.FormatCloseMessage(code, text)}) != enqueued {
+		c.kill(code, text)
+	}
 }
 
 // send queues a frame meant for this viewer only (welcome, error, pong).
@@ -306,7 +325,7 @@ func (c *conn) join(room string) {
 		}
 		c.roomID = room
 		c.sendError(codeUnavailable, "cannot join now, try again later")
-		c.kill(CloseUnavailable, "registry unavailable")
+		c.closeAfterQueued(CloseUnavailable, "registry unavailable")
 		return // the reader ends when the close completes
 	}
 	c.roomID = room
