@@ -351,6 +351,24 @@ func TestCompression(t *testing.T) {
 			t.Fatal("content changed")
 		}
 	}
+
+	// The frame is encoded once per wire form, not per viewer: after going
+	// to two compressing viewers and one plain one, the prepared message
+	// holds three encodings, each computed once: the plain frame made by
+	// NewPreparedMessage, the plain frame keyed by the connections'
+	// compression level, and the deflated one shared by both compressing
+	// viewers.
+	data, _ := json.Marshal(batch(room, "z2"))
+	pm, _ := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if n, _ := s.hub.deliver(room, item{pm: pm, size: len(data)}, nil); n != 3 {
+		t.Fatalf("delivered %d", n)
+	}
+	for _, c := range viewers {
+		mustReadOp(t, c, danmaku.OpMsgs)
+	}
+	if forms := reflect.ValueOf(pm).Elem().FieldByName("frames").Len(); forms != 3 {
+		t.Fatalf("prepared message holds %d encodings, want 3", forms)
+	}
 }
 
 func TestLeaseRenewed(t *testing.T) {
