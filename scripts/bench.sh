@@ -208,10 +208,13 @@ scenario_S3() {
 
 scenario_S4() {
 	up 1 200ms coalesce
-	local d
+	local d steps
 	d="$(scale 5 2)s"
-	lt S4 -viewers 0 -rooms 64 -hot 0.1 -senders 512 -users 100000 -drain 2s \
-		-ingest "$(val S4_STEPS "r$(scale 5000 100):$d,r$(scale 10000 200):$d,r$(scale 15000 300):$d,r$(scale 20000 400):$d,r$(scale 25000 500):$d,r$(scale 30000 600):$d,c64:$d,c256:$d")"
+	steps="r$(scale 2000 100):$d,r$(scale 4000 200):$d,r$(scale 6000 300):$d,r$(scale 10000 400):$d,r$(scale 20000 500):$d,c16:$d,c64:$d,c256:$d"
+	# One message per request, then 50 (logic.max_messages) per request.
+	lt S4 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(val S4_STEPS "$steps")"
+	lt S4-batch50 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -per-post 50 \
+		-ingest "$(val S4B_STEPS "r$(scale 200 10):$d,r$(scale 400 20):$d,r$(scale 800 40):$d,c16:$d,c64:$d")"
 }
 
 scenario_S5() {

@@ -85,6 +85,7 @@ func run(args []string) int {
 	fs.Float64Var(&c.Rate, "rate", 1000, "messages per second (open loop)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "sending time")
 	fs.IntVar(&c.Senders, "senders", 64, "sender goroutines (keep-alive connections)")
+	fs.IntVar(&c.PerPost, "per-post", 1, "messages per request (ingest runs; -rate and -ingest rates count requests)")
 	fs.IntVar(&c.Users, "users", 1000, "distinct userIds the messages rotate through")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "pause between the ramp and sending")

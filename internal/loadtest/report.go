@@ -203,13 +203,16 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.DrainS > 0 {
 		p("  drain %.1fs (until deliveries stopped)", rep.DrainS)
 	}
+	if len(rep.Ingest) > 0 {
+		p("  (whole ingest run: worst step p99 and max below)")
+	}
 	p("  POST latency p50 %.2f ms  p99 %.2f ms  max %.1f ms", s.PostP50Ms, s.PostP99Ms, s.PostMaxMs)
 	for _, st := range rep.Ingest {
-		p("  ingest %-22s accepted %8.0f/s  p50 %6.2f ms  p99 %7.2f ms  rejected %v errors %v",
-			st.Step, st.AcceptedPerS, st.PostP50Ms, st.PostP99Ms, st.Rejected, st.Errors)
+		p("  ingest %-22s accepted %8.0f msg/s (%6.0f req/s)  p50 %6.2f ms  p99 %7.2f ms  late %d  took %.1fs  rejected %v errors %v",
+			st.Step, st.AcceptedPerS, float64(st.Posts)/math.Max(st.DurationS, 1e-9), st.PostP50Ms, st.PostP99Ms, st.LateSends, st.DurationS, st.Rejected, st.Errors)
 	}
 	if rep.MaxIngestPerS > 0 {
-		p("  max accepted/s with p99 < 50 ms: %.0f", rep.MaxIngestPerS)
+		p("  max accepted msg/s with p99 < 50 ms: %.0f", rep.MaxIngestPerS)
 	}
 	if rep.Viewers > 0 {
 		p("deliveries: delivered %d  expected %d  (exact %d of %d)", rep.Delivered, rep.Expected, rep.ExactDelivered, rep.ExpectedExact)

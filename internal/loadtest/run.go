@@ -76,6 +76,7 @@ type Config struct {
 	Senders  int
 	Users    int
 	Timeout  time.Duration
+	PerPost  int           // messages per request
 	Settle   time.Duration // pause between ramp and sending
 	Idle     time.Duration // idle measurement before sending
 	Drain    time.Duration // wait after the last send before counting
@@ -238,7 +239,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	busyBefore, totalBefore := machineCPU()
 	mark := sampleAll(c.Procs)
 
-	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, Layout: layout})
+	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
 	sendStart := time.Now()
 	var sendStats SendStats
 	if len(c.Steps) > 0 {
@@ -258,7 +259,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			s := snd.stats(time.Since(t0))
 			rep.Ingest = append(rep.Ingest, IngestStep{Step: st.String(), Offered: st.Rate, Conc: st.Conc, SendStats: s})
 			all.Sent += s.Sent
+			all.Posts += s.Posts
 			all.Accepted += s.Accepted
+			all.LateSends += s.LateSends
+			all.MaxLagMs = math.Max(all.MaxLagMs, s.MaxLagMs)
+			all.PostP99Ms = math.Max(all.PostP99Ms, s.PostP99Ms)
+			all.PostMaxMs = math.Max(all.PostMaxMs, s.PostMaxMs)
 			for k, v := range s.Rejected {
 				all.Rejected[k] += v
 			}
@@ -273,6 +279,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			}
 		}
 		all.DurationS = time.Since(sendStart).Seconds()
+		all.AcceptedPerS = float64(all.Accepted) / all.DurationS
 		sendStats = all
 	} else {
 		done := make(chan struct{})

@@ -24,6 +24,8 @@ type SendSpec struct {
 	Users int
 	// Timeout bounds one request.
 	Timeout time.Duration
+	// PerPost is the number of messages in one request (default 1).
+	PerPost int
 	Layout  *Layout
 }
 
@@ -44,7 +46,8 @@ type sender struct {
 	errs     map[string]int64
 	lat      Hist
 	perSec   map[int64]int64 // accepted, by second of the answer
-	sent     int64
+	sent     int64           // messages
+	posts    int64           // requests
 	late     int64
 	maxLag   time.Duration
 }
@@ -58,6 +61,9 @@ func newSender(spec SendSpec) *sender {
 	}
 	if spec.Timeout <= 0 {
 		spec.Timeout = 5 * time.Second
+	}
+	if spec.PerPost <= 0 {
+		spec.PerPost = 1
 	}
 	n := len(spec.Layout.Rooms)
 	tr := &http.Transport{
@@ -74,21 +80,30 @@ func newSender(spec SendSpec) *sender {
 	}
 }
 
-// post sends message number i and records the outcome.
+// post sends request number i (PerPost messages, all to one room) and
+// records the outcome.
 func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 	room := s.spec.Layout.MessageRoom(i)
-	seq := s.roomSeq[room].Add(1) - 1
+	k := uint64(s.spec.PerPost)
+	first := s.roomSeq[room].Add(k) - k
 	start := time.Now()
 	buf.Reset()
 	buf.WriteString(`{"roomId":"`)
 	buf.WriteString(s.spec.Layout.Rooms[room])
 	buf.WriteString(`","userId":`)
 	buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
-	buf.WriteString(`,"userName":"lt","messages":[{"content":"lt:`)
-	buf.WriteString(strconv.FormatUint(seq, 10))
-	buf.WriteByte(':')
-	buf.WriteString(strconv.FormatInt(start.UnixNano(), 10))
-	buf.WriteString(`"}]}`)
+	buf.WriteString(`,"userName":"lt","messages":[`)
+	for j := uint64(0); j < k; j++ {
+		if j > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"content":"lt:`)
+		buf.WriteString(strconv.FormatUint(first+j, 10))
+		buf.WriteByte(':')
+		buf.WriteString(strconv.FormatInt(start.UnixNano(), 10))
+		buf.WriteString(`"}`)
+	}
+	buf.WriteString(`]}`)
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(buf.Bytes()))
@@ -103,7 +118,8 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 	end := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sent++
+	s.sent += int64(k)
+	s.posts++
 	switch {
 	case err != nil:
 		why := "transport error"
@@ -113,21 +129,23 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		s.errs[why]++
 	case code == http.StatusAccepted:
 		s.lat.Add(end.Sub(start))
-		w := seq / 64
-		for uint64(len(s.accepted[room])) <= w {
-			s.accepted[room] = append(s.accepted[room], 0)
+		for seq := first; seq < first+k; seq++ {
+			w := seq / 64
+			for uint64(len(s.accepted[room])) <= w {
+				s.accepted[room] = append(s.accepted[room], 0)
+			}
+			s.accepted[room][w] |= 1 << (seq % 64)
 		}
-		s.accepted[room][w] |= 1 << (seq % 64)
-		s.acc[room]++
-		s.stepAcc++
-		s.perSec[end.Unix()]++
+		s.acc[room] += int64(k)
+		s.stepAcc += int64(k)
+		s.perSec[end.Unix()] += int64(k)
 	default:
 		s.lat.Add(end.Sub(start))
 		s.status[code]++
 	}
 }
 
-// openLoop sends at rate messages per second for d on a fixed schedule:
+// openLoop sends at rate requests per second for d on a fixed schedule:
 // message k is due at start + k/rate whatever the server's latency, so a
 // slow server shows as latency, not as a lower offered load.
 func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration) {
@@ -189,6 +207,7 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration) {
 // SendStats is the senders' part of the report.
 type SendStats struct {
 	Sent         int64            `json:"sent"`
+	Posts        int64            `json:"posts"`
 	Accepted     int64            `json:"accepted"`
 	Rejected     map[string]int64 `json:"rejectedByStatus"`
 	Errors       map[string]int64 `json:"errors"`
@@ -204,7 +223,7 @@ type SendStats struct {
 func (s *sender) stats(d time.Duration) SendStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := SendStats{Sent: s.sent, Rejected: map[string]int64{}, Errors: map[string]int64{},
+	st := SendStats{Sent: s.sent, Posts: s.posts, Rejected: map[string]int64{}, Errors: map[string]int64{},
 		LateSends: s.late, MaxLagMs: ms(s.maxLag), PostP50Ms: s.lat.Quantile(0.5),
 		PostP99Ms: s.lat.Quantile(0.99), PostMaxMs: s.lat.Max(), DurationS: d.Seconds()}
 	st.Accepted = s.stepAcc
@@ -228,7 +247,7 @@ func (s *sender) reset() {
 	s.status = map[int]int64{}
 	s.errs = map[string]int64{}
 	s.lat = Hist{}
-	s.sent, s.late, s.maxLag = 0, 0, 0
+	s.sent, s.posts, s.late, s.maxLag = 0, 0, 0, 0
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
