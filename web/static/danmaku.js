@@ -73,7 +73,7 @@
     this.state = "closed";
     this.ws = null;
     this.connId = "";
-    this.online = 0;
+    this.onlineCount = 0;
     this.heartbeatMs = this.opts.heartbeatMs;
     this.attempt = 0;          // failed connects in a row (backoff exponent)
     this.wanted = false;       // connect() called and close() not yet
@@ -162,7 +162,7 @@
       case "welcome":
         this.attempt = 0;
         this.connId = f.connId;
-        this.online = f.online;
+        this.onlineCount = f.online;
         if (f.heartbeatMs > 0 && f.heartbeatMs !== this.heartbeatMs) {
           this.heartbeatMs = f.heartbeatMs;
           this._startHeartbeat();
@@ -352,8 +352,8 @@
     var self = this;
     return request(this, "GET", "/logic/online?roomId=" + encodeURIComponent(room || this.room))
       .then(function (d) {
-        self.online = d && typeof d.online === "number" ? d.online : 0;
-        return self.online;
+        self.onlineCount = d && typeof d.online === "number" ? d.online : 0;
+        return self.onlineCount;
       });
   };
 

@@ -8,7 +8,7 @@
 
   var ROOMS = ["lobby", "music", "gaming", "sports"];
   var FLIGHT_MS = 8000;      // time a comment takes to cross the stage
-  var LANE_GAP_PX = 28;      // free space kept behind a comment in its lane
+  var LANE_GAP_PX = 32;      // free space kept behind a comment in its lane
   var MAX_WAITING = 200;     // comments waiting for a lane; beyond: skipped
   var MAX_LOG = 150;         // chat lines kept in the side panel
   var SAMPLES = [
@@ -19,7 +19,8 @@
   ];
 
   var $ = function (id) { return document.getElementById(id); };
-  var stage = $("stage"), layer = $("layer"), log = $("log");
+  var layer = $("layer"), log = $("log");
+  var DEFAULT_HINT = $("hint").textContent;
 
   // Identity: a numeric user id and a name, kept across reloads.
   function stored(key, make) {
@@ -84,11 +85,14 @@
   }
 
   function laneFreeAt(lane, width, stageW, now) {
-    if (!lane) return now;
+    if (!lane || lane.anim.playState === "finished") return now;
+    // Measure from where the animation really is: under load it can start
+    // frames after it was created, and a stored start time would be early.
+    var start = now - (lane.anim.currentTime || 0);
     var v1 = (stageW + lane.width) / FLIGHT_MS;
     var v2 = (stageW + width) / FLIGHT_MS;
-    var tailIn = lane.start + (lane.width + LANE_GAP_PX) / v1;
-    var noCatch = lane.start + FLIGHT_MS - stageW / v2;
+    var tailIn = start + (lane.width + LANE_GAP_PX) / v1;
+    var noCatch = start + FLIGHT_MS - (stageW - LANE_GAP_PX) / v2;
     return Math.max(tailIn, noCatch);
   }
 
@@ -101,12 +105,12 @@
       if (at < bestAt) { best = i; bestAt = at; }
     }
     if (bestAt > now) return false;
-    lanes[best] = { start: now, width: width };
     el.style.top = (best * laneHeight) + "px";
     var anim = el.animate(
       [{ transform: "translateX(" + stageW + "px)" }, { transform: "translateX(" + (-width) + "px)" }],
       { duration: FLIGHT_MS, easing: "linear" });
     anim.onfinish = function () { el.remove(); };
+    lanes[best] = { anim: anim, width: width };
     return true;
   }
 
@@ -125,7 +129,9 @@
     var width = el.offsetWidth;
     if (!place(el, width)) {
       if (waiting.length >= MAX_WAITING) { el.remove(); return; }
-      waiting.push({ el: el, width: width });
+      // The viewer's own comment goes first: it is the one they look for.
+      if (m.uid === userId) waiting.unshift({ el: el, width: width });
+      else waiting.push({ el: el, width: width });
       tickWaiting();
     }
   }
@@ -146,13 +152,22 @@
     return PALETTE[h % PALETTE.length];
   }
 
-  // ---- chat log -----------------------------------------------------------
-  function show(m) {
-    if (!$("dm-toggle").checked) {
-      // hidden stage: still log
-    } else {
-      fly(m);
+  // ---- chat log and statistics ------------------------------------------
+  var shownAt = [], delays = [];
+  setInterval(function () {
+    var cut = Date.now() - 5000;
+    while (shownAt.length && shownAt[0] < cut) shownAt.shift();
+    $("rate").textContent = (shownAt.length / 5).toFixed(1);
+    if (delays.length) {
+      var sorted = delays.slice().sort(function (a, b) { return a - b; });
+      $("delay").textContent = sorted[sorted.length >> 1] + " ms";
     }
+    $("waiting").textContent = String(waiting.length);
+  }, 500);
+
+  function show(m) {
+    // With the stage switched off comments still go to the chat log.
+    if ($("dm-toggle").checked) fly(m);
     var li = document.createElement("li");
     li.dataset.id = m.id;
     if (m.uid === userId) li.className = "mine";
@@ -168,6 +183,10 @@
     li.appendChild(document.createTextNode(m.content));
     appendLog(li);
     shown++;
+    var now = Date.now();
+    shownAt.push(now);
+    delays.push(Math.max(0, now - m.ts));
+    if (delays.length > 100) delays.shift();
     $("count").textContent = shown + (shown === 1 ? " message" : " messages");
   }
 
@@ -235,7 +254,7 @@
     var btn = $("send");
     btn.disabled = true;
     return client.send(contents, { userId: userId, userName: $("name").value.trim() || "anon" })
-      .then(function () { hint(""); })
+      .then(function () { hint(DEFAULT_HINT); })
       .catch(function (e) {
         var msg = e.message;
         if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
