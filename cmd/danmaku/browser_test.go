@@ -135,6 +135,17 @@ func TestBrowserRooms(t *testing.T) {
 	if pageShows(t, c, text) {
 		t.Errorf("page of room %s shows a comment of room %s", other, room)
 	}
+	// The page's online count comes from GET /logic/online through the
+	// library: two viewers in the first room, one in the other.
+	for name, tc := range map[string]struct {
+		tab  context.Context
+		want int
+	}{"A": {a, 2}, "C": {c, 1}} {
+		n, err := chromedp.Run(tc.tab, chromedp.Evaluate[int](`danmakuDemo.client.online()`, chromedp.EvalAwaitPromise))
+		if err != nil || n != tc.want {
+			t.Errorf("page %s: online() = %d, %v; want %d", name, n, err, tc.want)
+		}
+	}
 	for name, tab := range map[string]context.Context{"A": a, "B": b} {
 		if pageShows(t, tab, marker) {
 			t.Errorf("page %s of room %s shows a comment of room %s", name, room, other)
