@@ -8,14 +8,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/gorilla/websocket"
 )
+
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
 // startMain runs the all-in-one binary's Main on a free port with embedded
 // Redis and Kafka, and closes it when the test ends.
@@ -146,6 +152,47 @@ func TestSendReachesViewer(t *testing.T) {
 		want := []string{"hello from http", "second one"}[i]
 		if msg.Content != want || msg.Name != "Tester" || msg.UID != 4242 || msg.TS == 0 {
 			t.Errorf("message %s = %+v, want content %q from Tester with a timestamp", id, msg, want)
+		}
+	}
+}
+
+// TestExternalServices: with redis.addrs and kafka.brokers set, nothing is
+// embedded and the same path runs over a real redis-server and a separate
+// Kafka-protocol broker.
+func TestExternalServices(t *testing.T) {
+	srv := redistest.Standalone(t)
+	b := kafkatest.Start(t)
+	m := NewMain()
+	m.Config.Log.Level = "warn"
+	m.Config.Logic.Listen = "127.0.0.1:0"
+	m.Config.Job.SessionTimeout = time.Second
+	m.Config.Kafka.Partitions = 2
+	m.Config.Kafka.Topic = "aio-external"
+	m.Config.Redis.Addrs = []string{srv.Addr}
+	m.Config.Kafka.Brokers = b.Brokers()
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if m.emb.redis != nil || m.emb.kafka != nil {
+		t.Fatal("embedded services started although real ones are configured")
+	}
+	room := "aio_external_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	ws := dial(t, m, room)
+	getOnline(t, m, room)
+	id := send(t, m, room, "via real redis")[0]
+	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		var f struct {
+			Op   string            `json:"op"`
+			Msgs []danmaku.Message `json:"msgs"`
+		}
+		if err := ws.ReadJSON(&f); err != nil {
+			t.Fatalf("message %s not received: %v", id, err)
+		}
+		if len(f.Msgs) > 0 && f.Msgs[0].ID == id {
+			return
 		}
 	}
 }
