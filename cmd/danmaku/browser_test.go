@@ -111,7 +111,8 @@ func pageShows(t *testing.T, tab context.Context, text string) bool {
 
 // TestBrowserRooms drives the real demo page in headless chromium against
 // the all-in-one binary: two pages in one room both show a comment typed
-// into one of them; a page in another room does not.
+// into one of them; a page in another room does not, until it switches to
+// the room on its open socket.
 func TestBrowserRooms(t *testing.T) {
 	m := startMain(t)
 	base := m.URL()
@@ -151,11 +152,24 @@ func TestBrowserRooms(t *testing.T) {
 			t.Errorf("page %s of room %s shows a comment of room %s", name, room, other)
 		}
 	}
+
+	// Switching rooms on the open socket: page C joins the first room and
+	// from then on shows its comments.
+	err := chromedp.Do(c,
+		chromedp.Evaluate[chromedp.Void](`danmakuDemo.switchRoom(`+strconv.Quote(room)+`)`),
+		chromedp.Poll[chromedp.Void](`danmakuDemo.client.state === "open" && [...document.querySelectorAll("#log li.sys")].some(e => e.textContent === "joined #`+room+`")`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		t.Fatalf("switch page C to room %s: %v", room, err)
+	}
+	after := "after the switch"
+	sendFromPage(t, b, after)
+	waitShows(t, c, "page switched to the room", after)
 }
 
-// TestBrowserClientLibrary checks danmaku.js on its own in the browser:
-// a batch is spread over time following the messages' ts, and ids already
-// shown are dropped, also across batches.
+// TestBrowserClientLibrary checks danmaku.js in the browser: a batch is
+// spread over time following the messages' ts, ids already shown are
+// dropped, also across batches, and a lost socket reconnects by itself.
 func TestBrowserClientLibrary(t *testing.T) {
 	m := startMain(t)
 	browser := newBrowser(t)
@@ -200,5 +214,24 @@ func TestBrowserClientLibrary(t *testing.T) {
 	}
 	if !res.Evicted {
 		t.Error("SeenSet does not forget its oldest id at capacity")
+	}
+
+	// Reconnect: the page's client loses its socket and comes back by
+	// itself, through "reconnecting", with the backoff's short first delay.
+	const drop = `(() => {
+		const c = danmakuDemo.client, orig = c.opts.onState;
+		window.__states = [];
+		c.opts.onState = (s, i) => { __states.push(s); orig(s, i); };
+		window.__oldSocket = c.ws;
+		c.ws.close(4000, "test drop");
+	})()`
+	err = chromedp.Do(browser,
+		chromedp.Poll[chromedp.Void](`danmakuDemo.client.state === "open"`, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Evaluate[chromedp.Void](drop),
+		chromedp.Poll[chromedp.Void](`__states.includes("reconnecting") && danmakuDemo.client.state === "open" && danmakuDemo.client.ws !== __oldSocket`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		states, _ := chromedp.Run(browser, chromedp.Evaluate[[]string](`window.__states || []`))
+		t.Fatalf("client did not reconnect (states %v): %v", states, err)
 	}
 }

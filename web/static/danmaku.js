@@ -131,10 +131,13 @@
       return this;
     }
     this.ws = ws;
+    var urlRoom = this.room;
     var self = this;
     ws.onopen = function () {
       self.lastHeard = Date.now();
       self._startHeartbeat();
+      // join() while the socket was still opening: the URL named the old room.
+      if (self.room && self.room !== urlRoom) ws.send(JSON.stringify({ op: "join", room: self.room }));
     };
     ws.onmessage = function (ev) {
       if (self.ws !== ws) return;
