@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 		MaxFrameBytes:   4096,
 		MaxPushBytes:    4 << 20,
 		QueueSize:       64,
-		RecentIDs:       1024,
+		RecentIDs:       8192,
 		WriteWait:       10 * time.Second,
 		PingPeriod:      25 * time.Second,
 		PongWait:        60 * time.Second,

@@ -38,7 +38,10 @@ type Config struct {
 
 	ProcessedTTL time.Duration `yaml:"processed_ttl"` // msg:processed mark, 60s
 	// ClaimTTL bounds how long a crashed consumer's claims delay the
-	// redelivery of its messages. Must exceed a flush's worst case.
+	// redelivery of its messages. Must exceed a flush's worst case. A
+	// message pushed just before a crash may be pushed again about ClaimTTL
+	// later; comets remember each room's recent ids (comet.recent_ids) and
+	// drop it, so keep ClaimTTL short against a hot room's message rate.
 	ClaimTTL time.Duration `yaml:"claim_ttl"`
 	LockTTL  time.Duration `yaml:"lock_ttl"` // lock:broadcast, 5s
 	// LockRetry is how soon a room whose lock is held elsewhere is tried again.
@@ -99,7 +102,7 @@ func DefaultConfig() Config {
 		MaxPending:        20000,
 		MaxBuffered:       200000,
 		ProcessedTTL:      60 * time.Second,
-		ClaimTTL:          10 * time.Second,
+		ClaimTTL:          5 * time.Second,
 		LockTTL:           5 * time.Second,
 		LockRetry:         50 * time.Millisecond,
 		RetryMin:          100 * time.Millisecond,
