@@ -245,14 +245,24 @@ summary() {
 	echo
 	echo "Command: \`SCALE=$SCALE SCENARIOS=\"$SCENARIOS\" scripts/bench.sh\`"
 	echo
-	echo "| scenario | viewers (conn/failed) | rooms | comets | msg/s sent (accepted) | window | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % per process | gen CPU % | redis cmd/msg | result |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n
 	for n in "${RESULTS[@]}"; do
-		[ -f "$OUT/$n.json" ] || { echo "| $n | run failed (exit $(cat "$OUT/$n.rc")) |||||||||||||||||"; continue; }
+		[ -f "$OUT/$n.json" ] || { echo "| $n | run failed (exit $(cat "$OUT/$n.rc")) | | | | | | | | | | | | | | | | | | |"; continue; }
 		jq -r --arg n "$n" '
 		  def r(x): (x * 10 | round) / 10;
-		  "| \($n) | \(.viewers) (\(.viewerStats.connected)/\(.viewerStats.failed)) | \(.rooms) | \(.comets) | \(r(.send.sent / (.send.durationSeconds|if .>0 then . else 1 end))) (\(.send.accepted)) | - | \(.delivered) / \(.expected) | \(.lost) | \(.duplicates) | \(r(.latencyMs.p50)) | \(r(.latencyMs.p99)) | \(r(.latencyMs.p999)) | \(r(.latencyMs.max)) | \(.deliveriesPerSecond.median|round) (\(.deliveriesPerSecond.min|round)-\(.deliveriesPerSecond.max|round)) | \([.servers[]? | "\(.name) \(r(.cpuPercent))"] | join(", ")) | \(r(.generatorCpuPercent)) | \(if .redis then r(.redis.perAcceptedMessage) else "-" end) | \(if .pass then "pass" else "FAIL" end)\(if .targets then " " + ([.targets[] | (if .met then "✓ " else "✗ " end) + .name] | join(", ")) else "" end) |"' "$OUT/$n.json"
+		  def notes: [
+		    (if .maxIngestPerSecondP99Under50ms then "max \(.maxIngestPerSecondP99Under50ms|round) msg/s with POST p99 < 50 ms" else empty end),
+		    (if (.ingest // []) | length > 0 then "steps: " + ([.ingest[] | "\(.step): \(.acceptedPerSecond|round)/s p99 \(r(.postP99Ms))"] | join("; ")) else empty end),
+		    (if .cometRssPerConnKiB then "comet RSS/conn \(r(.cometRssPerConnKiB)) KiB" else empty end),
+		    (if ([.servers[]? | .idleCpuPercent] | add // 0) > 0 then "idle CPU " + ([.servers[]? | select(.name|startswith("comet")) | "\(.name) \(r(.idleCpuPercent))%"] | join(", ")) else empty end),
+		    (if .policyDroppedMessages > 0 then "job policy drops: \(.policyDroppedMessages) of \(.send.accepted) msgs" else empty end),
+		    (if .viewerStats.closedEarly > 0 then "\(.viewerStats.closedEarly) viewers closed early \(.viewerStats.closes)" else empty end),
+		    (if .send.lateSends > 0 then "\(.send.lateSends) late sends" else empty end),
+		    (if (.accounting|startswith("exact for a sample")) then "sampled accounting" else empty end)
+		  ] | join("; ");
+		  "| \($n) | \(.label // "-") | \(.viewerStats.connected)/\(.viewerStats.failed) | \(.rooms) | \(.comets) | \(r(.send.sent / (.send.durationSeconds|if .>0 then . else 1 end))) (\(.send.accepted)) | \(.delivered) / \(.expected) | \(.lost) | \(.duplicates) | \(r(.latencyMs.p50)) | \(r(.latencyMs.p99)) | \(r(.latencyMs.p999)) | \(r(.latencyMs.max)) | \(.deliveriesPerSecond.median|round) (\(.deliveriesPerSecond.min|round)-\(.deliveriesPerSecond.max|round)) | \([.servers[]? | "\(.name) \(r(.cpuPercent))"] | join(", ")) | \(r(.generatorCpuPercent)) | \(r(.machineCpuPercent)) | \(if .redis then r(.redis.perAcceptedMessage) else "-" end) | \(notes) | \(if .pass then "pass" else "FAIL: " + (.problems|join(", ")) end)\(if .targets then "; " + ([.targets[] | (if .met then "met: " else "MISSED: " end) + .name] | join(", ")) else "" end) |"' "$OUT/$n.json"
 	done
 	echo
 	for n in "${RESULTS[@]}"; do

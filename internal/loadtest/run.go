@@ -145,7 +145,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if exactEvery == 1 {
 		rep.Accounting = fmt.Sprintf("exact: every message of every viewer (%d)", c.Viewers)
 	} else {
-		rep.Accounting = fmt.Sprintf("exact for a sample of every %dth viewer (%d); frames, bytes and messages counted for the rest",
+		rep.Accounting = fmt.Sprintf("exact for a sample of 1 in %d viewers (%d); frames, bytes and messages counted for the rest",
 			exactEvery, (c.Viewers+exactEvery-1)/exactEvery)
 	}
 	rep.Processes = nproc
