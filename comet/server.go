@@ -43,6 +43,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
+	"github.com/danmaku/danmaku/web"
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -144,11 +145,15 @@ func (s *Server) InternalAddr() string { return s.internalLn.Addr().String() }
 // AdvertiseAddr returns the push address published in the lease.
 func (s *Server) AdvertiseAddr() string { return s.advertise }
 
-// PublicHandler serves /ws and /healthz, for embedding in another server.
+// PublicHandler serves /ws, /healthz and the browser client with the demo
+// page (/, /danmaku.js), for embedding in another server. The page posts
+// to /logic/send on the same origin, so behind a comet alone it needs an
+// edge that routes /logic/ to logic (see docker-compose.yml).
 func (s *Server) PublicHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	mux.Handle("/", web.Handler())
 	return mux
 }
 
