@@ -7,12 +7,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
+	"github.com/danmaku/danmaku/internal/process"
 	"sync"
-	"syscall"
 
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
@@ -24,26 +20,7 @@ import (
 
 func main() {
 	m := NewMain()
-	err := config.Load(&m.Config, config.Options{Name: "comet", Args: os.Args[1:], Environ: os.Environ()})
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "comet:", err)
-		m.Close()
-		os.Exit(1)
-	}
-	<-ctx.Done()
-	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "comet: shutdown:", err)
-		os.Exit(1)
-	}
+	process.Main("comet", &m.Config, m)
 }
 
 // Config is the whole configuration of the comet binary.

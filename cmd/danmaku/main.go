@@ -18,14 +18,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/danmaku/danmaku/comet"
@@ -42,30 +39,7 @@ import (
 
 func main() {
 	m := NewMain()
-	err := config.Load(&m.Config, config.Options{Name: "danmaku", Args: os.Args[1:], Environ: os.Environ()})
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "danmaku:", err)
-		m.Close()
-		os.Exit(1)
-	}
-	select {
-	case <-ctx.Done():
-	case <-m.Done():
-	}
-	stop() // a second Ctrl-C during shutdown kills the process
-	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "danmaku: shutdown:", err)
-		os.Exit(1)
-	}
+	process.Main("danmaku", &m.Config, m)
 }
 
 // Config is the whole configuration of the all-in-one binary. logic.listen

@@ -8,14 +8,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/danmaku/danmaku/comet"
@@ -30,29 +27,7 @@ import (
 
 func main() {
 	m := NewMain()
-	err := config.Load(&m.Config, config.Options{Name: "job", Args: os.Args[1:], Environ: os.Environ()})
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "job:", err)
-		m.Close()
-		os.Exit(1)
-	}
-	select {
-	case <-ctx.Done():
-	case <-m.Done():
-	}
-	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "job: shutdown:", err)
-		os.Exit(1)
-	}
+	process.Main("job", &m.Config, m)
 }
 
 // Config is the whole configuration of the job binary.

@@ -6,14 +6,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
@@ -26,26 +23,7 @@ import (
 
 func main() {
 	m := NewMain()
-	err := config.Load(&m.Config, config.Options{Name: "logic", Args: os.Args[1:], Environ: os.Environ()})
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "logic:", err)
-		m.Close()
-		os.Exit(1)
-	}
-	<-ctx.Done()
-	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "logic: shutdown:", err)
-		os.Exit(1)
-	}
+	process.Main("logic", &m.Config, m)
 }
 
 // Config is the whole configuration of the logic binary.
