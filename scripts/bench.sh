@@ -13,7 +13,7 @@
 # Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows).
-# Environment: OUT (results directory, default /tmp/danmaku-bench),
+# Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
 # (perf record the comets, job and logic for 10 s, PERF_DELAY s into each run;
@@ -36,7 +36,10 @@ mkdir -p "$OUT"
 BIN="$OUT/bin"
 LOGS="$OUT/logs"
 mkdir -p "$BIN" "$LOGS"
-rm -f "$OUT"/*.json "$OUT"/*.txt
+# Results of earlier runs in OUT stay (the table lists every scenario that has
+# one, so a single scenario can be re-run); FRESH=1 clears them.
+if [ "${FRESH:-0}" = 1 ]; then rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.rc "$OUT"/*.svg "$OUT"/*.perf.* "$OUT/commands.log"; fi
+echo "$(date -u '+%Y-%m-%d %H:%M') SCALE=$SCALE SCENARIOS=\"$SCENARIOS\" PERF=${PERF:-0} scripts/bench.sh" >>"$OUT/commands.log"
 
 PIDS=()
 cleanup() {
@@ -243,12 +246,17 @@ summary() {
 	echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"
 	echo "$(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo); generator and servers on the same cores; other developers' tests may have been running."
 	echo
-	echo "Command: \`SCALE=$SCALE SCENARIOS=\"$SCENARIOS\" scripts/bench.sh\`"
+	echo "Commands (UTC start time; each scenario's exact loadtest command is in its report below):"
+	echo
+	sed 's/^\(.\{16\}\) \(.*\)$/- \1: `\2`/' "$OUT/commands.log"
 	echo
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-	local n
-	for n in "${RESULTS[@]}"; do
+	local n all=()
+	for n in SMOKE S1 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5; do
+		[ -f "$OUT/$n.rc" ] && all+=("$n")
+	done
+	for n in "${all[@]}"; do
 		[ -f "$OUT/$n.json" ] || { echo "| $n | run failed (exit $(cat "$OUT/$n.rc")) | | | | | | | | | | | | | | | | | | |"; continue; }
 		jq -r --arg n "$n" '
 		  def r(x): (x * 10 | round) / 10;
@@ -265,7 +273,7 @@ summary() {
 		  "| \($n) | \(.label // "-") | \(.viewerStats.connected)/\(.viewerStats.failed) | \(.rooms) | \(.comets) | \(r(.send.sent / (.send.durationSeconds|if .>0 then . else 1 end))) (\(.send.accepted)) | \(.delivered) / \(.expected) | \(.lost) | \(.duplicates) | \(r(.latencyMs.p50)) | \(r(.latencyMs.p99)) | \(r(.latencyMs.p999)) | \(r(.latencyMs.max)) | \(.deliveriesPerSecond.median|round) (\(.deliveriesPerSecond.min|round)-\(.deliveriesPerSecond.max|round)) | \([.servers[]? | "\(.name) \(r(.cpuPercent))"] | join(", ")) | \(r(.generatorCpuPercent)) | \(r(.machineCpuPercent)) | \(if .redis then r(.redis.perAcceptedMessage) else "-" end) | \(notes) | \(if .pass then "pass" else "FAIL: " + (.problems|join(", ")) end)\(if .targets then "; " + ([.targets[] | (if .met then "met: " else "MISSED: " end) + .name] | join(", ")) else "" end) |"' "$OUT/$n.json"
 	done
 	echo
-	for n in "${RESULTS[@]}"; do
+	for n in "${all[@]}"; do
 		echo "<details><summary>$n report</summary>"
 		echo
 		echo '```'

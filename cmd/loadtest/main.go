@@ -84,7 +84,7 @@ func run(args []string) int {
 	fs.DurationVar(&c.DialTimeout, "dial-timeout", 15*time.Second, "bound of one connection and its welcome frame")
 	fs.Float64Var(&c.Rate, "rate", 1000, "messages per second (open loop)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "sending time")
-	fs.IntVar(&c.Senders, "senders", 64, "sender goroutines (keep-alive connections)")
+	fs.IntVar(&c.Senders, "senders", 0, "sender goroutines, each with a keep-alive connection (0: rate/4, at least 64, at most 4096)")
 	fs.IntVar(&c.PerPost, "per-post", 1, "messages per request (ingest runs; -rate and -ingest rates count requests)")
 	fs.IntVar(&c.Users, "users", 1000, "distinct userIds the messages rotate through")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")

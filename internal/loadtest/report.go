@@ -31,9 +31,9 @@ type Report struct {
 	Send        SendStats   `json:"send"`
 
 	// Deliveries are message x viewer pairs.
-	Delivered           uint64 `json:"delivered"`
+	Delivered           uint64 `json:"delivered"` // by every viewer, also those not connected the whole time
 	Expected            uint64 `json:"expected"`
-	ExactDelivered      uint64 `json:"exactDelivered"`
+	ExactDelivered      uint64 `json:"exactDelivered"` // by the whole-time exact viewers
 	ExpectedExact       uint64 `json:"expectedExact"`
 	Lost                uint64 `json:"lost"`
 	Duplicates          uint64 `json:"duplicates"`
@@ -215,7 +215,8 @@ func (rep *Report) Print(w io.Writer) {
 		p("  max accepted msg/s with p99 < 50 ms: %.0f", rep.MaxIngestPerS)
 	}
 	if rep.Viewers > 0 {
-		p("deliveries: delivered %d  expected %d  (exact %d of %d)", rep.Delivered, rep.Expected, rep.ExactDelivered, rep.ExpectedExact)
+		p("deliveries: delivered %d (all viewers)  expected %d (whole-time viewers; exact ones got %d of %d)",
+			rep.Delivered, rep.Expected, rep.ExactDelivered, rep.ExpectedExact)
 		p("  LOST %d  DUPLICATES %d  counted-missing %d  misrouted frames %d  unaccepted-but-delivered %d",
 			rep.Lost, rep.Duplicates, rep.CountedMissing, rep.Misrouted, rep.DeliveredUnaccepted)
 		p("  undelivered messages %d, of which job policy drops %d (%d deliveries); job dropped %v",

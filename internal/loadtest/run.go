@@ -239,6 +239,15 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	busyBefore, totalBefore := machineCPU()
 	mark := sampleAll(c.Procs)
 
+	if c.Senders <= 0 {
+		// Open loop needs a free goroutine for every request in flight:
+		// room for a quarter second of latency at the highest rate.
+		peak := c.Rate
+		for _, st := range c.Steps {
+			peak = math.Max(peak, st.Rate)
+		}
+		c.Senders = min(4096, max(64, int(peak/4)))
+	}
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
 	sendStart := time.Now()
 	var sendStats SendStats
@@ -447,7 +456,6 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rep.Foreign += r.Foreign
 		rep.Misrouted += r.Misrouted
 		rep.Delivered += r.ExactDelivered + r.CountedDelivered
-		rep.ExactDelivered += r.ExactDelivered
 		rep.RSSGeneratorMiB += float64(r.RSSBytes) / (1 << 20)
 		r.Hist.addTo(&hist)
 		for s, n := range r.PerSec {
@@ -483,6 +491,9 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		bits := snd.accepted[room]
 		acc := uint64(snd.acc[room])
 		v.WholeTimeExact += m.Exact
+		for _, n := range m.Counts {
+			rep.ExactDelivered += uint64(n)
+		}
 		v.WholeTimeCounted += m.Counted
 		rep.ExpectedExact += acc * uint64(m.Exact)
 		rep.ExpectedCounted += acc * uint64(m.Counted)

@@ -54,7 +54,7 @@ type sender struct {
 
 func newSender(spec SendSpec) *sender {
 	if spec.Senders <= 0 {
-		spec.Senders = 32
+		spec.Senders = 64
 	}
 	if spec.Users <= 0 {
 		spec.Users = 1000
