@@ -3,7 +3,7 @@ GO ?= go
 
 .PHONY: test fmt-check vet unit fuzz build bench
 
-test: fmt-check vet unit fuzz
+test: fmt-check vet fuzz unit
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
