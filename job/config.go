@@ -24,7 +24,10 @@ type Config struct {
 	// Window is the per-room cooldown: at most one broadcast per room per
 	// window. 10ms or more.
 	Window time.Duration `yaml:"window"`
-	// Budget is the most messages in one room batch. What a window brings
+	// Budget is the most messages in one room batch: the per-room budget of
+	// a window. A steady rate near Budget per window builds a backlog, so
+	// keep it well above the hottest room's rate times the window. What a
+	// window brings
 	// beyond it waits for the next window (no loss, more delay).
 	Budget int `yaml:"budget"`
 	// MaxPending caps a room's waiting messages. Beyond it, while the room
@@ -98,7 +101,7 @@ func DefaultConfig() Config {
 	return Config{
 		Policy:            PolicyCoalesce,
 		Window:            time.Second,
-		Budget:            1000,
+		Budget:            5000,
 		MaxPending:        20000,
 		MaxBuffered:       200000,
 		ProcessedTTL:      60 * time.Second,

@@ -18,7 +18,7 @@
 // goes out at once and opens the room's window; messages arriving inside
 // the window wait in the room's buffer and go out together, as one batch,
 // when it ends. A batch holds at most Budget messages; the rest waits for
-// the next window. A room buffer over MaxPending drops newly arriving
+// the next window, in order (counted as deferred). A room buffer over MaxPending drops newly arriving
 // messages (counted, reason "overflow") while deliveries succeed; while they
 // fail (Redis or comets down) the consumer pauses instead of dropping.
 // Policy drop reproduces the original design: one message per window, the

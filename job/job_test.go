@@ -327,3 +327,31 @@ func TestRedisOutagePausesWithoutLoss(t *testing.T) {
 	}
 	waitAll(t, 20*time.Second, []*viewer{v}, map[string][]string{room: ids})
 }
+
+// TestBudgetDefersToNextWindow: what exceeds a window's budget goes out in
+// the following windows, in order, and nothing is dropped.
+func TestBudgetDefersToNextWindow(t *testing.T) {
+	e := newEnv(t, 1)
+	room := uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+	cfg := jobConfig()
+	cfg.Window = 300 * time.Millisecond
+	cfg.Budget = 3
+	j := e.startJob(cfg, nil)
+
+	ids := e.send(room, 1, "first")
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: ids})
+	ids = append(ids, e.send(room, 1, "a", "b", "c", "d", "e", "f", "g")...)
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: ids})
+	got := v.frameSizes()
+	if len(got) != 4 || got[0] != 1 || got[1] != 3 || got[2] != 3 || got[3] != 1 {
+		t.Fatalf("frames %v, want [1 3 3 1]", got)
+	}
+	if c := counter(t, j.reg, "danmaku_job_deferred_total"); c < 4 {
+		t.Fatalf("deferred = %v, want at least 4", c)
+	}
+	if c := counter(t, j.reg, "danmaku_job_dropped_total"); c != 0 {
+		t.Fatalf("dropped = %v", c)
+	}
+}

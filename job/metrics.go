@@ -8,6 +8,7 @@ type metrics struct {
 	invalid      prometheus.Counter
 	duplicates   prometheus.Counter
 	coalesced    prometheus.Counter
+	deferred     prometheus.Counter
 	dropped      *prometheus.CounterVec
 	lockBusy     prometheus.Counter
 	broadcasts   prometheus.Counter
@@ -31,6 +32,8 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Messages skipped because their msgId was already delivered."}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_coalesced_total",
 			Help: "Messages that waited for their room's window and went out in a trailing batch."}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_deferred_total",
+			Help: "Messages that did not fit their window's batch (job.budget) and waited for the next window; counted once per window waited."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_dropped_total",
 			Help: "Messages deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed)."}, []string{"reason"}),
 		lockBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_lock_contention_total",
@@ -57,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	for _, c := range []string{"cooldown", "overflow", "comet_failed"} {
 		m.dropped.WithLabelValues(c)
 	}
-	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.dropped, m.lockBusy, m.broadcasts,
+	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors)
 	return m
 }

@@ -182,6 +182,9 @@ func (p *processor) dispatchReady(now time.Time) {
 		f := &flush{room: r.name, batch: append([]pending(nil), r.queue[:n]...), final: p.draining,
 			giveUp: r.failures >= p.cfg.GiveUpAfter}
 		r.queue = r.queue[n:]
+		if len(r.queue) > 0 {
+			p.j.m.deferred.Add(float64(len(r.queue)))
+		}
 		r.inflight = true
 		r.windowEnd = now.Add(p.cfg.Window)
 		if n > 1 {
