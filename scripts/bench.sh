@@ -9,6 +9,7 @@
 #   SCENARIOS="S1 J S4" scripts/bench.sh  # a selection
 #   SCALE=0.1 scripts/bench.sh            # quick run: viewers, rates, durations x0.1
 #   S1_VIEWERS=5000 S1_DURATION=10 scripts/bench.sh   # one figure overridden
+#   SCENARIOS=S3 S3B_RATE=100 S3B_NAME=S3b-100 scripts/bench.sh  # a variant under its own name
 #
 # Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
@@ -204,7 +205,7 @@ scenario_S3() {
 	up 1 200ms coalesce
 	lt S3a -viewers "$(val S3A_VIEWERS "$(scale 15000 100)")" -rooms 1 -idle 10s -rate 1 -duration 2s -conn-rate 2000
 	up 3 200ms coalesce
-	lt S3b -viewers "$(val S3B_VIEWERS "$(scale 45000 150)")" -rooms 1 -rate "$(val S3B_RATE "$(scale 1000 20)")" \
+	lt "$(val S3B_NAME S3b)" -viewers "$(val S3B_VIEWERS "$(scale 45000 150)")" -rooms 1 -rate "$(val S3B_RATE "$(scale 1000 20)")" \
 		-duration "$(val S3B_DURATION "$(scale 30 5)")s" -conn-rate 3000 -per-process 15000 -source-ips 3 \
 		-exact-sample 3000 -target-p99 500ms
 }
@@ -253,8 +254,14 @@ summary() {
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n all=()
-	for n in SMOKE S1 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5; do
+	local known=" SMOKE S1 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 " f
+	for n in $known; do
 		[ -f "$OUT/$n.rc" ] && all+=("$n")
+	done
+	# Variants run under another name (e.g. S3B_NAME=S3b-100) follow.
+	for f in "$OUT"/*.rc; do
+		n=$(basename "$f" .rc)
+		case "$known" in *" $n "*) ;; *) [ -f "$f" ] && all+=("$n") ;; esac
 	done
 	for n in "${all[@]}"; do
 		[ -f "$OUT/$n.json" ] || { echo "| $n | run failed (exit $(cat "$OUT/$n.rc")) | | | | | | | | | | | | | | | | | | |"; continue; }
