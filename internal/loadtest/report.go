@@ -283,8 +283,8 @@ func (rep *Report) WriteSVG(path string) error {
 	ph := (H - 2*pad - gap) / 2
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="20" font-size="14">%s: %d viewers, %d rooms, %.0f msg/s</text>`+"\n",
-		pad, esc(rep.Scenario), rep.Viewers, rep.Rooms, rep.Rate)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="20" font-size="14">%s: %d viewers, %d room(s), %d comet(s), %.0f msg/s %s</text>`+"\n",
+		pad, esc(rep.Scenario), rep.Viewers, rep.Rooms, rep.Comets, rep.Rate, esc(rep.Label))
 	pts := rep.Series
 	if len(pts) == 0 {
 		b.WriteString("</svg>\n")
@@ -307,7 +307,7 @@ func (rep *Report) WriteSVG(path string) error {
 		for k := 0; k <= 4; k++ {
 			y := float64(top) + float64(ph)*(1-float64(k)/4)
 			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-				pad, W-pad, y, y, pad-4, y+4, short(max*float64(k)/4)+unit)
+				pad, W-pad, y, y, pad-4, y+4, axisLabel(max*float64(k)/4, unit))
 		}
 		for t := t0; t <= t1; t++ {
 			if (t1-t0) > 20 && t%5 != 0 {
@@ -334,6 +334,13 @@ func (rep *Report) WriteSVG(path string) error {
 	line(top2, maxL, "#d62728", func(s SecPoint) float64 { return s.P99 })
 	b.WriteString("</svg>\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func axisLabel(v float64, unit string) string {
+	if unit == "ms" {
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return short(v) + unit
 }
 
 func nice(v float64) float64 {
