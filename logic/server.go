@@ -103,16 +103,17 @@ func New(cfg Config, d Deps) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // EnsureTopic creates the room topic with the configured partitions when
-// it is missing and Config.CreateTopic is set.
+// it is missing and Config.CreateTopic is set, retrying every second until
+// ctx ends while Kafka is unreachable.
 func (s *Server) EnsureTopic(ctx context.Context) error {
 	if !s.cfg.CreateTopic {
 		return nil
 	}
-	created, err := kafkax.EnsureTopic(ctx, s.kafka.Brokers, kafkax.Topic{
+	created, err := kafkax.EnsureTopicWait(ctx, s.kafka.Brokers, kafkax.Topic{
 		Name: s.kafka.Topic, Partitions: s.kafka.Partitions, Replication: s.kafka.Replication,
-	})
+	}, func(err error) { s.log.Warn("kafka topic not ready, retrying", zap.Error(err)) })
 	if err != nil {
-		return err
+		return fmt.Errorf("kafka topic %s: %w", s.kafka.Topic, err)
 	}
 	if created {
 		s.log.Info("created kafka topic", zap.String("topic", s.kafka.Topic), zap.Int("partitions", s.kafka.Partitions))

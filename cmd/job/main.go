@@ -87,11 +87,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if len(c.Kafka.Brokers) == 0 {
 		return &config.FieldError{Field: "kafka.brokers", Message: "must not be empty"}
 	}
-	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := kafkax.EnsureTopic(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
-		Partitions: c.Kafka.Partitions, Replication: c.Kafka.Replication}); err != nil {
-		return err
+	if _, err := kafkax.EnsureTopicWait(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
+		Partitions: c.Kafka.Partitions, Replication: c.Kafka.Replication},
+		func(err error) { log.Warn("kafka topic not ready, retrying", zap.Error(err)) }); err != nil {
+		return fmt.Errorf("kafka topic %s: %w", c.Kafka.Topic, err)
 	}
 	reg := telemetry.NewRegistry()
 	m.rdb = route.Dial(c.Redis)

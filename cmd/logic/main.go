@@ -125,24 +125,11 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// ensureTopic retries while Kafka is still coming up.
+// ensureTopic creates the topic, waiting up to topicWait for Kafka.
 func (m *Main) ensureTopic(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, topicWait)
 	defer cancel()
-	for {
-		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
-		err := m.logic.EnsureTopic(tctx)
-		tcancel()
-		if err == nil {
-			return nil
-		}
-		m.log.Warn("kafka topic not ready, retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafka topic %s: %w", m.Config.Kafka.Topic, err)
-		case <-time.After(time.Second):
-		}
-	}
+	return m.logic.EnsureTopic(ctx)
 }
 
 // Addr is the address the server listens on (useful with port 0).

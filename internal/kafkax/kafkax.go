@@ -50,6 +50,28 @@ func EnsureTopic(ctx context.Context, brokers []string, t Topic) (created bool, 
 	}
 }
 
+// EnsureTopicWait is EnsureTopic retried every second until it succeeds
+// or ctx ends, for start-up while the brokers are still coming up. retry,
+// if not nil, is told of each failed attempt.
+func EnsureTopicWait(ctx context.Context, brokers []string, t Topic, retry func(error)) (created bool, err error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		created, err = EnsureTopic(actx, brokers, t)
+		cancel()
+		if err == nil {
+			return created, nil
+		}
+		if retry != nil {
+			retry(err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // Partitions returns the partition count of topic as the cluster reports
 // it now (fresh metadata, no cache).
 func Partitions(ctx context.Context, brokers []string, topic string) (int, error) {
