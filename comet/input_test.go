@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -115,7 +116,7 @@ func TestBadInput(t *testing.T) {
 		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("dial with bad origin: %v %v", err, resp)
 		}
-		expectErrorBody(t, resp, codeForbidden)
+		expectErrorBody(t, resp, httpx.CodeForbidden)
 		h = http.Header{"Origin": {"https://good.example"}}
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
 		if err != nil {
@@ -199,7 +200,7 @@ func TestBadInput(t *testing.T) {
 func expectErrorBody(t *testing.T, resp *http.Response, code string) {
 	t.Helper()
 	defer resp.Body.Close()
-	var eb errorBody
+	var eb httpx.ErrorBody
 	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
 		t.Fatalf("decode error body: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net/http"
 	"strconv"
@@ -24,28 +25,28 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, danmaku.Errorf(codeMethodNotAllowed, "", "use POST"))
+		httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "", "use POST"))
 		return
 	}
 	if s.isClosing() {
 		s.metrics.observePush("shutting_down", 0, 0, 0)
-		writeError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
 		return
 	}
 	if !checkBearer(r, s.cfg.Secret) {
 		s.metrics.observePush("unauthorized", 0, 0, 0)
-		writeError(w, danmaku.Errorf(danmaku.EUNAUTH, "authorization", "wrong or missing push secret"))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAUTH, "authorization", "wrong or missing push secret"))
 		return
 	}
 	b, err := readBatch(w, r, s.cfg.MaxPushBytes)
 	if err != nil {
 		s.metrics.observePush("bad_request", 0, 0, 0)
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	n, dups := s.broadcast(b)
 	s.metrics.observePush("ok", time.Since(start), n, dups)
-	writeJSON(w, http.StatusOK, pushResponse{Delivered: n})
+	httpx.WriteJSON(w, http.StatusOK, pushResponse{Delivered: n})
 }
 
 // readBatch decodes and checks a push body.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -82,7 +83,7 @@ func (p *Pusher) Push(ctx context.Context, addr string, body []byte) (int, error
 		}
 		return pr.Delivered, nil
 	}
-	var eb errorBody
+	var eb httpx.ErrorBody
 	json.Unmarshal(raw, &eb)
 	msg := eb.Error.Message
 	if msg == "" {
@@ -91,8 +92,12 @@ func (p *Pusher) Push(ctx context.Context, addr string, body []byte) (int, error
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		return 0, danmaku.Unavailable("push to comet "+addr, fmt.Errorf("status %d: %s", resp.StatusCode, msg))
 	}
-	code := codeOfStatus[resp.StatusCode]
-	if code == "" || code == codeForbidden || code == codeMethodNotAllowed {
+	// The comet's own code survives when it is a domain code; anything
+	// else (an HTTP-only code, a proxy's page) is the caller's fault.
+	code := eb.Error.Code
+	switch code {
+	case danmaku.EINVALID, danmaku.ENOTFOUND, danmaku.ECONFLICT, danmaku.EUNAUTH:
+	default:
 		code = danmaku.EINVALID
 	}
 	return 0, &danmaku.Error{Code: code, Field: eb.Error.Field, Message: fmt.Sprintf("comet %s: %s", addr, msg)}

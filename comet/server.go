@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"net"
 	"net/http"
 	"os"
@@ -127,7 +128,7 @@ func New(cfg Config, rt routeStore, log *zap.Logger, promReg *prometheus.Registr
 		// The origin is checked before Upgrade, with a JSON answer.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			writeError(w, danmaku.Errorf(danmaku.EINVALID, "", "%v", reason))
+			httpx.WriteError(w, danmaku.Errorf(danmaku.EINVALID, "", "%v", reason))
 		},
 	}
 	return s, nil
@@ -324,12 +325,12 @@ func (s *Server) pingLoop() {
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if s.isClosing() {
 		s.metrics.rejected("shutting_down")
-		writeError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
 		return
 	}
 	if !originAllowed(s.cfg.AllowedOrigins, r) {
 		s.metrics.rejected("origin")
-		writeError(w, danmaku.Errorf(codeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin")))
+		httpx.WriteError(w, danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin")))
 		return
 	}
 	q := r.URL.Query()
@@ -337,19 +338,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if uid != "" {
 		if err := danmaku.CheckID("uid", uid); err != nil {
 			s.metrics.rejected("bad_uid")
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 	}
 	if s.tokenKey != nil {
 		if uid == "" {
 			s.metrics.rejected("token")
-			writeError(w, danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required"))
+			httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required"))
 			return
 		}
 		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
 			s.metrics.rejected("token")
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 	}
@@ -363,7 +364,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ip := remoteIP(r)
 	if !s.limiter.acquire(ip) {
 		s.metrics.rejected("ip_limit")
-		writeError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
 		return
 	}
 	hj := &hijacker{ResponseWriter: w}

@@ -13,7 +13,7 @@
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
 //
 // Every error is {"error":{"code","field","message"}} with the status from
-// one table (StatusOf): 400 invalid_argument (field names the input, e.g.
+// one table (internal/httpx, shared with comet): 400 invalid_argument (field names the input, e.g.
 // "messages[0].content", "userId", "body"), 405 method_not_allowed, 413
 // payload_too_large (field "body"), 415 unsupported_media_type (field
 // "Content-Type"), 429 rate_limited with a Retry-After header in whole

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -100,9 +101,9 @@ type response struct {
 	body   []byte
 }
 
-func (r response) errorBody(t *testing.T) errorDetail {
+func (r response) errorBody(t *testing.T) httpx.ErrorDetail {
 	t.Helper()
-	var b errorBody
+	var b httpx.ErrorBody
 	if err := json.Unmarshal(r.body, &b); err != nil {
 		t.Fatalf("error body %q: %v", r.body, err)
 	}

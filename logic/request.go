@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"mime"
 	"net/http"
@@ -83,11 +84,11 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 
 func checkJSONType(ct string) error {
 	if ct == "" {
-		return danmaku.Errorf(codeMediaType, "Content-Type", "missing; use application/json")
+		return danmaku.Errorf(httpx.CodeMediaType, "Content-Type", "missing; use application/json")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return danmaku.Errorf(codeMediaType, "Content-Type", "%q is not application/json", ct)
+		return danmaku.Errorf(httpx.CodeMediaType, "Content-Type", "%q is not application/json", ct)
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func decodeError(err error, prefix string, limit int64) error {
 	}
 	switch {
 	case errors.As(err, &maxErr):
-		return danmaku.Errorf(codeTooLarge, "body", "larger than %d bytes", limit)
+		return danmaku.Errorf(httpx.CodeTooLarge, "body", "larger than %d bytes", limit)
 	case errors.As(err, &syntaxErr):
 		return danmaku.Errorf(danmaku.EINVALID, "body", "malformed JSON at offset %d", syntaxErr.Offset)
 	case errors.As(err, &typeErr):

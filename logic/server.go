@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"net/http"
 	"strconv"
 	"sync"
@@ -92,7 +93,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.handle("/healthz", "healthz", s.serveHealthz)
 	s.handle("/readyz", "readyz", s.serveReadyz)
 	s.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
 	})
 	return s, nil
 }
@@ -168,7 +169,7 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 		return true
 	}
 	w.Header().Set("Allow", method)
-	writeError(w, danmaku.Errorf(codeMethod, "method", "%s not allowed, use %s", r.Method, method))
+	httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "%s not allowed, use %s", r.Method, method))
 	return false
 }
 
@@ -180,12 +181,12 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := decodeSend(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	ids, err := s.lim.validate(&req)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if retry, err := s.allow(r.Context(), req.UserID, len(req.Messages)); err != nil {
@@ -193,15 +194,15 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 			s.m.observeRateLimited()
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		}
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if err := s.produce(r.Context(), &req, ids); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	s.m.observeAccepted(len(ids))
-	writeJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
+	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
 }
 
 // allow takes n tokens from the user's bucket. A refusal is an ERATELIMIT
@@ -270,17 +271,17 @@ func (s *Server) serveOnline(w http.ResponseWriter, r *http.Request) {
 	}
 	room := r.URL.Query().Get("roomId")
 	if err := danmaku.CheckID("roomId", room); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RedisTimeout)
 	defer cancel()
 	n, err := s.store.Online(ctx, room)
 	if err != nil {
-		writeError(w, s.redisError("online", err))
+		httpx.WriteError(w, s.redisError("online", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, OnlineResponse{RoomID: room, Online: n})
+	httpx.WriteJSON(w, http.StatusOK, OnlineResponse{RoomID: room, Online: n})
 }
 
 // OnlineResponse is the answer of GET /logic/online.
@@ -290,15 +291,15 @@ type OnlineResponse struct {
 }
 
 func (s *Server) serveHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RedisTimeout+time.Second)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -1,4 +1,8 @@
-package logic
+// Package httpx is the HTTP face of danmaku.Error for every role: the one
+// table from error code to status, and the JSON error body
+//
+//	{"error":{"code":"invalid_argument","field":"messages[0].content","message":"..."}}
+package httpx
 
 import (
 	"encoding/json"
@@ -9,12 +13,13 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-// HTTP-only error codes, for failures that have no domain meaning but a
-// distinct status a client should see.
+// HTTP-only error codes: failures with no domain meaning but a distinct
+// status a client should see.
 const (
-	codeTooLarge  = "payload_too_large"
-	codeMediaType = "unsupported_media_type"
-	codeMethod    = "method_not_allowed"
+	CodeTooLarge  = "payload_too_large"
+	CodeMediaType = "unsupported_media_type"
+	CodeMethod    = "method_not_allowed"
+	CodeForbidden = "permission_denied" // e.g. a browser origin not allowed
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -26,34 +31,37 @@ var statusOf = map[string]int{
 	danmaku.EUNAVAILABLE: http.StatusServiceUnavailable,
 	danmaku.EUNAUTH:      http.StatusUnauthorized,
 	danmaku.EINTERNAL:    http.StatusInternalServerError,
-	codeTooLarge:         http.StatusRequestEntityTooLarge,
-	codeMediaType:        http.StatusUnsupportedMediaType,
-	codeMethod:           http.StatusMethodNotAllowed,
+	CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeMediaType:        http.StatusUnsupportedMediaType,
+	CodeMethod:           http.StatusMethodNotAllowed,
+	CodeForbidden:        http.StatusForbidden,
 }
 
-// StatusOf returns the HTTP status for err's code.
-func StatusOf(err error) int {
+// Status returns the HTTP status for err's code.
+func Status(err error) int {
 	if s, ok := statusOf[danmaku.ErrorCode(err)]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
+// ErrorBody is the JSON body of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
 }
 
-type errorDetail struct {
+// ErrorDetail is the inside of ErrorBody.
+type ErrorDetail struct {
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 }
 
-// writeError answers with err's status and the JSON error body. Only the
+// WriteError answers with err's status and the JSON error body. Only the
 // message of a *danmaku.Error is shown, never its cause: causes carry
 // internal addresses and library text that clients cannot act on.
-func writeError(w http.ResponseWriter, err error) {
-	d := errorDetail{Code: danmaku.ErrorCode(err), Message: "internal error"}
+func WriteError(w http.ResponseWriter, err error) {
+	d := ErrorDetail{Code: danmaku.ErrorCode(err), Message: "internal error"}
 	var de *danmaku.Error
 	if errors.As(err, &de) {
 		d.Field = de.Field
@@ -64,10 +72,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if d.Code == danmaku.EUNAVAILABLE && d.Message == "" {
 		d.Message = "service unavailable"
 	}
-	writeJSON(w, StatusOf(err), errorBody{Error: d})
+	WriteJSON(w, Status(err), ErrorBody{Error: d})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers with status and v encoded as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError

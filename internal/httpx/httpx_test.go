@@ -1,0 +1,38 @@
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/danmaku/danmaku"
+)
+
+func TestWriteError(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		want   ErrorDetail
+	}{
+		{danmaku.Errorf(danmaku.EINVALID, "roomId", "bad"), 400, ErrorDetail{"invalid_argument", "roomId", "bad"}},
+		{danmaku.Errorf(CodeMethod, "method", "use POST"), 405, ErrorDetail{"method_not_allowed", "method", "use POST"}},
+		{danmaku.Unavailable("", errors.New("dial 10.0.0.1:6379")), 503, ErrorDetail{"unavailable", "", "service unavailable"}},
+		{errors.New("secret internal detail"), 500, ErrorDetail{"internal", "", "internal error"}},
+	}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		WriteError(rec, tc.err)
+		var b ErrorBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != tc.status || b.Error != tc.want || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("%v: %d %+v, want %d %+v", tc.err, rec.Code, b.Error, tc.status, tc.want)
+		}
+	}
+	if Status(danmaku.Errorf(CodeForbidden, "origin", "no")) != http.StatusForbidden {
+		t.Error("forbidden")
+	}
+}
