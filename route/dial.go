@@ -17,6 +17,8 @@ func Dial(c config.Redis) redis.UniversalClient {
 		ReadTimeout:           c.ReadTimeout,
 		WriteTimeout:          c.WriteTimeout,
 		PoolSize:              c.PoolSize,
+		ReadBufferSize:        c.BufferSize,
+		WriteBufferSize:       c.BufferSize,
 		ContextTimeoutEnabled: true,
 	})
 }

@@ -32,7 +32,11 @@ type Config struct {
 
 // DefaultConfig returns the defaults of every section.
 func DefaultConfig() Config {
-	return Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
+	c := Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
+	// Small per-connection Redis buffers: the pool is a fixed cost the
+	// comet pays next to thousands of idle viewers.
+	c.Redis.BufferSize = 4 << 10
+	return c
 }
 
 // Main is the comet process: Run starts it, Close stops it.
@@ -66,23 +70,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if len(c.Redis.Addrs) == 0 {
 		return errors.New("redis.addrs is empty")
 	}
-	m.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:        c.Redis.Addrs,
-		Password:     c.Redis.Password,
-		DB:           c.Redis.DB,
-		DialTimeout:  c.Redis.DialTimeout,
-		ReadTimeout:  c.Redis.ReadTimeout,
-		WriteTimeout: c.Redis.WriteTimeout,
-		PoolSize:     c.Redis.PoolSize,
-		// comet.redis_timeout must reach the socket, or a stalled Redis
-		// holds registrations for ReadTimeout.
-		ContextTimeoutEnabled: true,
-		// A comet's commands and replies are small; the 32 KiB default
-		// buffers of each pooled connection would be a fixed cost larger
-		// than a thousand idle viewers.
-		ReadBufferSize:  4096,
-		WriteBufferSize: 4096,
-	})
+	// route.Dial lets comet.redis_timeout reach the socket, so a stalled
+	// Redis cannot hold registrations for ReadTimeout.
+	m.rdb = route.Dial(c.Redis)
 	srv, err := comet.New(c.Comet, route.New(m.rdb), log, telemetry.NewRegistry())
 	if err != nil {
 		return err

@@ -14,6 +14,10 @@ type Redis struct {
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	PoolSize     int           `yaml:"pool_size"`
+	// BufferSize is the read and the write buffer of each pooled
+	// connection. Commands and replies of the service are small; a comet,
+	// whose fixed memory matters next to thousands of idle viewers, uses 4 KiB.
+	BufferSize int `yaml:"buffer_size"`
 }
 
 // DefaultRedis returns the Redis defaults.
@@ -24,6 +28,7 @@ func DefaultRedis() Redis {
 		ReadTimeout:  time.Second,
 		WriteTimeout: time.Second,
 		PoolSize:     64,
+		BufferSize:   32 << 10,
 	}
 }
 
@@ -40,6 +45,8 @@ func (r *Redis) Validate() error {
 		return Invalid("write_timeout", "must be positive")
 	case r.PoolSize <= 0:
 		return Invalid("pool_size", "must be positive")
+	case r.BufferSize < 512:
+		return Invalid("buffer_size", "must be at least 512")
 	}
 	return nil
 }
