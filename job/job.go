@@ -347,6 +347,9 @@ type pending struct {
 	msg  danmaku.Message
 	part int
 	off  int64
+	// waited: the message arrived while its room's window ran or a
+	// delivery was in flight, so it goes out in a trailing batch.
+	waited bool
 }
 
 // dueHeap orders scheduled rooms by due time; entries whose time no longer

@@ -112,6 +112,9 @@ func TestCooldownPolicies(t *testing.T) {
 				if c := counter(t, j.reg, "danmaku_job_dropped_total"); c != 0 {
 					t.Fatalf("%v messages dropped under coalesce", c)
 				}
+				if c := counter(t, j.reg, "danmaku_job_coalesced_total"); c != 4 {
+					t.Fatalf("coalesced = %v, want 4 (the trailing batch)", c)
+				}
 				return
 			}
 			redistest.Poll(t, 10*time.Second, func() bool {

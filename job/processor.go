@@ -138,7 +138,8 @@ func (p *processor) accept(rec record, now time.Time) {
 		p.offsets.finished(rec.part, rec.off)
 		return
 	}
-	r.queue = append(r.queue, pending{msg: rec.env.Msg, part: rec.part, off: rec.off})
+	waited := r.inflight || len(r.queue) > 0 || now.Before(r.windowEnd)
+	r.queue = append(r.queue, pending{msg: rec.env.Msg, part: rec.part, off: rec.off, waited: waited})
 	p.buffered++
 	if !r.inflight {
 		at := now
@@ -187,9 +188,14 @@ func (p *processor) dispatchReady(now time.Time) {
 		}
 		r.inflight = true
 		r.windowEnd = now.Add(p.cfg.Window)
-		if n > 1 {
-			p.j.m.coalesced.Add(float64(n))
+		coalesced := 0
+		for i := range f.batch {
+			if f.batch[i].waited {
+				coalesced++
+				f.batch[i].waited = false // a retry of the batch is not counted again
+			}
 		}
+		p.j.m.coalesced.Add(float64(coalesced))
 		p.inflight++
 		p.j.work <- f // never blocks: capacity is Workers and inflight < Workers
 	}
