@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -372,5 +371,3 @@ func (h *dueHeap) Pop() any {
 }
 
 var _ heap.Interface = (*dueHeap)(nil)
-
-func (r *roomState) String() string { return fmt.Sprintf("room{%s q=%d}", r.name, len(r.queue)) }
