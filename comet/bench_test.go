@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku"
 	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/push"
 )
 
 // benchBatch is a batch of 20 comments, about 2 KiB as a frame.
@@ -59,7 +60,7 @@ func BenchmarkPush(b *testing.B) {
 		bb, _ := json.Marshal(benchBatch(room, int(seq.Add(1))))
 		return bb
 	}
-	run := func(b *testing.B, p *Pusher) {
+	run := func(b *testing.B, p *push.Client) {
 		ctx := context.Background()
 		bodies := make([][]byte, b.N)
 		for i := range bodies {
@@ -73,20 +74,20 @@ func BenchmarkPush(b *testing.B) {
 		}
 	}
 	b.Run("keepalive", func(b *testing.B) {
-		p := NewPusher(testSecret, 2*time.Second)
+		p := push.NewClient(testSecret, 2*time.Second)
 		defer p.Close()
 		b.ReportAllocs()
 		run(b, p)
 	})
 	b.Run("new-conn", func(b *testing.B) {
-		p := NewPusher(testSecret, 2*time.Second)
-		p.client.Transport.(*http.Transport).DisableKeepAlives = true
+		p := push.NewClient(testSecret, 2*time.Second)
+		p.Transport().DisableKeepAlives = true
 		defer p.Close()
 		b.ReportAllocs()
 		run(b, p)
 	})
 	b.Run("keepalive-parallel", func(b *testing.B) {
-		p := NewPusher(testSecret, 2*time.Second)
+		p := push.NewClient(testSecret, 2*time.Second)
 		defer p.Close()
 		b.ReportAllocs()
 		b.SetParallelism(8)

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/route"
 	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestJoinSwitchLeave(t *testing.T) {
@@ -82,7 +84,7 @@ func TestPushFanOut(t *testing.T) {
 		mustReadOp(t, c, opWelcome)
 		inB = append(inB, c)
 	}
-	p := NewPusher(testSecret, 2*time.Second)
+	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
 
 	if n := mustPush(t, p, s, batch(ra, "m1", "m2")); n != 3 {
@@ -239,7 +241,7 @@ func TestSlowConsumer(t *testing.T) {
 			return nil
 		})
 	}
-	p := NewPusher(testSecret, 2*time.Second)
+	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
 	big := strings.Repeat("x", 64<<10)
 	deadline := time.Now().Add(20 * time.Second)
@@ -341,7 +343,7 @@ func TestCompression(t *testing.T) {
 
 	b := batch(room, "z1")
 	b.Msgs[0].Content = strings.Repeat("compressible ", 200)
-	p := NewPusher(testSecret, 2*time.Second)
+	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
 	if n := mustPush(t, p, s, b); n != 3 {
 		t.Fatalf("delivered %d, want 3", n)

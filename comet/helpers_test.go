@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/route"
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -191,7 +193,7 @@ func batch(room string, ids ...string) danmaku.Batch {
 	return danmaku.NewBatch(room, msgs)
 }
 
-func mustPush(tb testing.TB, p *Pusher, s *Server, b danmaku.Batch) int {
+func mustPush(tb testing.TB, p *push.Client, s *Server, b danmaku.Batch) int {
 	tb.Helper()
 	body, _ := json.Marshal(b)
 	n, err := p.Push(context.Background(), s.AdvertiseAddr(), body)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -13,8 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/push"
+
 	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
 )
 
 // TestBadInput sends every kind of bad input while a healthy viewer stays
@@ -28,7 +31,7 @@ func TestBadInput(t *testing.T) {
 	room, other := uniq(t, "r"), uniq(t, "other")
 	healthy := mustDial(t, s, "room="+room)
 	mustReadOp(t, healthy, opWelcome)
-	p := NewPusher(testSecret, 2*time.Second)
+	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
 	seq := 0
 	stillServing := func(t *testing.T) {
@@ -136,7 +139,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("wrong push secret", func(t *testing.T) {
-		bad := NewPusher("not-the-secret", 2*time.Second)
+		bad := push.NewClient("not-the-secret", 2*time.Second)
 		defer bad.Close()
 		body, _ := json.Marshal(batch(room, "x"))
 		_, err := bad.Push(context.Background(), s.AdvertiseAddr(), body)
@@ -407,7 +410,7 @@ func TestPusherTimeout(t *testing.T) {
 			defer c.Close() // hold it open, say nothing
 		}
 	}()
-	p := NewPusher(testSecret, 200*time.Millisecond)
+	p := push.NewClient(testSecret, 200*time.Millisecond)
 	defer p.Close()
 	start := time.Now()
 	_, err = p.Push(context.Background(), ln.Addr().String(), []byte(`{}`))

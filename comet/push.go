@@ -4,20 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/push"
 	"github.com/gorilla/websocket"
 )
-
-// pushResponse is the body of a successful push.
-type pushResponse struct {
-	Delivered int `json:"delivered"`
-}
 
 // servePush is job's endpoint: POST /push with a danmaku.Batch body. It
 // answers only after the batch was handed to every local viewer's queue.
@@ -46,7 +42,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	}
 	n, dups := s.broadcast(b)
 	s.metrics.observePush("ok", time.Since(start), n, dups)
-	httpx.WriteJSON(w, http.StatusOK, pushResponse{Delivered: n})
+	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
 }
 
 // readBatch decodes and checks a push body.

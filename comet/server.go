@@ -31,7 +31,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"net"
 	"net/http"
 	"os"
@@ -41,13 +40,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/push"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
 	"github.com/danmaku/danmaku/web"
-	"github.com/gorilla/websocket"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 )
 
 // readBufferSize is the per-connection read buffer. Client frames are tiny
@@ -161,7 +164,7 @@ func (s *Server) PublicHandler() http.Handler {
 // InternalHandler serves /push, /metrics and /healthz.
 func (s *Server) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/push", s.servePush)
+	mux.HandleFunc(push.Path, s.servePush)
 	mux.Handle("/metrics", telemetry.Handler(s.promReg))
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
 	return mux

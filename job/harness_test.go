@@ -13,19 +13,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/comet"
-	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/job"
-	"github.com/danmaku/danmaku/logic"
-	"github.com/danmaku/danmaku/route"
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/job"
+	"github.com/danmaku/danmaku/logic"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -130,7 +132,7 @@ func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, [
 	t := e.t
 	reg := prometheus.NewRegistry()
 	j, err := job.New(job.Options{Config: cfg, Kafka: e.kafka, Store: e.store,
-		Pusher: comet.NewPusher(pushSecret, cfg.PushTimeout), Registerer: reg, OnBroadcast: hook})
+		Pusher: push.NewClient(pushSecret, cfg.PushTimeout), Registerer: reg, OnBroadcast: hook})
 	if err != nil {
 		t.Fatal(err)
 	}

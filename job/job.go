@@ -19,7 +19,7 @@ import (
 )
 
 // Pusher sends one encoded batch to one comet's internal endpoint and
-// returns how many viewers it reached. comet.Pusher implements it.
+// returns how many viewers it reached. push.Client implements it.
 type Pusher interface {
 	Push(ctx context.Context, addr string, body []byte) (int, error)
 }

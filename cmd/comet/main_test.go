@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/route"
-	"github.com/gorilla/websocket"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -54,7 +55,7 @@ func TestMainServes(t *testing.T) {
 	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 		t.Fatalf("welcome: %s %v", data, err)
 	}
-	p := comet.NewPusher("main-test-secret", 2*time.Second)
+	p := push.NewClient("main-test-secret", 2*time.Second)
 	defer p.Close()
 	body, _ := json.Marshal(danmaku.NewBatch("main_test_room", []danmaku.Message{{ID: "m1", UID: 1, Name: "a", Content: "hi", TS: 1}}))
 	if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 1 {

@@ -19,11 +19,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/process"
+	"github.com/danmaku/danmaku/internal/push"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
@@ -32,9 +38,6 @@ import (
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
 	"github.com/danmaku/danmaku/web"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 )
 
 func main() {
@@ -97,7 +100,7 @@ type Main struct {
 	comet  *comet.Server
 	logic  *logic.Server
 	job    *job.Job
-	pusher *comet.Pusher
+	pusher *push.Client
 	http   *http.Server
 	ln     net.Listener
 
@@ -205,7 +208,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 
-	m.pusher = comet.NewPusher(c.Job.PushSecret, c.Job.PushTimeout)
+	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
 	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: store, Pusher: m.pusher,
 		Log: log.Named("job"), Registerer: reg})
 	if err != nil {

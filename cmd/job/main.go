@@ -9,20 +9,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/process"
+	"github.com/danmaku/danmaku/internal/push"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/kafkax"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/route"
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 )
 
 func main() {
@@ -52,7 +54,7 @@ type Main struct {
 	log     *zap.Logger
 	rdb     redis.UniversalClient
 	job     *job.Job
-	pusher  *comet.Pusher
+	pusher  *push.Client
 	metrics *http.Server
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -96,7 +98,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	reg := telemetry.NewRegistry()
 	m.rdb = route.Dial(c.Redis)
-	m.pusher = comet.NewPusher(c.Job.PushSecret, c.Job.PushTimeout)
+	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
 	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: route.New(m.rdb),
 		Pusher: m.pusher, Log: log, Registerer: reg})
 	if err != nil {

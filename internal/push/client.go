@@ -1,11 +1,13 @@
-package comet
+// Package push is the wire between job and the comets' internal listener:
+// job's client for POST /push and the shapes both sides agree on. It imports
+// nothing of the WebSocket side, so the job binary stays free of it.
+package push
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -13,21 +15,31 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
 )
 
-// Pusher is job's client of the comets' internal push endpoint. It keeps
+// Path is the comet's internal push endpoint.
+const Path = "/push"
+
+// Response is the body of a successful push.
+type Response struct {
+	// Delivered is how many viewers the batch was handed to.
+	Delivered int `json:"delivered"`
+}
+
+// Client is job's client of the comets' internal push endpoint. It keeps
 // HTTP/1.1 connections alive per comet, so a push costs one request on a
 // warm connection, and bounds every push with a timeout so a slow or dead
 // comet costs at most that much. It is safe for concurrent use.
-type Pusher struct {
+type Client struct {
 	secret  string
 	timeout time.Duration
 	client  *http.Client
 }
 
-// NewPusher returns a Pusher authenticating with secret; timeout bounds one
+// NewClient returns a Client authenticating with secret; timeout bounds one
 // push (dial, request and answer).
-func NewPusher(secret string, timeout time.Duration) *Pusher {
+func NewClient(secret string, timeout time.Duration) *Client {
 	dialer := &net.Dialer{Timeout: min(timeout, 2*time.Second), KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		DialContext: dialer.DialContext,
@@ -43,23 +55,27 @@ func NewPusher(secret string, timeout time.Duration) *Pusher {
 		WriteBufferSize:       16 << 10,
 		ReadBufferSize:        4 << 10,
 	}
-	return &Pusher{secret: secret, timeout: timeout, client: &http.Client{Transport: tr, Timeout: timeout}}
+	return &Client{secret: secret, timeout: timeout, client: &http.Client{Transport: tr, Timeout: timeout}}
 }
 
+// Transport is the client's HTTP transport, for tuning beyond the defaults
+// (a benchmark turns keep-alive off with it to price a dial per push).
+func (p *Client) Transport() *http.Transport { return p.client.Transport.(*http.Transport) }
+
 // Close drops the idle connections.
-func (p *Pusher) Close() { p.client.CloseIdleConnections() }
+func (p *Client) Close() { p.client.CloseIdleConnections() }
 
 // Push sends body, the JSON of a danmaku.Batch, to the comet at addr
 // ("host:port" or a URL) and returns the number of viewers it reached.
 // Network failures, timeouts and 5xx answers are EUNAVAILABLE errors (try
 // again, or another time); a 4xx answer is the comet's error (EINVALID for
 // a bad batch, EUNAUTH for a wrong secret) and retrying will not help.
-func (p *Pusher) Push(ctx context.Context, addr string, body []byte) (int, error) {
+func (p *Client) Push(ctx context.Context, addr string, body []byte) (int, error) {
 	url := addr
 	if !strings.Contains(addr, "://") {
 		url = "http://" + addr
 	}
-	url = strings.TrimSuffix(url, "/") + "/push"
+	url = strings.TrimSuffix(url, "/") + Path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, danmaku.Errorf(danmaku.EINVALID, "addr", "bad comet address %q: %v", addr, err)
@@ -77,7 +93,7 @@ func (p *Pusher) Push(ctx context.Context, addr string, body []byte) (int, error
 		return 0, danmaku.Unavailable("push to comet "+addr, err)
 	}
 	if resp.StatusCode == http.StatusOK {
-		var pr pushResponse
+		var pr Response
 		if err := json.Unmarshal(raw, &pr); err != nil {
 			return 0, danmaku.Unavailable("push to comet "+addr, fmt.Errorf("decode answer: %w", err))
 		}
