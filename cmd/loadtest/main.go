@@ -7,6 +7,11 @@
 //	loadtest -comets 127.0.0.1:8080 -logic http://127.0.0.1:8090 \
 //	    -viewers 10000 -rooms 1 -rate 1000 -duration 30s -json s1.json -svg s1.svg
 //
+// -jitter D makes every viewer drop once during sending and resume after
+// about D; -churn F makes a share F of them drop -churn-drops times. Viewers
+// resume with ?since=POS&epoch=E and are accounted like viewers that never
+// left.
+//
 // With more viewers than -per-process it re-executes itself as worker
 // processes (-worker, driven over stdin/stdout) and merges their results.
 // -kafka-embedded ADDR runs the embedded Kafka-protocol broker instead,
@@ -93,6 +98,12 @@ func run(args []string) int {
 	fs.DurationVar(&c.Idle, "idle", 0, "measure server CPU with idle viewers this long before sending")
 	fs.DurationVar(&c.Drain, "drain", 3*time.Second, "wait after the last send before counting")
 	fs.DurationVar(&c.MaxDrain, "max-drain", 60*time.Second, "after -drain, keep waiting while deliveries still arrive, at most this long")
+	fs.DurationVar(&c.Jitter, "jitter", 0, "every viewer drops (closes its socket abruptly) once at a random moment of sending, stays away about this long and resumes (0: off)")
+	fs.Float64Var(&c.Churn, "churn", 0, "share of viewers (0..1) that drop and resume at random moments of sending")
+	fs.IntVar(&c.ChurnDrops, "churn-drops", 2, "with -churn: drops per churning viewer")
+	fs.DurationVar(&c.ChurnAway, "churn-away", time.Second, "with -churn: each drop stays away a random time up to this")
+	fs.IntVar(&c.Reconnects, "reconnects", 0, "a viewer cut by the server or the network resumes at most this many times (0: it stays closed and is not counted whole-time)")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the drop plan (0: from the clock)")
 	fs.Var(&pids, "pid", "server process to watch as NAME=PID (repeatable); names starting with comet count for RSS per connection")
 	fs.Var(&jobMetrics, "job-metrics", "job /metrics URL(s), for danmaku_job_dropped_total")
 	fs.StringVar(&c.RedisAddr, "redis", "", "Redis address for INFO commandstats before and after")

@@ -10,11 +10,12 @@ import (
 // account turns the viewers' results into deliveries, losses and
 // duplicates.
 func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
-	var hist Hist
+	var hist, resume, redial Hist
 	perSec := map[int64]uint64{}
 	secHist := map[int64]*Hist{}
 	rooms := map[int]*RoomResult{}
 	v := &rep.ViewerStats
+	rs := &ResumeStats{}
 	v.Failures, v.Closes = map[string]int{}, map[string]int{}
 	for _, r := range results {
 		v.Connected += r.Connected
@@ -30,6 +31,11 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rep.Frames += r.Frames
 		rep.Bytes += r.Bytes
 		rep.Duplicates += r.Dups
+		rep.ReplayedAgain += r.Again
+		rep.History += r.History
+		rs.ResumeCounts.add(r.Resume)
+		r.ResumeHist.addTo(&resume)
+		r.RedialHist.addTo(&redial)
 		rep.Foreign += r.Foreign
 		rep.Misrouted += r.Misrouted
 		rep.Delivered += r.ExactDelivered + r.CountedDelivered
@@ -123,8 +129,12 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 	}
 	rep.Expected = rep.ExpectedExact + rep.ExpectedCounted
 
-	rep.Latency = Percentiles{P50: hist.Quantile(0.5), P90: hist.Quantile(0.9), P99: hist.Quantile(0.99),
-		P999: hist.Quantile(0.999), Max: hist.Max(), Count: hist.Total()}
+	if rs.Planned+rs.Breaks+rs.Reconnects+rs.Failed > 0 {
+		rs.ResumeMs = quantiles(&resume)
+		rs.RedialMs = quantiles(&redial)
+		rep.Resume = rs
+	}
+	rep.Latency = quantiles(&hist)
 
 	var secs []int64
 	for s := range perSec {
@@ -164,6 +174,9 @@ func (rep *Report) judge(c Config) {
 	if rep.CountedMissing != 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("counted viewers: %d deliveries missing (negative: extra)", rep.CountedMissing))
 	}
+	if r := rep.Resume; r != nil && r.Failed+r.AwayAtEnd > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d viewers did not come back after a drop", r.Failed+r.AwayAtEnd))
+	}
 	if rep.Misrouted > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d frames for another room", rep.Misrouted))
 	}
@@ -182,4 +195,9 @@ func (rep *Report) judge(c Config) {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("deliveries/s >= %.0f", c.TargetDPS),
 			Met: rep.DeliveriesPerS.Median >= c.TargetDPS})
 	}
+}
+
+func quantiles(h *Hist) Percentiles {
+	return Percentiles{P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99),
+		P999: h.Quantile(0.999), Max: h.Max(), Count: h.Total()}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -47,6 +48,17 @@ type PoolSpec struct {
 	// CPUProfile, when set in a worker process, is where it writes its
 	// CPU profile.
 	CPUProfile string `json:"cpuProfile,omitempty"`
+
+	// Planned drops (see plan), over SendFor from Mark, drawn from Seed.
+	Jitter     time.Duration `json:"jitter,omitempty"`
+	Churn      float64       `json:"churn,omitempty"`
+	ChurnDrops int           `json:"churnDrops,omitempty"`
+	ChurnAway  time.Duration `json:"churnAway,omitempty"`
+	SendFor    time.Duration `json:"sendFor,omitempty"`
+	Seed       uint64        `json:"seed,omitempty"`
+	// Reconnects: how many times a viewer the server or the network cut
+	// resumes; 0: it stays closed and is not counted whole-time.
+	Reconnects int `json:"reconnects,omitempty"`
 }
 
 // Progress is a snapshot of the ramp.
@@ -55,6 +67,8 @@ type Progress struct {
 	Failed    int  `json:"failed"`
 	Closed    int  `json:"closed"`
 	Done      bool `json:"done"` // every dial finished
+	// Away counts viewers between a drop and their resume.
+	Away int `json:"away"`
 	// Delivered counts messages received so far, so the drain can wait
 	// until deliveries stop.
 	Delivered uint64 `json:"delivered"`
@@ -81,20 +95,46 @@ type secStat struct {
 }
 
 type viewer struct {
-	idx       int
-	room      int
-	exact     bool
-	conn      *websocket.Conn
-	connected int64 // unix nano of the welcome frame
-	closed    int64 // unix nano when the connection ended before Finish; 0 if open
-	closeWhy  string
+	idx   int
+	room  int
+	exact bool
+
+	// mu guards conn and dropAway: the drop scheduler and Finish close
+	// the connection while the viewer's goroutine reads it.
+	mu       sync.Mutex
+	conn     *websocket.Conn // nil between sessions
+	dropAway time.Duration   // > 0: the current session was ended on purpose
+
+	// The rest belongs to the viewer's goroutine (Finish reads it after
+	// that ended).
+	connected int64 // unix nano of the first welcome frame
+	closed    int64 // unix nano when the viewer ended for good before Finish
+	gone      bool  // stopped coming back (no reconnects left, or they failed)
+	awayAtEnd bool  // Finish came between a drop and its resume
+	breaks    int   // sessions the server or the network ended
+	sessions  int
+	epoch     string   // the room's epoch as last heard
+	pos       int64    // the last position received in epoch
+	replay    int      // replay handling until the first live frame
 	bits      []uint64 // exact: messages received, by room sequence
 	msgs      uint64
 	frames    uint64
 	bytes     uint64
 	dups      uint64
+	again     uint64 // second copies replayed after a rejoin without recovery
+	history   uint64 // messages replayed at the first join (before the run)
 	foreign   uint64 // messages without a load-test content
 	misrouted uint64 // frames for another room
+}
+
+// resumeStats counts the drops and resumes of one pool.
+type resumeStats struct {
+	dropped, skipped, breaks, reconnects, resumeDials, freshDials atomic.Int64
+	recoveredTrue, recoveredFalse, recoveredMissing, failed       atomic.Int64
+
+	mu     sync.Mutex
+	resume Hist // drop -> welcome
+	redial Hist // dial -> welcome
 }
 
 // Pool holds one process's viewers.
@@ -109,8 +149,16 @@ type Pool struct {
 	closed    atomic.Int64
 	dialsDone atomic.Bool
 	stopping  atomic.Bool
+	away      atomic.Int64
 	markNs    atomic.Int64
 	cpuMark   float64
+	rs        resumeStats
+
+	// stop ends every wait and ctx every dial at Finish.
+	stop    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	planned int
 
 	mu       sync.Mutex
 	failures map[string]int
@@ -129,7 +177,8 @@ func NewPool(spec PoolSpec) *Pool {
 	if spec.ExactEvery <= 0 {
 		spec.ExactEvery = 1
 	}
-	p := &Pool{spec: spec, failures: map[string]int{}, closes: map[string]int{}}
+	p := &Pool{spec: spec, failures: map[string]int{}, closes: map[string]int{}, stop: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
 	for i := range p.shards {
 		p.shards[i].perSec = map[int64]*secStat{}
@@ -151,7 +200,7 @@ func (p *Pool) Progress() Progress {
 		sh.mu.Unlock()
 	}
 	return Progress{Connected: int(p.connected.Load()), Failed: int(p.failed.Load()),
-		Closed: int(p.closed.Load()), Done: p.dialsDone.Load(), Delivered: d}
+		Closed: int(p.closed.Load()), Done: p.dialsDone.Load(), Delivered: d, Away: int(p.away.Load())}
 }
 
 // Open dials every viewer at the spec's rate and returns when every dial
@@ -182,24 +231,31 @@ func (p *Pool) Open(ctx context.Context) {
 		p.wg.Add(1)
 		go func(v *viewer) {
 			defer p.wg.Done()
-			err := p.dial(ctx, v)
+			c, w, err := p.dial(ctx, v)
 			<-sem
 			dials.Done()
-			if err != nil {
-				p.failed.Add(1)
-				p.mu.Lock()
-				p.failures[err.Error()]++
-				p.mu.Unlock()
+			if err == nil && p.install(v, c) {
+				v.connected = time.Now().UnixNano()
+				p.welcomed(v, w, false)
+				p.connected.Add(1)
+				p.live(v)
 				return
 			}
-			p.connected.Add(1)
-			p.read(v)
+			if err == nil {
+				return // Finish came first
+			}
+			p.failed.Add(1)
+			p.mu.Lock()
+			p.failures[err.Error()]++
+			p.mu.Unlock()
 		}(v)
 	}
 	dials.Wait()
 }
 
-func (p *Pool) dial(ctx context.Context, v *viewer) error {
+// dial connects v (resuming from its position when it knows its room's
+// epoch) and reads the welcome frame.
+func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, error) {
 	target := p.spec.Targets[v.idx%len(p.spec.Targets)]
 	nd := &net.Dialer{Timeout: p.spec.DialTimeout}
 	if p.spec.SourceIPs > 1 {
@@ -214,60 +270,94 @@ func (p *Pool) dial(ctx context.Context, v *viewer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: "room=" + url.QueryEscape(p.spec.Rooms[v.room])}
+	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos)}
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
-		if resp != nil {
-			return fmt.Errorf("handshake: %s", resp.Status)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return errors.New("dial: timeout")
-		}
-		if errors.Is(err, syscall.EADDRNOTAVAIL) {
-			return errors.New("dial: no free source port")
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return errors.New("dial: refused")
-		}
-		if errors.Is(err, syscall.EMFILE) {
-			return errors.New("dial: too many open files")
-		}
-		return errors.New("dial: other error")
+		return nil, welcome{}, dialError(resp, err)
 	}
 	c.SetReadDeadline(time.Now().Add(p.spec.DialTimeout))
 	_, msg, err := c.ReadMessage()
-	if err != nil || !bytes.Contains(msg, []byte(`"op":"welcome"`)) {
-		c.Close()
-		return errors.New("no welcome frame")
+	w, ok := parseWelcome(msg)
+	if err != nil || !ok {
+		abort(c)
+		return nil, welcome{}, errors.New("no welcome frame")
 	}
 	c.SetReadDeadline(time.Time{})
-	v.conn = c
-	v.connected = time.Now().UnixNano()
-	return nil
+	return c, w, nil
 }
 
-// read is the viewer's loop: one pooled buffer per frame, a byte scan
-// instead of a JSON decode.
-func (p *Pool) read(v *viewer) {
+func dialError(resp *http.Response, err error) error {
+	if resp != nil {
+		return fmt.Errorf("handshake: %s", resp.Status)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return errors.New("dial: timeout")
+	}
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return errors.New("dial: no free source port")
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return errors.New("dial: refused")
+	}
+	if errors.Is(err, syscall.EMFILE) {
+		return errors.New("dial: too many open files")
+	}
+	return errors.New("dial: other error")
+}
+
+// live runs the viewer until Finish: it reads its session, and when the
+// session ends by a planned drop, or (at most Reconnects times) by the
+// server or the network, it stays away and resumes.
+func (p *Pool) live(v *viewer) {
+	for {
+		err := p.read(v)
+		dropped := time.Now()
+		if p.stopping.Load() {
+			return
+		}
+		v.mu.Lock()
+		away := v.dropAway
+		v.conn, v.dropAway = nil, 0
+		v.mu.Unlock()
+		if away == 0 {
+			why := "read error"
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				why = "close " + strconv.Itoa(ce.Code)
+			}
+			p.closed.Add(1)
+			p.mu.Lock()
+			p.closes[why]++
+			p.mu.Unlock()
+			if v.breaks >= p.spec.Reconnects {
+				v.gone = true
+				v.closed = dropped.UnixNano()
+				return
+			}
+			v.breaks++
+			p.rs.breaks.Add(1)
+			// A browser waits a moment before it reconnects.
+			away = 100*time.Millisecond + rand.N(400*time.Millisecond)
+		}
+		if !p.resume(v, away, dropped) {
+			return
+		}
+	}
+}
+
+// read is one session's loop: one pooled buffer per frame, a byte scan
+// instead of a JSON decode. It returns the error that ended the session.
+func (p *Pool) read(v *viewer) error {
 	roomKey := []byte(`"room":"` + p.spec.Rooms[v.room] + `"`)
 	sh := &p.shards[v.idx%shards]
+	v.mu.Lock()
+	c := v.conn
+	v.mu.Unlock()
 	for {
-		_, r, err := v.conn.NextReader()
+		_, r, err := c.NextReader()
 		if err != nil {
-			if !p.stopping.Load() {
-				v.closed = time.Now().UnixNano()
-				why := "read error"
-				var ce *websocket.CloseError
-				if errors.As(err, &ce) {
-					why = "close " + strconv.Itoa(ce.Code)
-				}
-				p.closed.Add(1)
-				p.mu.Lock()
-				p.closes[why]++
-				p.mu.Unlock()
-			}
-			return
+			return err
 		}
 		bp := p.bufs.Get().(*[]byte)
 		b, err := readAll(r, (*bp)[:0])
@@ -309,6 +399,16 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 	if !bytes.Contains(head, roomKey) {
 		v.misrouted++
 		return
+	}
+	v.track(b)
+	mode := v.replay
+	if mode != replayNone {
+		if !isReplay(b) {
+			v.replay, mode = replayNone, replayNone
+		} else if mode == replaySkip {
+			v.history += uint64(max(0, bytes.Count(b, []byte{'{'})-1))
+			return
+		}
 	}
 	sec := now / 1e9
 	if !v.exact {
@@ -353,7 +453,11 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 			v.bits = append(v.bits, 0)
 		}
 		if v.bits[w]&bit != 0 {
-			v.dups++
+			if mode == replayLenient {
+				v.again++
+			} else {
+				v.dups++
+			}
 			continue
 		}
 		v.bits[w] |= bit
@@ -394,11 +498,19 @@ func parseUint(b []byte, end byte) (uint64, []byte, bool) {
 	return 0, nil, false
 }
 
-// Mark starts the accounting window: only viewers connected now and still
-// connected at Finish count toward expected deliveries.
+// Mark starts the accounting window: only viewers connected now and
+// connected at Finish, every drop in between resumed, count toward expected
+// deliveries. It also starts the planned drops of the sending period that
+// follows.
 func (p *Pool) Mark() {
-	p.markNs.Store(time.Now().UnixNano())
+	now := time.Now()
+	p.markNs.Store(now.UnixNano())
 	p.cpuMark = selfCPU()
+	if drops := p.plan(); len(drops) > 0 {
+		p.planned = len(drops)
+		p.wg.Add(1)
+		go p.schedule(now, drops)
+	}
 }
 
 // Finish closes every viewer (with an RST, so no port is left in
@@ -406,13 +518,14 @@ func (p *Pool) Mark() {
 func (p *Pool) Finish() *PoolResult {
 	cpu := selfCPU() - p.cpuMark
 	p.stopping.Store(true)
+	close(p.stop)
+	p.cancel()
 	for _, v := range p.viewers {
+		v.mu.Lock()
 		if v.conn != nil {
-			if tc, ok := v.conn.NetConn().(*net.TCPConn); ok {
-				tc.SetLinger(0)
-			}
-			v.conn.NetConn().Close()
+			abort(v.conn)
 		}
+		v.mu.Unlock()
 	}
 	p.wg.Wait()
 	mark := p.markNs.Load()
@@ -432,10 +545,17 @@ func (p *Pool) Finish() *PoolResult {
 		} else {
 			res.CountedDelivered += v.msgs
 		}
-		if v.conn == nil {
+		res.Again += v.again
+		res.History += v.history
+		if v.awayAtEnd {
+			res.Resume.AwayAtEnd++
+		}
+		if v.connected == 0 {
 			continue
 		}
-		whole := v.connected < mark && v.closed == 0
+		// Whole-time: connected before the mark and connected at the end,
+		// every session after a drop resumed.
+		whole := v.connected < mark && v.conn != nil && !v.gone
 		if !whole {
 			res.Partial++
 			continue
@@ -476,6 +596,14 @@ func (p *Pool) Finish() *PoolResult {
 			secs[s].Merge(&st.hist)
 		}
 	}
+	rs := &p.rs
+	res.Resume.Planned = int64(p.planned)
+	res.Resume.Dropped, res.Resume.Skipped = rs.dropped.Load(), rs.skipped.Load()
+	res.Resume.Breaks, res.Resume.Reconnects = rs.breaks.Load(), rs.reconnects.Load()
+	res.Resume.ResumeDials, res.Resume.FreshDials = rs.resumeDials.Load(), rs.freshDials.Load()
+	res.Resume.RecoveredTrue, res.Resume.RecoveredFalse = rs.recoveredTrue.Load(), rs.recoveredFalse.Load()
+	res.Resume.RecoveredMissing, res.Resume.Failed = rs.recoveredMissing.Load(), rs.failed.Load()
+	res.ResumeHist, res.RedialHist = rs.resume.sparse(), rs.redial.sparse()
 	res.Hist = h.sparse()
 	res.SecHist = map[int64]sparse{}
 	for s, sh := range secs {
@@ -505,6 +633,11 @@ type PoolResult struct {
 	Frames           uint64              `json:"frames"`
 	Bytes            uint64              `json:"bytes"`
 	Dups             uint64              `json:"dups"`
+	Again            uint64              `json:"replayedAgain"`
+	History          uint64              `json:"history"`
+	Resume           ResumeCounts        `json:"resume"`
+	ResumeHist       sparse              `json:"resumeHist"`
+	RedialHist       sparse              `json:"redialHist"`
 	Foreign          uint64              `json:"foreign"`
 	Misrouted        uint64              `json:"misrouted"`
 	ExactDelivered   uint64              `json:"exactDelivered"`
@@ -515,4 +648,35 @@ type PoolResult struct {
 	SecHist          map[int64]sparse    `json:"secHist"`
 	CPUSeconds       float64             `json:"cpuSeconds"`
 	RSSBytes         int64               `json:"rssBytes"`
+}
+
+// ResumeCounts are the drops and resumes of the viewers.
+type ResumeCounts struct {
+	Planned          int64 `json:"planned"`          // drops drawn (-jitter, -churn)
+	Dropped          int64 `json:"dropped"`          // carried out
+	Skipped          int64 `json:"skipped"`          // due while the viewer was away or not connected
+	Breaks           int64 `json:"breaks"`           // sessions the server or the network ended, then resumed (-reconnects)
+	Reconnects       int64 `json:"reconnects"`       // successful re-dials
+	ResumeDials      int64 `json:"resumeDials"`      // of which with since/epoch
+	FreshDials       int64 `json:"freshDials"`       // of which without (no epoch known)
+	RecoveredTrue    int64 `json:"recoveredTrue"`    // welcomes of resume dials saying recovered:true
+	RecoveredFalse   int64 `json:"recoveredFalse"`   // ... recovered:false
+	RecoveredMissing int64 `json:"recoveredMissing"` // ... without the field (the server ignored since)
+	Failed           int64 `json:"failed"`           // viewers whose every re-dial failed
+	AwayAtEnd        int64 `json:"awayAtEnd"`        // viewers still away when the run ended
+}
+
+func (r *ResumeCounts) add(o ResumeCounts) {
+	r.Planned += o.Planned
+	r.Dropped += o.Dropped
+	r.Skipped += o.Skipped
+	r.Breaks += o.Breaks
+	r.Reconnects += o.Reconnects
+	r.ResumeDials += o.ResumeDials
+	r.FreshDials += o.FreshDials
+	r.RecoveredTrue += o.RecoveredTrue
+	r.RecoveredFalse += o.RecoveredFalse
+	r.RecoveredMissing += o.RecoveredMissing
+	r.Failed += o.Failed
+	r.AwayAtEnd += o.AwayAtEnd
 }

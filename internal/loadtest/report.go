@@ -38,6 +38,13 @@ type Report struct {
 	Lost                uint64 `json:"lost"`
 	Duplicates          uint64 `json:"duplicates"`
 	DeliveredUnaccepted uint64 `json:"deliveredUnaccepted"` // the sender gave up, the message still came
+	// Second copies in the history a comet replays after a rejoin without
+	// recovery (the client drops them by id), and messages replayed at a
+	// viewer's first join (older than the run): neither is accounted.
+	ReplayedAgain uint64 `json:"replayedAgain,omitempty"`
+	History       uint64 `json:"history,omitempty"`
+	// Resume: drops, reconnects and their latency; nil without any.
+	Resume *ResumeStats `json:"resume,omitempty"`
 	// Counted viewers (sample mode): messages expected minus received.
 	ExpectedCounted  uint64 `json:"expectedCounted"`
 	CountedDelivered uint64 `json:"countedDelivered"`
@@ -84,6 +91,15 @@ type ViewerStats struct {
 	NotWholeTime     int            `json:"notWholeTime"`
 	WholeTimeExact   int            `json:"wholeTimeExact"`
 	WholeTimeCounted int            `json:"wholeTimeCounted"`
+}
+
+// ResumeStats are the viewers' drops and resumes: counts, the time from a
+// drop to the welcome of the resumed session (away time included), and
+// from the re-dial to that welcome.
+type ResumeStats struct {
+	ResumeCounts
+	ResumeMs Percentiles `json:"resumeMs"`
+	RedialMs Percentiles `json:"redialMs"`
 }
 
 // Percentiles of the send-to-receipt latency in milliseconds.
@@ -221,6 +237,17 @@ func (rep *Report) Print(w io.Writer) {
 			rep.Lost, rep.Duplicates, rep.CountedMissing, rep.Misrouted, rep.DeliveredUnaccepted)
 		p("  undelivered messages %d, of which job policy drops %d (%d deliveries); job dropped %v",
 			rep.UndeliveredMessages, rep.PolicyDroppedMessages, rep.PolicyDroppedDeliveries, rep.JobDropped)
+		if rep.ReplayedAgain+rep.History > 0 {
+			p("  replayed again after a rejoin without recovery %d (not duplicates); history before the run %d", rep.ReplayedAgain, rep.History)
+		}
+		if r := rep.Resume; r != nil {
+			p("resume: drops %d of %d planned (%d skipped), cuts by server/network %d; reconnects %d (resume dials %d, fresh %d), failed %d, away at end %d",
+				r.Dropped, r.Planned, r.Skipped, r.Breaks, r.Reconnects, r.ResumeDials, r.FreshDials, r.Failed, r.AwayAtEnd)
+			p("  welcomes of resume dials: recovered:true %d  recovered:false %d  no recovered field %d",
+				r.RecoveredTrue, r.RecoveredFalse, r.RecoveredMissing)
+			p("  drop->welcome ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f;  re-dial->welcome ms: p50 %.1f  p99 %.1f  max %.1f",
+				r.ResumeMs.P50, r.ResumeMs.P90, r.ResumeMs.P99, r.ResumeMs.Max, r.RedialMs.P50, r.RedialMs.P99, r.RedialMs.Max)
+		}
 		l := rep.Latency
 		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
 		d := rep.DeliveriesPerS

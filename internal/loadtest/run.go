@@ -8,6 +8,11 @@
 // "lt:<seq>:<unixnano>". Viewers find these by scanning the frame bytes,
 // without decoding the JSON, and set one bit per sequence, so a second copy
 // is a duplicate and a missing bit of an accepted message is a loss.
+//
+// Viewers can drop during the run (-jitter, -churn) or be cut by the server
+// and resume with their room's epoch and last position (resume.go); a
+// viewer's sessions share one bitmap, so a resumed viewer is held to the
+// same promise as one that never left: every accepted message exactly once.
 package loadtest
 
 import (
@@ -83,6 +88,17 @@ type Config struct {
 	Warmup   time.Duration // bound of the end-to-end check before the ramp; 0: skip
 	Steps    []Step        // ingest mode: replaces Rate/Duration
 
+	// Drops during sending (see PoolSpec): every viewer once for about
+	// Jitter; a Churn share of them ChurnDrops times, away up to
+	// ChurnAway. Reconnects: resumes after a cut by the server or the
+	// network. Seed: 0 draws one.
+	Jitter     time.Duration
+	Churn      float64
+	ChurnDrops int
+	ChurnAway  time.Duration
+	Reconnects int
+	Seed       uint64
+
 	Procs      []Proc
 	JobMetrics []string // job /metrics URLs
 	RedisAddr  string   // for INFO commandstats
@@ -148,6 +164,25 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			exactEvery, (c.Viewers+exactEvery-1)/exactEvery)
 	}
 	rep.Processes = nproc
+	if c.Churn < 0 || c.Churn > 1 {
+		return nil, errors.New("churn share must be within 0..1")
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	if c.ChurnDrops <= 0 {
+		c.ChurnDrops = 2
+	}
+	if c.ChurnAway <= 0 {
+		c.ChurnAway = time.Second
+	}
+	sendFor := c.Duration
+	if len(c.Steps) > 0 {
+		sendFor = 0
+		for _, st := range c.Steps {
+			sendFor += st.Dur
+		}
+	}
 
 	if c.Warmup > 0 && len(c.Comets) > 0 {
 		if err := warmup(ctx, c.Comets, c.LogicURL, c.Warmup); err != nil {
@@ -160,7 +195,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		spec := PoolSpec{Targets: c.Comets, Rooms: layout.Rooms, RoomViewers: layout.Viewers,
 			From: k * perProc, To: min((k+1)*perProc, c.Viewers), Rate: c.ConnRate / float64(nproc),
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
-			DialTimeout: c.DialTimeout}
+			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
+			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
@@ -325,14 +361,18 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	case <-ctx.Done():
 	case <-time.After(c.Drain):
 	}
-	// Late deliveries are slow, not lost: wait while they still arrive.
+	// Late deliveries are slow, not lost: wait while they still arrive
+	// and while viewers are still away after a drop.
 	var last uint64
 	for still := 0; still < 6 && time.Since(drainStart) < c.MaxDrain && ctx.Err() == nil; {
 		var d uint64
+		away := 0
 		for _, w := range workers {
-			d += w.progress().Delivered
+			wp := w.progress()
+			d += wp.Delivered
+			away += wp.Away
 		}
-		if d == last {
+		if d == last && away == 0 {
 			still++
 		} else {
 			still = 0
