@@ -186,85 +186,136 @@ func (s *timelineServer) close() {
 	}
 }
 
-// TestJitterResume drops every viewer once while 100 messages flow. Against
-// a server that recovers, each viewer ends with every message exactly once
-// and every resume welcome says recovered:true; against one that ignores
-// since, the same run shows the gaps (beyond the history it replays) as
-// missing deliveries. The five
-// messages stored before the viewers joined arrive as history and are not
-// accounted.
+// cut closes every viewer's connection with code, as a comet cutting a
+// slow consumer does.
+func (s *timelineServer) cut(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, "cut"), time.Now().Add(time.Second))
+		c.Close()
+		delete(s.conns, c)
+	}
+}
+
+const (
+	tlViewers = 20
+	tlMsgs    = 100
+)
+
+// runTimeline connects tlViewers viewers of spec to a timelineServer that
+// already holds five messages (sequences 1000-1004, from before the run),
+// marks, sends tlMsgs messages 10 ms apart (calling during before each),
+// waits until no viewer is away (and, with wantAll, until every viewer has
+// every message) and finishes. It returns the pool's result and how many
+// viewer x message pairs the whole-time viewers miss.
+func runTimeline(t *testing.T, honour bool, spec PoolSpec, wantAll bool, during func(seq int, s *timelineServer)) (*PoolResult, int) {
+	t.Helper()
+	s := &timelineServer{honour: honour, conns: map[*websocket.Conn]bool{}}
+	for k := 0; k < 5; k++ {
+		s.seqs = append(s.seqs, 1000+k)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	defer s.close()
+	spec.Targets, spec.Rooms, spec.RoomViewers, spec.To = []string{strings.TrimPrefix(srv.URL, "http://")}, []string{"a"}, []int{tlViewers}, tlViewers
+	spec.Rate, spec.SendFor, spec.Seed, spec.DialTimeout = 1000, time.Second, 7, 5*time.Second
+	p := NewPool(spec)
+	go p.Open(context.Background())
+	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+		if pr := p.Progress(); !pr.Done || pr.Connected != tlViewers {
+			return fmt.Errorf("progress %+v", pr)
+		}
+		return nil
+	})
+	p.Mark()
+	for seq := 0; seq < tlMsgs; seq++ {
+		if during != nil {
+			during(seq, s)
+		}
+		s.send(seq)
+		time.Sleep(10 * time.Millisecond)
+	}
+	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+		pr := p.Progress()
+		if pr.Away != 0 || (wantAll && pr.Delivered < tlViewers*tlMsgs) {
+			return fmt.Errorf("progress %+v", pr)
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	res := p.Finish()
+	if res.History != 5*tlViewers {
+		t.Errorf("history %d, want %d", res.History, 5*tlViewers)
+	}
+	missing := 0
+	if rr := res.Rooms[0]; rr != nil {
+		if wantAll && len(rr.Counts) > tlMsgs {
+			t.Errorf("history was accounted: counts up to sequence %d", len(rr.Counts)-1)
+		}
+		for seq := 0; seq < tlMsgs; seq++ {
+			got := 0
+			if seq < len(rr.Counts) {
+				got = int(rr.Counts[seq])
+			}
+			missing += rr.Exact - got
+		}
+	}
+	return res, missing
+}
+
+// TestJitterResume drops every viewer once for about 400 ms while the
+// messages flow. Against a server that recovers, each viewer ends with
+// every message exactly once and every resume welcome says recovered:true;
+// against one that does not, the same run shows the gaps (beyond the 20
+// messages of history it replays) as missing deliveries.
 func TestJitterResume(t *testing.T) {
 	for _, honour := range []bool{true, false} {
 		t.Run(fmt.Sprintf("recovers=%v", honour), func(t *testing.T) {
-			const viewers, msgs = 20, 100
-			s := &timelineServer{honour: honour, conns: map[*websocket.Conn]bool{}}
-			for k := 0; k < 5; k++ {
-				s.seqs = append(s.seqs, 1000+k)
-			}
-			srv := httptest.NewServer(s)
-			defer srv.Close()
-			defer s.close()
-			p := NewPool(PoolSpec{Targets: []string{strings.TrimPrefix(srv.URL, "http://")}, Rooms: []string{"a"},
-				RoomViewers: []int{viewers}, To: viewers, Rate: 1000, Jitter: 400 * time.Millisecond,
-				SendFor: time.Second, Seed: 7, DialTimeout: 5 * time.Second})
-			go p.Open(context.Background())
-			testutil.SucceedsSoon(t, 10*time.Second, func() error {
-				if pr := p.Progress(); !pr.Done || pr.Connected != viewers {
-					return fmt.Errorf("progress %+v", pr)
-				}
-				return nil
-			})
-			p.Mark()
-			for seq := 0; seq < msgs; seq++ {
-				s.send(seq)
-				time.Sleep(10 * time.Millisecond)
-			}
-			want := uint64(viewers * msgs)
-			testutil.SucceedsSoon(t, 10*time.Second, func() error {
-				pr := p.Progress()
-				if pr.Away != 0 || (honour && pr.Delivered < want) {
-					return fmt.Errorf("progress %+v", pr)
-				}
-				return nil
-			})
-			time.Sleep(100 * time.Millisecond)
-			res := p.Finish()
+			res, missing := runTimeline(t, honour, PoolSpec{Jitter: 400 * time.Millisecond}, honour, nil)
 			r := res.Resume
-			if r.Planned != viewers || r.Dropped != viewers || r.Reconnects != viewers || r.ResumeDials != viewers || r.Failed != 0 {
+			if r.Planned != tlViewers || r.Dropped != tlViewers || r.Reconnects != tlViewers || r.ResumeDials != tlViewers || r.Failed != 0 {
 				t.Fatalf("resume counts %+v", r)
 			}
-			if res.History != 5*viewers {
-				t.Errorf("history %d, want %d", res.History, 5*viewers)
-			}
-			rr := res.Rooms[0]
-			if rr == nil || rr.Exact != viewers {
+			if rr := res.Rooms[0]; rr == nil || rr.Exact != tlViewers {
 				t.Fatalf("whole-time viewers: %+v", rr)
 			}
-			var missing int
-			for seq := 0; seq < msgs; seq++ {
-				if seq >= len(rr.Counts) {
-					missing += viewers
-				} else {
-					missing += viewers - int(rr.Counts[seq])
-				}
+			if res.Dups != 0 {
+				t.Errorf("%d duplicates", res.Dups)
 			}
 			if honour {
-				if len(rr.Counts) > msgs {
-					t.Errorf("history was accounted: counts up to sequence %d", len(rr.Counts)-1)
-				}
-				if missing != 0 || res.Dups != 0 || r.RecoveredTrue != viewers {
-					t.Errorf("recovering server: missing %d, dups %d, recovered %+v", missing, res.Dups, r)
+				if missing != 0 || r.RecoveredTrue != tlViewers {
+					t.Errorf("recovering server: missing %d, resume %+v", missing, r)
 				}
 				return
 			}
-			// Each viewer is away about 400 ms (40 messages) and gets the
-			// last 20 as history on its rejoin.
-			if missing < viewers*5 || r.RecoveredFalse != viewers {
-				t.Errorf("server without recovery: missing %d, counts %+v", missing, r)
-			}
-			if res.Dups != 0 {
-				t.Errorf("history after recovered:false counted as %d duplicates", res.Dups)
+			if missing < tlViewers*5 || r.RecoveredFalse != tlViewers {
+				t.Errorf("server without recovery: missing %d, resume %+v", missing, r)
 			}
 		})
+	}
+}
+
+// TestCutResume: the server cuts every viewer (4008) halfway. With
+// -reconnects they come back, resume and stay whole-time viewers with
+// nothing missing; without, they are closed and not accounted.
+func TestCutResume(t *testing.T) {
+	cut := func(seq int, s *timelineServer) {
+		if seq == tlMsgs/2 {
+			s.cut(4008)
+		}
+	}
+	res, missing := runTimeline(t, true, PoolSpec{Reconnects: 1}, true, cut)
+	r := res.Resume
+	if r.Breaks != tlViewers || r.Reconnects != tlViewers || r.RecoveredTrue != tlViewers || missing != 0 || res.Dups != 0 {
+		t.Errorf("with reconnects: resume %+v, missing %d, dups %d", r, missing, res.Dups)
+	}
+	if rr := res.Rooms[0]; rr == nil || rr.Exact != tlViewers || res.Closes["close 4008"] != tlViewers {
+		t.Errorf("with reconnects: whole-time %+v, closes %v", rr, res.Closes)
+	}
+
+	res, _ = runTimeline(t, true, PoolSpec{}, false, cut)
+	if res.Resume.Reconnects != 0 || res.Rooms[0] != nil || res.Partial != tlViewers || res.Closed != tlViewers {
+		t.Errorf("without reconnects: resume %+v, rooms %v, partial %d, closed %d", res.Resume, res.Rooms, res.Partial, res.Closed)
 	}
 }
