@@ -31,18 +31,31 @@ var (
 // near the end, so only the first and last scanWindow bytes are searched.
 const scanWindow = 512
 
-// findKey reports the index just past key in b's head or tail, or -1.
+// findKey reports the index just past key in b's tail or head, or -1.
+// The tail is searched first (backwards, from the end), the head then.
 func findKey(b, key []byte) int {
-	head := b[:min(len(b), scanWindow)]
-	if i := bytes.Index(head, key); i >= 0 {
-		return i + len(key)
+	off := max(0, len(b)-scanWindow)
+	if i := lastKey(b[off:], key); i >= 0 {
+		return off + i + len(key)
 	}
-	if len(b) <= scanWindow {
+	if off == 0 {
 		return -1
 	}
-	off := len(b) - scanWindow
-	if i := bytes.LastIndex(b[off:], key); i >= 0 {
-		return off + i + len(key)
+	if i := bytes.Index(b[:scanWindow], key); i >= 0 {
+		return i + len(key)
+	}
+	return -1
+}
+
+// lastKey returns the index of the last key in b, scanning backwards from
+// the end: a key near the end is found after a few bytes, and the loop
+// compares one byte per position (key[1], a letter, is rarer in JSON than
+// the quote key[0]).
+func lastKey(b, key []byte) int {
+	for i := len(b) - len(key); i >= 0; i-- {
+		if b[i+1] == key[1] && b[i] == key[0] && bytes.Equal(b[i:i+len(key)], key) {
+			return i
+		}
 	}
 	return -1
 }
@@ -63,7 +76,7 @@ func frameEpoch(b []byte) ([]byte, bool) {
 // lastPos returns the "pos" of the frame's last message.
 func lastPos(b []byte) (int64, bool) {
 	off := max(0, len(b)-scanWindow)
-	i := bytes.LastIndex(b[off:], posKey)
+	i := lastKey(b[off:], posKey)
 	if i < 0 {
 		return 0, false
 	}
