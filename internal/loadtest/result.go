@@ -1,0 +1,171 @@
+package loadtest
+
+import "math/bits"
+
+// Finish closes every viewer (with an RST, so no port is left in
+// TIME_WAIT for the next run) and returns what they received.
+func (p *Pool) Finish() *PoolResult {
+	cpu := selfCPU() - p.cpuMark
+	p.stopping.Store(true)
+	close(p.stop)
+	p.cancel()
+	for _, v := range p.viewers {
+		v.mu.Lock()
+		if v.conn != nil {
+			abort(v.conn)
+		}
+		v.mu.Unlock()
+	}
+	p.wg.Wait()
+	mark := p.markNs.Load()
+	res := &PoolResult{
+		Connected: int(p.connected.Load()), Failed: int(p.failed.Load()), Closed: int(p.closed.Load()),
+		Failures: p.failures, Closes: p.closes, Rooms: map[int]*RoomResult{},
+		PerSec: map[int64]uint64{}, CPUSeconds: cpu, RSSBytes: selfRSS(),
+	}
+	for _, v := range p.viewers {
+		res.Frames += v.frames
+		res.Bytes += v.bytes
+		res.Dups += v.dups
+		res.Foreign += v.foreign
+		res.Misrouted += v.misrouted
+		if v.exact {
+			res.ExactDelivered += v.msgs
+		} else {
+			res.CountedDelivered += v.msgs
+		}
+		res.Again += v.again
+		res.History += v.history
+		if v.awayAtEnd {
+			res.Resume.AwayAtEnd++
+		}
+		if v.connected == 0 {
+			continue
+		}
+		// Whole-time: connected before the mark and connected at the end,
+		// every session after a drop resumed.
+		whole := v.connected < mark && v.conn != nil && !v.gone
+		if !whole {
+			res.Partial++
+			continue
+		}
+		rr := res.Rooms[v.room]
+		if rr == nil {
+			rr = &RoomResult{}
+			res.Rooms[v.room] = rr
+		}
+		if !v.exact {
+			rr.Counted++
+			rr.CountedMsgs += v.msgs
+			continue
+		}
+		rr.Exact++
+		for w, word := range v.bits {
+			for word != 0 {
+				tz := bits.TrailingZeros64(word)
+				seq := w*64 + tz
+				for len(rr.Counts) <= seq {
+					rr.Counts = append(rr.Counts, 0)
+				}
+				rr.Counts[seq]++
+				word &^= 1 << uint(tz)
+			}
+		}
+	}
+	var h Hist
+	secs := map[int64]*Hist{}
+	for i := range p.shards {
+		sh := &p.shards[i]
+		h.Merge(&sh.hist)
+		for s, st := range sh.perSec {
+			res.PerSec[s] += st.deliveries
+			if secs[s] == nil {
+				secs[s] = &Hist{}
+			}
+			secs[s].Merge(&st.hist)
+		}
+	}
+	rs := &p.rs
+	res.Resume.Planned = int64(p.planned)
+	res.Resume.Dropped, res.Resume.Skipped = rs.dropped.Load(), rs.skipped.Load()
+	res.Resume.Breaks, res.Resume.Reconnects = rs.breaks.Load(), rs.reconnects.Load()
+	res.Resume.ResumeDials, res.Resume.FreshDials = rs.resumeDials.Load(), rs.freshDials.Load()
+	res.Resume.RecoveredTrue, res.Resume.RecoveredFalse = rs.recoveredTrue.Load(), rs.recoveredFalse.Load()
+	res.Resume.RecoveredMissing, res.Resume.Failed = rs.recoveredMissing.Load(), rs.failed.Load()
+	res.ResumeHist, res.RedialHist = rs.resume.sparse(), rs.redial.sparse()
+	res.Hist = h.sparse()
+	res.SecHist = map[int64]sparse{}
+	for s, sh := range secs {
+		res.SecHist[s] = sh.sparse()
+	}
+	return res
+}
+
+// RoomResult is what the whole-time viewers of one room received.
+type RoomResult struct {
+	// Exact viewers and, per room sequence, how many of them got it.
+	Exact  int      `json:"exact"`
+	Counts []uint32 `json:"counts,omitempty"`
+	// Counted viewers and the messages they got in total.
+	Counted     int    `json:"counted"`
+	CountedMsgs uint64 `json:"countedMsgs"`
+}
+
+// PoolResult is one process's viewer result.
+type PoolResult struct {
+	Connected        int                 `json:"connected"`
+	Failed           int                 `json:"failed"`
+	Closed           int                 `json:"closed"`
+	Partial          int                 `json:"partial"`
+	Failures         map[string]int      `json:"failures"`
+	Closes           map[string]int      `json:"closes"`
+	Frames           uint64              `json:"frames"`
+	Bytes            uint64              `json:"bytes"`
+	Dups             uint64              `json:"dups"`
+	Again            uint64              `json:"replayedAgain"`
+	History          uint64              `json:"history"`
+	Resume           ResumeCounts        `json:"resume"`
+	ResumeHist       sparse              `json:"resumeHist"`
+	RedialHist       sparse              `json:"redialHist"`
+	Foreign          uint64              `json:"foreign"`
+	Misrouted        uint64              `json:"misrouted"`
+	ExactDelivered   uint64              `json:"exactDelivered"`
+	CountedDelivered uint64              `json:"countedDelivered"`
+	Rooms            map[int]*RoomResult `json:"rooms"`
+	PerSec           map[int64]uint64    `json:"perSec"`
+	Hist             sparse              `json:"hist"`
+	SecHist          map[int64]sparse    `json:"secHist"`
+	CPUSeconds       float64             `json:"cpuSeconds"`
+	RSSBytes         int64               `json:"rssBytes"`
+}
+
+// ResumeCounts are the drops and resumes of the viewers.
+type ResumeCounts struct {
+	Planned          int64 `json:"planned"`          // drops drawn (-jitter, -churn)
+	Dropped          int64 `json:"dropped"`          // carried out
+	Skipped          int64 `json:"skipped"`          // due while the viewer was away or not connected
+	Breaks           int64 `json:"breaks"`           // sessions the server or the network ended, then resumed (-reconnects)
+	Reconnects       int64 `json:"reconnects"`       // successful re-dials
+	ResumeDials      int64 `json:"resumeDials"`      // of which with since/epoch
+	FreshDials       int64 `json:"freshDials"`       // of which without (no epoch known)
+	RecoveredTrue    int64 `json:"recoveredTrue"`    // welcomes of resume dials saying recovered:true
+	RecoveredFalse   int64 `json:"recoveredFalse"`   // ... recovered:false
+	RecoveredMissing int64 `json:"recoveredMissing"` // ... without the field (the server ignored since)
+	Failed           int64 `json:"failed"`           // viewers whose every re-dial failed
+	AwayAtEnd        int64 `json:"awayAtEnd"`        // viewers still away when the run ended
+}
+
+func (r *ResumeCounts) add(o ResumeCounts) {
+	r.Planned += o.Planned
+	r.Dropped += o.Dropped
+	r.Skipped += o.Skipped
+	r.Breaks += o.Breaks
+	r.Reconnects += o.Reconnects
+	r.ResumeDials += o.ResumeDials
+	r.FreshDials += o.FreshDials
+	r.RecoveredTrue += o.RecoveredTrue
+	r.RecoveredFalse += o.RecoveredFalse
+	r.RecoveredMissing += o.RecoveredMissing
+	r.Failed += o.Failed
+	r.AwayAtEnd += o.AwayAtEnd
+}
