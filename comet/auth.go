@@ -7,13 +7,13 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
 )
 
 // MintToken returns a viewer token for uid valid until exp:
@@ -70,20 +70,7 @@ func checkBearer(r *http.Request, secret string) bool {
 // client is not a browser (no cross-site risk) and is allowed. With an
 // empty list only the page's own host may connect.
 func originAllowed(allowed []string, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	if len(allowed) == 0 {
-		u, err := url.Parse(origin)
-		return err == nil && strings.EqualFold(u.Host, r.Host)
-	}
-	for _, a := range allowed {
-		if a == "*" || strings.EqualFold(a, origin) {
-			return true
-		}
-	}
-	return false
+	return httpx.OriginAllowed(allowed, r)
 }
 
 // remoteIP is the connection's peer address without the port. Proxies are

@@ -12,65 +12,67 @@ import (
 type Config struct {
 	// ID names this comet in Redis (routes and lease). Empty means the host
 	// name, reduced to the id alphabet.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" help:"comet id in Redis; empty: host name + \"-\" + internal port"`
 	// Listen is the public address browsers connect to (/ws, /healthz).
-	Listen string `yaml:"listen"`
+	Listen string `yaml:"listen" help:"public: /ws, /healthz; all-in-one: loopback only, browsers use logic.listen"`
 	// InternalListen is the address job pushes to (/push, /metrics,
 	// /healthz). It must not be reachable from the internet.
-	InternalListen string `yaml:"internal_listen"`
+	InternalListen string `yaml:"internal_listen" help:"private: /push (job), /metrics, /healthz"`
 	// Advertise is the push address published in the lease. Empty means the
 	// internal listener's address, with 127.0.0.1 for an unspecified host.
-	Advertise string `yaml:"advertise"`
+	Advertise string `yaml:"advertise" help:"push address published in the lease; empty: host name + internal port"`
 	// Secret authenticates job's pushes (Authorization: Bearer <secret>).
-	Secret string `yaml:"secret"`
+	Secret string `yaml:"secret" help:"push secret shared with job.push_secret (Authorization: Bearer), 8+ characters; the shipped placeholder is warned about at start-up (all-in-one: it means a random value per process)"`
 	// TokenSecret enables viewer token auth when not empty: /ws then needs
 	// uid and a token minted by MintToken with this secret.
-	TokenSecret string `yaml:"token_secret"`
+	TokenSecret string `yaml:"token_secret" help:"non-empty: /ws requires uid + token (see docs/protocol.md)"`
 	// AllowedOrigins lists the Origin values a browser may connect from
 	// ("https://example.com", or "*" for any). Empty means same host only;
 	// requests without an Origin header (non-browser clients) are accepted.
-	AllowedOrigins []string `yaml:"allowed_origins"`
+	AllowedOrigins []string `yaml:"allowed_origins" help:"empty: same host only; [\"*\"]: any; or exact origins"`
 	// MaxConnsPerIP bounds the open connections of one remote IP; 0 means
 	// no limit.
-	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
+	MaxConnsPerIP int `yaml:"max_conns_per_ip" help:"0: no limit"`
 	// MaxFrameBytes is the largest client frame; a bigger one closes the
 	// connection with 1009.
-	MaxFrameBytes int64 `yaml:"max_frame_bytes"`
+	MaxFrameBytes int64 `yaml:"max_frame_bytes" help:"larger client frame: close 1009"`
 	// MaxPushBytes is the largest push body accepted on the internal
 	// listener.
-	MaxPushBytes int64 `yaml:"max_push_bytes"`
+	MaxPushBytes int64 `yaml:"max_push_bytes" help:"largest push body"`
 	// QueueSize is the number of frames a viewer may have waiting; a viewer
 	// whose queue is full is disconnected as a slow consumer.
-	QueueSize int `yaml:"queue_size"`
+	QueueSize int `yaml:"queue_size" help:"frames a viewer may have waiting; full: close 4008"`
 	// RecentIDs is how many message ids per room are remembered to drop
 	// redelivered messages.
-	RecentIDs int `yaml:"recent_ids"`
+	RecentIDs int `yaml:"recent_ids" help:"message ids remembered per room to drop redeliveries"`
 	// WriteWait bounds one write to a viewer.
-	WriteWait time.Duration `yaml:"write_wait"`
+	WriteWait time.Duration `yaml:"write_wait" help:"bound of one write to a viewer"`
 	// PingPeriod is how often viewers are pinged; it is the heartbeatMs of
 	// the welcome frame.
-	PingPeriod time.Duration `yaml:"ping_period"`
+	PingPeriod time.Duration `yaml:"ping_period" help:"ping interval = heartbeatMs of the welcome frame"`
 	// PongWait is how long a viewer may stay silent (no pong, no frame)
 	// before it is closed. It must exceed PingPeriod.
-	PongWait time.Duration `yaml:"pong_wait"`
+	PongWait time.Duration `yaml:"pong_wait" help:"silence after which a viewer is closed"`
 	// Compression negotiates permessage-deflate with viewers that offer it.
-	Compression bool `yaml:"compression"`
+	Compression bool `yaml:"compression" help:"permessage-deflate (compressed once per batch)"`
 	// LeaseRenew is how often the comet renews its lease; LeaseTTL is the
 	// lease lifetime (about three renew intervals).
-	LeaseRenew time.Duration `yaml:"lease_renew"`
-	LeaseTTL   time.Duration `yaml:"lease_ttl"`
+	LeaseRenew time.Duration `yaml:"lease_renew" help:"how often the comet renews its lease comet:{id}"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"lease lifetime (at least twice lease_renew); job stops pushing to a comet whose lease expired"`
 	// RedisTimeout bounds every registry call.
-	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	RedisTimeout time.Duration `yaml:"redis_timeout" help:"bound of every registry call"`
 	// RegistryWorkers is the number of goroutines doing registry calls for
 	// connections, so readers never wait on Redis themselves.
-	RegistryWorkers int `yaml:"registry_workers"`
+	RegistryWorkers int `yaml:"registry_workers" help:"goroutines doing registry calls, so readers never wait on Redis"`
 	// ShutdownTimeout bounds a graceful shutdown.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"bound of a graceful shutdown"`
 }
 
-// DefaultConfig returns the defaults. Secret is empty and must be set.
+// DefaultConfig returns the defaults. Secret is the placeholder job's
+// default shares; a deployment sets its own.
 func DefaultConfig() Config {
 	return Config{
+		Secret:          config.PlaceholderSecret,
 		Listen:          ":8080",
 		InternalListen:  ":8081",
 		MaxConnsPerIP:   256,

@@ -20,80 +20,80 @@ const (
 // original design's keys (60 s dedup, 1 s cooldown, 5 s lock).
 type Config struct {
 	// Policy is "coalesce" (default) or "drop".
-	Policy string `yaml:"policy"`
+	Policy string `yaml:"policy" help:"coalesce or drop (drop: skip what arrives inside the window)"`
 	// Window is the per-room cooldown: at most one broadcast per room per
 	// window. 10ms or more.
-	Window time.Duration `yaml:"window"`
+	Window time.Duration `yaml:"window" help:"one broadcast per room per window (coalescing); 10ms or more"`
 	// Budget is the most messages in one room batch: the per-room budget of
 	// a window. A steady rate near Budget per window builds a backlog, so
 	// keep it well above the hottest room's rate times the window. What a
 	// window brings
 	// beyond it waits for the next window (no loss, more delay).
-	Budget int `yaml:"budget"`
+	Budget int `yaml:"budget" help:"most messages in one room batch"`
 	// MaxPending caps a room's waiting messages. Beyond it, while the room
 	// is being delivered normally, newly arriving messages of that room are
 	// dropped and counted (reason "overflow"). While deliveries fail (Redis
 	// or every comet down) nothing is dropped: consumption pauses instead.
-	MaxPending int `yaml:"max_pending"`
+	MaxPending int `yaml:"max_pending" help:"per room; beyond it new messages are dropped (overflow)"`
 	// MaxBuffered caps the messages held in memory over all rooms; at the
 	// cap the consumer stops fetching until deliveries catch up.
-	MaxBuffered int `yaml:"max_buffered"`
+	MaxBuffered int `yaml:"max_buffered" help:"over all rooms; beyond it fetching pauses"`
 
-	ProcessedTTL time.Duration `yaml:"processed_ttl"` // msg:processed mark, 60s
+	ProcessedTTL time.Duration `yaml:"processed_ttl" help:"msg:processed mark"` // msg:processed mark, 60s
 	// ClaimTTL bounds how long a crashed consumer's claims delay the
 	// redelivery of its messages. Must exceed a flush's worst case. A
 	// message pushed just before a crash may be pushed again about ClaimTTL
 	// later; comets remember each room's recent ids (comet.recent_ids) and
 	// drop it, so keep ClaimTTL short against a hot room's message rate.
-	ClaimTTL time.Duration `yaml:"claim_ttl"`
-	LockTTL  time.Duration `yaml:"lock_ttl"` // lock:broadcast, 5s
+	ClaimTTL time.Duration `yaml:"claim_ttl" help:"how long a crashed consumer's claims delay redelivery"`
+	LockTTL  time.Duration `yaml:"lock_ttl" help:"lock:broadcast"` // lock:broadcast, 5s
 	// LockRetry is how soon a room whose lock is held elsewhere is tried again.
-	LockRetry time.Duration `yaml:"lock_retry"`
+	LockRetry time.Duration `yaml:"lock_retry" help:"how soon a room whose lock is held elsewhere is tried again"`
 	// RetryMin and RetryMax bound the backoff after a failed delivery.
-	RetryMin time.Duration `yaml:"retry_min"`
-	RetryMax time.Duration `yaml:"retry_max"`
+	RetryMin time.Duration `yaml:"retry_min" help:"shortest backoff after a failed delivery"`
+	RetryMax time.Duration `yaml:"retry_max" help:"longest backoff after a failed delivery"`
 
 	// PushSecret authenticates pushes to the comets' internal endpoint.
-	PushSecret string `yaml:"push_secret"`
+	PushSecret string `yaml:"push_secret" help:"same value as comet.secret; the shipped placeholder works out of the box and is warned about at start-up (all-in-one: ignored, set to comet.secret)"`
 	// PushTimeout bounds one push to one comet.
-	PushTimeout time.Duration `yaml:"push_timeout"`
+	PushTimeout time.Duration `yaml:"push_timeout" help:"bound of one push to one comet"`
 	// PushAttempts is how often a push to one comet is tried within one
 	// delivery before the delivery is retried later as a whole.
-	PushAttempts int `yaml:"push_attempts"`
+	PushAttempts int `yaml:"push_attempts" help:"tries of one push to one comet within a delivery"`
 	// Quarantine is how long a comet that failed every push attempt, while
 	// other comets of the room took the batch, is left out of deliveries.
 	// Its share of that batch is counted as dropped (reason "comet_failed").
-	Quarantine time.Duration `yaml:"quarantine"`
+	Quarantine time.Duration `yaml:"quarantine" help:"a failing comet is left out this long"`
 	// GiveUpAfter is how many failed deliveries of a room in a row (every
 	// comet of the room failing) are retried; then the batch is counted as
 	// dropped (reason "comet_failed") so the room and its partition move on.
-	GiveUpAfter int `yaml:"give_up_after"`
+	GiveUpAfter int `yaml:"give_up_after" help:"failed deliveries of a room in a row before the batch is dropped (comet_failed)"`
 
 	// Workers is the number of room deliveries in flight at once.
-	Workers int `yaml:"workers"`
+	Workers int `yaml:"workers" help:"room deliveries in flight at once"`
 	// CommitInterval is how often consumed offsets are committed.
-	CommitInterval time.Duration `yaml:"commit_interval"`
+	CommitInterval time.Duration `yaml:"commit_interval" help:"how often consumed offsets are committed"`
 	// CometRefresh is how often the list of live comets is reread.
-	CometRefresh time.Duration `yaml:"comet_refresh"`
+	CometRefresh time.Duration `yaml:"comet_refresh" help:"how often the list of live comets is reread"`
 	// JanitorInterval is how often routes of comets whose lease expired are
 	// removed; 0 disables the janitor.
-	JanitorInterval time.Duration `yaml:"janitor_interval"`
+	JanitorInterval time.Duration `yaml:"janitor_interval" help:"how often routes of comets with an expired lease are removed; 0 disables"`
 
 	// Consumer group timing (see shared notes on kafka-go).
-	SessionTimeout    time.Duration `yaml:"session_timeout"`
-	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
-	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout"`
-	MaxWait           time.Duration `yaml:"max_wait"`
+	SessionTimeout    time.Duration `yaml:"session_timeout" help:"consumer group session timeout"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" help:"consumer group heartbeat"`
+	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" help:"consumer group rebalance timeout"`
+	MaxWait           time.Duration `yaml:"max_wait" help:"longest fetch wait of the Kafka reader"`
 
 	// DrainTimeout bounds the delivery of buffered messages at shutdown;
 	// what is not delivered by then stays uncommitted and is redelivered to
 	// the next consumer.
-	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	DrainTimeout time.Duration `yaml:"drain_timeout" help:"bound of delivering buffered messages at shutdown"`
 
 	// Owner names this consumer in dedup claims; empty means a random id.
-	Owner string `yaml:"owner"`
+	Owner string `yaml:"owner" help:"empty: a random id per process"`
 	// MetricsAddr is where cmd/job serves /metrics and /healthz.
-	MetricsAddr string `yaml:"metrics_addr"`
+	MetricsAddr string `yaml:"metrics_addr" help:"cmd/job's /metrics and /healthz (all-in-one: unused, metrics are on the public port)"`
 }
 
 // DefaultConfig returns the defaults.
@@ -110,7 +110,7 @@ func DefaultConfig() Config {
 		LockRetry:         50 * time.Millisecond,
 		RetryMin:          100 * time.Millisecond,
 		RetryMax:          2 * time.Second,
-		PushSecret:        "change-me",
+		PushSecret:        config.PlaceholderSecret,
 		PushTimeout:       time.Second,
 		PushAttempts:      2,
 		Quarantine:        5 * time.Second,

@@ -9,55 +9,59 @@ import (
 // Config is the "logic" section of the configuration.
 type Config struct {
 	// Listen is the HTTP listen address of the logic binary.
-	Listen string `yaml:"listen"`
+	Listen string `yaml:"listen" help:"logic's HTTP address; all-in-one: the one public port"`
+	// AllowedOrigins lists the browser origins that may call the API from
+	// a page served elsewhere (CORS): exact origins, or "*" for any. Empty
+	// allows only pages of the API's own host, as comet.allowed_origins.
+	AllowedOrigins []string `yaml:"allowed_origins" help:"browser origins allowed to call the API (CORS; preflight answered): empty: same host only; [\"*\"]: any; or exact origins"`
 	// NodeID goes into every generated message id so two logic instances
 	// never produce the same id in the same millisecond. -1 picks a random
 	// id at start-up (fine for a handful of instances; set distinct values
 	// 0..65535 in a larger deployment).
-	NodeID int `yaml:"node_id"`
+	NodeID int `yaml:"node_id" help:"0..65535, goes into generated message ids; -1 = random at start-up"`
 
 	// MaxBodyBytes caps the request body; larger bodies get 413.
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes" help:"larger bodies get 413"`
 	// MaxMessages is the most messages one POST /logic/send may carry.
-	MaxMessages int `yaml:"max_messages"`
+	MaxMessages int `yaml:"max_messages" help:"messages per request"`
 	// MaxContentRunes is the longest comment, in Unicode code points.
-	MaxContentRunes int `yaml:"max_content_runes"`
+	MaxContentRunes int `yaml:"max_content_runes" help:"characters (code points) per comment"`
 	// MaxNameRunes is the longest user name, in Unicode code points.
-	MaxNameRunes int `yaml:"max_name_runes"`
+	MaxNameRunes int `yaml:"max_name_runes" help:"characters (code points) per user name"`
 
 	// RateLimit refills this many messages per second per user ...
-	RateLimit float64 `yaml:"rate_limit"`
+	RateLimit float64 `yaml:"rate_limit" help:"messages per second per user (token refill)"`
 	// ... up to RateBurst, the most messages a user may send at once. It
 	// must be at least MaxMessages, or a full request could never pass.
-	RateBurst int `yaml:"rate_burst"`
+	RateBurst int `yaml:"rate_burst" help:"bucket size; must be >= max_messages"`
 
 	// RedisTimeout bounds the rate-limit and online-count calls; after it
 	// the request fails with 503.
-	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	RedisTimeout time.Duration `yaml:"redis_timeout" help:"rate limit / online count; then 503"`
 	// ProduceTimeout bounds waiting for Kafka to acknowledge a request's
 	// messages; after it the request fails with 503.
-	ProduceTimeout time.Duration `yaml:"produce_timeout"`
+	ProduceTimeout time.Duration `yaml:"produce_timeout" help:"wait for Kafka acks; then 503"`
 	// BatchTimeout is how long the producer waits to fill a partition
 	// batch. kafka-go sends one batch per partition at a time, so messages
 	// arriving while a batch is in flight queue up behind it whatever this
 	// value; a short linger mostly cuts the latency of a lone request. With
 	// 32 concurrent senders against the embedded broker 250-500 us gave
 	// about twice the throughput of 2 ms.
-	BatchTimeout time.Duration `yaml:"batch_timeout"`
+	BatchTimeout time.Duration `yaml:"batch_timeout" help:"producer linger per partition batch (kafka-go default 1s is far too long)"`
 	// BatchSize is the most messages in one partition batch.
-	BatchSize int `yaml:"batch_size"`
+	BatchSize int `yaml:"batch_size" help:"most messages per partition batch"`
 	// ProduceAttempts is how often the producer tries a failed batch.
-	ProduceAttempts int `yaml:"produce_attempts"`
+	ProduceAttempts int `yaml:"produce_attempts" help:"tries per failed batch"`
 	// CreateTopic creates the Kafka topic at start-up when it is missing,
 	// with the kafka section's partitions and replication.
-	CreateTopic bool `yaml:"create_topic"`
+	CreateTopic bool `yaml:"create_topic" help:"create kafka.topic at start-up when missing"`
 
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the HTTP server's.
-	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	ReadTimeout       time.Duration `yaml:"read_timeout"`
-	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" help:"HTTP request header timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout" help:"per API request (WebSocket connections have none)"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout" help:"keep-alive connections"`
 	// ShutdownTimeout bounds draining in-flight requests on shutdown.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"drain in-flight requests on SIGTERM"`
 }
 
 // DefaultConfig returns the defaults; configs/logic.yaml lists the same

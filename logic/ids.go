@@ -98,15 +98,16 @@ func idTime(id string) (time.Time, bool) {
 // resending the id it was given) is kept as it is, so retrying with either
 // form yields the same id.
 func clientMsgID(field string, uid int64, id string) (string, error) {
-	if err := danmaku.CheckID(field, id); err != nil {
-		return "", err
-	}
 	prefix := "u" + strconv.FormatInt(uid, 10) + "-"
 	if strings.HasPrefix(id, prefix) && len(id) > len(prefix) {
-		return id, nil
+		return id, danmaku.CheckID(field, id)
 	}
-	if len(prefix)+len(id) > danmaku.MaxIDLen {
-		return "", danmaku.Errorf(danmaku.EINVALID, field, "longer than %d characters", danmaku.MaxIDLen-len(prefix))
+	if limit := danmaku.MaxIDLen - len(prefix); len(id) > limit {
+		return "", danmaku.Errorf(danmaku.EINVALID, field,
+			"longer than %d characters: it is stored as %q + msgId, %d characters in all", limit, prefix, danmaku.MaxIDLen)
+	}
+	if err := danmaku.CheckID(field, id); err != nil {
+		return "", err
 	}
 	return prefix + id, nil
 }

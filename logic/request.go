@@ -43,8 +43,14 @@ type SendResponse struct {
 type sendWire struct {
 	RoomID   string            `json:"roomId"`
 	UserID   int64             `json:"userId"`
-	UserName string            `json:"userName"`
+	UserName nameText          `json:"userName"`
 	Messages []json.RawMessage `json:"messages"`
+}
+
+// messageWire is SendMessage as decoded, with content checked for UTF-8.
+type messageWire struct {
+	Content contentText `json:"content"`
+	MsgID   string      `json:"msgId,omitempty"`
 }
 
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
@@ -68,16 +74,18 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 		}
 		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
 	}
-	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: wire.UserName}
+	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: string(wire.UserName)}
 	if wire.Messages != nil {
 		req.Messages = make([]SendMessage, len(wire.Messages))
 	}
 	for i, raw := range wire.Messages {
 		md := json.NewDecoder(bytes.NewReader(raw))
 		md.DisallowUnknownFields()
-		if err := md.Decode(&req.Messages[i]); err != nil {
+		var m messageWire
+		if err := md.Decode(&m); err != nil {
 			return req, decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
 		}
+		req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
 	}
 	return req, nil
 }
@@ -101,6 +109,7 @@ func decodeError(err error, prefix string, limit int64) error {
 		maxErr    *http.MaxBytesError
 		syntaxErr *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
+		utf8Err   *badUTF8
 	)
 	field := func(name string) string {
 		switch {
@@ -114,6 +123,8 @@ func decodeError(err error, prefix string, limit int64) error {
 		return prefix + "." + name
 	}
 	switch {
+	case errors.As(err, &utf8Err):
+		return danmaku.Errorf(danmaku.EINVALID, field(utf8Err.field), "not valid UTF-8")
 	case errors.As(err, &maxErr):
 		return danmaku.Errorf(httpx.CodeTooLarge, "body", "larger than %d bytes", limit)
 	case errors.As(err, &syntaxErr):

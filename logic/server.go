@@ -98,10 +98,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	return s, nil
 }
 
-// Handler serves /logic/send, /logic/online, /healthz and /readyz. An
+// Handler serves /logic/send, /logic/online, /healthz and /readyz, with
+// CORS for Config.AllowedOrigins. An
 // all-in-one binary may mount it for "/logic/" only and use Ready for its
 // own readiness check.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.withCORS(s.mux) }
 
 // EnsureTopic creates the room topic with the configured partitions when
 // it is missing and Config.CreateTopic is set, retrying every second until

@@ -8,13 +8,22 @@
 //	flag   -job.window=200ms
 //
 // Supported leaf kinds: string, bool, integers, float64, time.Duration and
-// []string (comma separated in env and flags). After loading, every struct in
-// the tree that has a Validate() error method is validated; errors name the
-// full dotted field path.
+// []string (comma separated in env and flags). Each leaf carries its
+// one-line description in a `help` struct tag; -help prints it, and the
+// README's configuration table is checked against it.
+//
+// Parse fills the value; Validate runs every section's Validate method once
+// and names the offending key by its full dotted path ("comet.secret").
+// Load is Parse followed by Validate.
+//
+// A binary reads only its own sections. A file (or environment) may also
+// hold the sections of the service's other binaries (ServiceSections): those
+// are ignored, so one file can serve every role. Anything else that is
+// unknown is an error in a file and a flag, and a warning in the
+// environment, each naming the closest known key.
 package config
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,12 +34,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // EnvPrefix prefixes every environment variable read by Load.
 const EnvPrefix = "DANMAKU_"
+
+// ServiceSections are the top-level sections of every binary of the
+// service. A binary ignores the ones it does not have.
+var ServiceSections = []string{"log", "redis", "kafka", "logic", "job", "comet", "page"}
 
 // FieldError is an invalid configuration value.
 type FieldError struct {
@@ -41,7 +52,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Message }
 
 // Invalid returns a FieldError for field (relative to the struct whose
-// Validate method returns it; Load prefixes the path).
+// Validate method returns it; Validate prefixes the path).
 func Invalid(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
@@ -49,47 +60,53 @@ func Invalid(field, format string, args ...any) error {
 // Validator is implemented by configuration sections that check themselves.
 type Validator interface{ Validate() error }
 
-// Options says where Load reads from.
+// Options says where Parse reads from.
 type Options struct {
-	// Name is used in flag usage output.
+	// Name is used in usage output.
 	Name string
 	// Args are the command-line arguments without the program name. The flag
 	// -config FILE names the YAML file; -help prints every knob.
 	Args []string
 	// Environ is the environment as KEY=VALUE strings; nil means none.
 	Environ []string
-	// Output receives usage text; nil means os.Stderr.
+	// Output receives the -help text and warnings; nil means os.Stderr.
 	Output io.Writer
 }
 
-// Load fills dst, a pointer to a struct already holding the defaults.
-// It returns flag.ErrHelp when -help was given.
-func Load(dst any, o Options) error {
-	rv := reflect.ValueOf(dst)
-	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
-		return errors.New("config: Load needs a pointer to a struct")
+func (o Options) out() io.Writer {
+	if o.Output == nil {
+		return os.Stderr
 	}
-	var leaves []leaf
-	collect(rv.Elem(), "", &leaves)
+	return o.Output
+}
 
-	fs := flag.NewFlagSet(o.Name, flag.ContinueOnError)
-	if o.Output != nil {
-		fs.SetOutput(o.Output)
-	}
-	file := fs.String("config", "", "YAML configuration file")
-	flagged := map[string]string{}
-	for _, l := range leaves {
-		fs.Var(&flagValue{name: l.path, isBool: l.v.Kind() == reflect.Bool, seen: flagged},
-			l.path, fmt.Sprintf("%s (env %s, default %q)", l.kind(), l.env(), l.String()))
-	}
-	if err := fs.Parse(o.Args); err != nil {
+// Load is Parse followed by Validate.
+func Load(dst any, o Options) error {
+	if err := Parse(dst, o); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	return Validate(dst)
+}
+
+// Parse fills dst, a pointer to a struct already holding the defaults, from
+// the file, the environment and the flags, without validating the result.
+// It returns flag.ErrHelp when -help was given (after printing the knobs).
+// Environment variables with the DANMAKU_ prefix that name no knob are
+// reported on Output as warnings.
+func Parse(dst any, o Options) error {
+	rv := reflect.ValueOf(dst)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		return errors.New("config: Parse needs a pointer to a struct")
 	}
-	if *file != "" {
-		if err := loadFile(dst, *file); err != nil {
+	var leaves []leaf
+	collect(rv.Elem(), "", "", &leaves)
+
+	file, flagged, err := parseFlags(o, leaves)
+	if err != nil {
+		return err
+	}
+	if file != "" {
+		if err := loadFile(rv.Elem(), file); err != nil {
 			return err
 		}
 	}
@@ -99,13 +116,16 @@ func Load(dst any, o Options) error {
 			env[k] = v
 		}
 	}
+	known := map[string]bool{}
 	for _, l := range leaves {
+		known[l.env()] = true
 		if v, ok := env[l.env()]; ok {
 			if err := l.set(v); err != nil {
 				return &FieldError{Field: l.path, Message: fmt.Sprintf("env %s: %v", l.env(), err)}
 			}
 		}
 	}
+	warnUnknownEnv(o.out(), env, known, leaves)
 	for _, l := range leaves {
 		if v, ok := flagged[l.path]; ok {
 			if err := l.set(v); err != nil {
@@ -113,24 +133,107 @@ func Load(dst any, o Options) error {
 			}
 		}
 	}
-	return Validate(dst)
-}
-
-func loadFile(dst any, path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config: read %s: %w", path, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true) // a typo in a key is an error, not a silent default
-	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config: %s: %w", path, err)
-	}
 	return nil
 }
 
+// parseFlags parses o.Args. It returns the -config file and the text of
+// every knob flag given; they are applied after the file and the
+// environment so that flags win whatever their position.
+func parseFlags(o Options, leaves []leaf) (string, map[string]string, error) {
+	fs := flag.NewFlagSet(o.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, -help is printed below
+	file := fs.String("config", "", "YAML configuration file")
+	flagged := map[string]string{}
+	for _, l := range leaves {
+		fs.Var(&flagValue{name: l.path, isBool: l.v.Kind() == reflect.Bool, seen: flagged}, l.path, l.help)
+	}
+	err := fs.Parse(o.Args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(o.out(), o.Name, leaves)
+		return "", nil, err
+	case err != nil:
+		return "", nil, flagError(err, leaves)
+	case fs.NArg() > 0:
+		return "", nil, fmt.Errorf("config: unexpected argument %q (flags are -<section>.<key>=value; -help lists them)", fs.Arg(0))
+	}
+	return *file, flagged, nil
+}
+
+// flagError rewords the flag package's error for an unknown flag with the
+// closest knob.
+func flagError(err error, leaves []leaf) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return fmt.Errorf("config: %v", err)
+	}
+	paths := make([]string, len(leaves))
+	for i, l := range leaves {
+		paths[i] = l.path
+	}
+	msg := "config: unknown flag -" + name
+	if best := closest(name, paths); best != "" {
+		msg += " (did you mean -" + best + "?)"
+	}
+	return errors.New(msg + "; -help lists every knob")
+}
+
+// usage prints every knob with its kind, description, variable and
+// default.
+func usage(w io.Writer, name string, leaves []leaf) {
+	if name == "" {
+		name = "this binary"
+	}
+	fmt.Fprintf(w, "Usage of %s: flags -<section>.<key>=value, or DANMAKU_<SECTION>_<KEY> variables, or -config FILE (YAML).\n\n", name)
+	fmt.Fprintf(w, "  -config FILE\n    \tYAML configuration file (configs/<binary>.yaml lists every knob)\n")
+	for _, l := range leaves {
+		fmt.Fprintf(w, "  -%s %s\n    \t%s (env %s, default %q)\n", l.path, l.kind(), l.help, l.env(), l.String())
+	}
+}
+
+// warnUnknownEnv names DANMAKU_ variables that match no knob, with the
+// closest known variable. Variables of another binary's section are
+// expected (a shared environment) and pass silently.
+func warnUnknownEnv(w io.Writer, env map[string]string, known map[string]bool, leaves []leaf) {
+	var names []string
+	for _, l := range leaves {
+		names = append(names, l.env())
+	}
+	var unknown []string
+	for k := range env {
+		if !known[k] && !otherSectionVar(k, leaves) {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		msg := "config: warning: unknown variable " + k + " is ignored"
+		if best := closest(k, names); best != "" {
+			msg += " (did you mean " + best + "?)"
+		}
+		fmt.Fprintln(w, msg)
+	}
+}
+
+// otherSectionVar reports whether the variable belongs to a section of
+// another binary of the service.
+func otherSectionVar(k string, leaves []leaf) bool {
+	own := map[string]bool{}
+	for _, l := range leaves {
+		own[strings.ToUpper(l.section)] = true
+	}
+	for _, s := range ServiceSections {
+		up := strings.ToUpper(s)
+		if !own[up] && strings.HasPrefix(k, EnvPrefix+up+"_") {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate runs Validate on every section of v (a struct or pointer to one)
-// that implements Validator, depth first, and prefixes field paths.
+// that implements Validator, depth first, and prefixes field paths, so an
+// error always names the section ("comet.secret").
 func Validate(v any) error {
 	return validate(reflect.ValueOf(v), "")
 }
@@ -169,21 +272,40 @@ func validate(v reflect.Value, path string) error {
 	return nil
 }
 
-// Keys lists every configuration key with its env variable and current
-// value, sorted; used for documentation and -help.
-func Keys(v any) [][3]string {
+// Knob describes one configuration key.
+type Knob struct {
+	Key     string // dotted path, e.g. "job.window"
+	Env     string // environment variable
+	Default string // current value, as a flag would spell it
+	Kind    string // string, bool, int, float64, duration, list
+	Help    string // one-line description (the `help` tag)
+}
+
+// Knobs lists every key of v (a pointer to a configuration struct) with
+// its current value, sorted by key; used for -help and documentation.
+func Knobs(v any) []Knob {
 	var leaves []leaf
-	collect(reflect.ValueOf(v).Elem(), "", &leaves)
-	out := make([][3]string, 0, len(leaves))
+	collect(reflect.ValueOf(v).Elem(), "", "", &leaves)
+	out := make([]Knob, 0, len(leaves))
 	for _, l := range leaves {
-		out = append(out, [3]string{l.path, l.env(), l.String()})
+		out = append(out, Knob{Key: l.path, Env: l.env(), Default: l.String(), Kind: l.kind(), Help: l.help})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 
-// flagValue records a flag's text; it is applied after the file and the
-// environment so that flags win whatever their position.
+// Keys lists every configuration key with its env variable and current
+// value, sorted.
+func Keys(v any) [][3]string {
+	knobs := Knobs(v)
+	out := make([][3]string, len(knobs))
+	for i, k := range knobs {
+		out[i] = [3]string{k.Key, k.Env, k.Default}
+	}
+	return out
+}
+
+// flagValue records a flag's text.
 type flagValue struct {
 	name   string
 	isBool bool
@@ -198,13 +320,15 @@ func (f *flagValue) Set(s string) error {
 }
 
 type leaf struct {
-	path string
-	v    reflect.Value
+	path    string
+	section string
+	help    string
+	v       reflect.Value
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-func collect(v reflect.Value, path string, out *[]leaf) {
+func collect(v reflect.Value, path, section string, out *[]leaf) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -212,12 +336,16 @@ func collect(v reflect.Value, path string, out *[]leaf) {
 		if !f.IsExported() || name == "-" {
 			continue
 		}
+		sec := section
+		if sec == "" {
+			sec = name
+		}
 		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct {
-			collect(fv, join(path, name), out)
+			collect(fv, join(path, name), sec, out)
 			continue
 		}
-		*out = append(*out, leaf{path: join(path, name), v: fv})
+		*out = append(*out, leaf{path: join(path, name), section: sec, help: f.Tag.Get("help"), v: fv})
 	}
 }
 
@@ -243,14 +371,16 @@ func (l leaf) env() string {
 	return EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(l.path))
 }
 
-func (l leaf) kind() string {
-	if l.v.Type() == durationType {
+func (l leaf) kind() string { return kindOf(l.v.Type()) }
+
+func kindOf(t reflect.Type) string {
+	if t == durationType {
 		return "duration"
 	}
-	if l.v.Kind() == reflect.Slice {
+	if t.Kind() == reflect.Slice {
 		return "list"
 	}
-	return l.v.Kind().String()
+	return t.Kind().String()
 }
 
 func (l leaf) String() string {

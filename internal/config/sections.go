@@ -2,22 +2,28 @@ package config
 
 import "time"
 
+// PlaceholderSecret is the push secret job and comet default to and the
+// shipped configs carry, so the role binaries agree out of the box. The
+// binaries warn when it is in use; the all-in-one binary replaces it with a
+// random value per process.
+const PlaceholderSecret = "change-me-push-secret"
+
 // Redis configures the connection to Redis, standalone or cluster.
 type Redis struct {
 	// Addrs: one address for a standalone server, several for a cluster
 	// (go-redis UniversalClient picks the client kind). Empty in the
 	// all-in-one binary means "start an embedded Redis".
-	Addrs        []string      `yaml:"addrs"`
-	Password     string        `yaml:"password"`
-	DB           int           `yaml:"db"`
-	DialTimeout  time.Duration `yaml:"dial_timeout"`
-	ReadTimeout  time.Duration `yaml:"read_timeout"`
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	PoolSize     int           `yaml:"pool_size"`
+	Addrs        []string      `yaml:"addrs" help:"one address: standalone; several: cluster; all-in-one: empty starts an embedded Redis"`
+	Password     string        `yaml:"password" help:"AUTH password"`
+	DB           int           `yaml:"db" help:"database number (standalone only)"`
+	DialTimeout  time.Duration `yaml:"dial_timeout" help:"connect timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout" help:"socket read timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout" help:"socket write timeout"`
+	PoolSize     int           `yaml:"pool_size" help:"connections per node"`
 	// BufferSize is the read and the write buffer of each pooled
 	// connection. Commands and replies of the service are small; a comet,
 	// whose fixed memory matters next to thousands of idle viewers, uses 4 KiB.
-	BufferSize int `yaml:"buffer_size"`
+	BufferSize int `yaml:"buffer_size" help:"read and write buffer per pooled connection (comet: 4096)"`
 }
 
 // DefaultRedis returns the Redis defaults.
@@ -54,12 +60,12 @@ func (r *Redis) Validate() error {
 // Kafka configures the Kafka brokers and the room topic.
 type Kafka struct {
 	// Brokers: empty in the all-in-one binary means "start an embedded broker".
-	Brokers    []string `yaml:"brokers"`
-	Topic      string   `yaml:"topic"`
-	Partitions int      `yaml:"partitions"`
+	Brokers    []string `yaml:"brokers" help:"bootstrap brokers; all-in-one: empty starts an embedded broker"`
+	Topic      string   `yaml:"topic" help:"the room topic (record key = room id)"`
+	Partitions int      `yaml:"partitions" help:"used when logic creates the topic"`
 	// Replication is the replication factor used when the topic is created.
-	Replication int    `yaml:"replication"`
-	Group       string `yaml:"group"`
+	Replication int    `yaml:"replication" help:"used when logic creates the topic"`
+	Group       string `yaml:"group" help:"job's consumer group (unused by logic)"`
 }
 
 // DefaultKafka returns the Kafka defaults.
@@ -90,13 +96,13 @@ func (k *Kafka) Validate() error {
 
 // Log configures the zap logger.
 type Log struct {
-	Level string `yaml:"level"` // debug, info, warn, error
+	Level string `yaml:"level" help:"debug, info, warn, error"` // debug, info, warn, error
 	// Format is "json" (production) or "console" (development).
-	Format string `yaml:"format"`
+	Format string `yaml:"format" help:"json or console"`
 	// Sampling keeps the first SampleFirst entries per message and second,
 	// then one in SampleThereafter; 0 disables sampling.
-	SampleFirst      int `yaml:"sample_first"`
-	SampleThereafter int `yaml:"sample_thereafter"`
+	SampleFirst      int `yaml:"sample_first" help:"per message and second, then 1 in sample_thereafter"`
+	SampleThereafter int `yaml:"sample_thereafter" help:"then 1 in this many"`
 }
 
 // DefaultLog returns the logging defaults.
