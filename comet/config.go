@@ -53,6 +53,10 @@ type Config struct {
 	// PongWait is how long a viewer may stay silent (no pong, no frame)
 	// before it is closed. It must exceed PingPeriod.
 	PongWait time.Duration `yaml:"pong_wait" help:"silence after which a viewer is closed"`
+	// OnlinePeriod is how often each room's viewer count over all comets
+	// is sent to its viewers (an "online" frame, only when it changed);
+	// 0 turns the frames off.
+	OnlinePeriod time.Duration `yaml:"online_period" help:"how often each room's viewer count is sent to its viewers (online frame, only when it changed); 0: never"`
 	// Compression negotiates permessage-deflate with viewers that offer it.
 	Compression bool `yaml:"compression" help:"permessage-deflate (compressed once per batch)"`
 	// LeaseRenew is how often the comet renews its lease; LeaseTTL is the
@@ -83,6 +87,7 @@ func DefaultConfig() Config {
 		WriteWait:       10 * time.Second,
 		PingPeriod:      25 * time.Second,
 		PongWait:        60 * time.Second,
+		OnlinePeriod:    10 * time.Second,
 		LeaseRenew:      5 * time.Second,
 		LeaseTTL:        15 * time.Second,
 		RedisTimeout:    2 * time.Second,
@@ -118,6 +123,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("ping_period", "must be positive")
 	case c.PongWait <= c.PingPeriod:
 		return config.Invalid("pong_wait", "must exceed ping_period")
+	case c.OnlinePeriod < 0:
+		return config.Invalid("online_period", "must not be negative")
 	case c.LeaseRenew <= 0:
 		return config.Invalid("lease_renew", "must be positive")
 	case c.LeaseTTL < 2*c.LeaseRenew:

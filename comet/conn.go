@@ -236,7 +236,7 @@ func (c *conn) start(room string, badRoom error) {
 	ws.SetPongHandler(func(string) error { c.alive(); return nil })
 	switch {
 	case badRoom != nil:
-		c.sendError(codeBadRoom, badRoom.Error())
+		c.sendError(codeBadRoom, badRoomText(badRoom))
 	case room != "":
 		c.join(room)
 	}
@@ -285,6 +285,9 @@ func (c *conn) readMessage() bool {
 		return false
 	}
 	c.alive()
+	if c.invalidText(mt, data) {
+		return true // the reader ends when the close completes
+	}
 	if mt != websocket.TextMessage {
 		c.sendError(codeBadFrame, "frames must be JSON text frames")
 		return true

@@ -49,6 +49,7 @@ func testConfig(tb testing.TB) Config {
 	cfg.LeaseRenew = 200 * time.Millisecond
 	cfg.LeaseTTL = time.Second
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.OnlinePeriod = 0 // tests that want online frames turn them on
 	return cfg
 }
 

@@ -57,14 +57,14 @@ func parseFrame(b []byte) (clientFrame, error) {
 		return f, &frameError{codeBadJSON, "frame must be a JSON object"}
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return clientFrame{}, &frameError{codeBadJSON, "invalid JSON: " + err.Error()}
+		return clientFrame{}, &frameError{codeBadJSON, jsonProblem(err)}
 	}
 	switch f.Op {
 	case opPing:
 		return f, nil
 	case opJoin:
 		if err := danmaku.CheckID("room", f.Room); err != nil {
-			return clientFrame{}, &frameError{codeBadRoom, danmaku.ErrorField(err) + " " + err.(*danmaku.Error).Message}
+			return clientFrame{}, &frameError{codeBadRoom, badRoomText(err)}
 		}
 		return f, nil
 	case "":

@@ -50,7 +50,6 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
-	"github.com/danmaku/danmaku/web"
 )
 
 // readBufferSize is the per-connection read buffer. Client frames are tiny
@@ -80,6 +79,7 @@ type Server struct {
 	seq       atomic.Uint64
 	started   time.Time
 
+	public                 []publicRoute // mounted by HandlePublic
 	publicLn, internalLn   net.Listener
 	publicSrv, internalSrv *http.Server
 	advertise              string
@@ -130,9 +130,7 @@ func New(cfg Config, rt routeStore, log *zap.Logger, promReg *prometheus.Registr
 		EnableCompression: cfg.Compression,
 		// The origin is checked before Upgrade, with a JSON answer.
 		CheckOrigin: func(*http.Request) bool { return true },
-		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			httpx.WriteError(w, danmaku.Errorf(danmaku.EINVALID, "", "%v", reason))
-		},
+		Error:       handshakeError,
 	}
 	return s, nil
 }
@@ -149,15 +147,20 @@ func (s *Server) InternalAddr() string { return s.internalLn.Addr().String() }
 // AdvertiseAddr returns the push address published in the lease.
 func (s *Server) AdvertiseAddr() string { return s.advertise }
 
-// PublicHandler serves /ws, /healthz and the browser client with the demo
-// page (/, /danmaku.js), for embedding in another server. The page posts
-// to /logic/send on the same origin, so behind a comet alone it needs an
-// edge that routes /logic/ to logic (see docker-compose.yml).
+// PublicHandler serves /ws, /healthz and what HandlePublic mounted, for
+// embedding in another server.
 func (s *Server) PublicHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
-	mux.Handle("/", web.Handler())
+	root := false
+	for _, p := range s.public {
+		mux.Handle(p.pattern, p.h)
+		root = root || p.pattern == "/"
+	}
+	if !root {
+		mux.HandleFunc("/", notFound)
+	}
 	return mux
 }
 
@@ -167,6 +170,7 @@ func (s *Server) InternalHandler() http.Handler {
 	mux.HandleFunc(push.Path, s.servePush)
 	mux.Handle("/metrics", telemetry.Handler(s.promReg))
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	mux.HandleFunc("/", notFound)
 	return mux
 }
 
@@ -211,11 +215,12 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(s.log),
 	}
-	s.bg.Add(4)
+	s.bg.Add(5)
 	go s.serve(s.publicSrv, s.publicLn, "public")
 	go s.serve(s.internalSrv, s.internalLn, "internal")
 	go s.leaseLoop()
 	go s.pingLoop()
+	go s.onlineLoop()
 	s.log.Info("comet started", zap.String("id", s.id), zap.String("public", s.PublicAddr()),
 		zap.String("internal", s.InternalAddr()), zap.String("advertise", s.advertise))
 	return nil
