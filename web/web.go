@@ -1,23 +1,58 @@
 // Package web holds the browser side of the service: danmaku.js, a plain
 // JavaScript client library (no build step), and a demo page that uses it.
-// Both are embedded in the binary; Handler serves them, so any server that
-// also serves /ws and /logic/* on the same origin can host the demo.
+// Both are embedded in the binary; Handler serves them.
 //
 // Routes:
 //
 //	/             the demo page (index.html)
 //	/danmaku.js   the client library
 //	/demo.css, /demo.js   the page's style and script
+//
+// The page opens its WebSocket on its own origin (/ws) and calls the API
+// (/logic/*) and links /metrics at Config.APIBase, its own origin when
+// empty. So the all-in-one binary serves it as is, and the comet binary
+// serves it with the address of logic, whose logic.allowed_origins must
+// then list the comet's origin.
 package web
 
 import (
+	"bytes"
 	"embed"
+	"errors"
+	"html"
 	"io/fs"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
 )
 
 //go:embed static
 var static embed.FS
+
+// Config is the "page" section of a binary that serves the demo page for
+// an API on another origin.
+type Config struct {
+	// APIBase is the base URL of logic's HTTP API, e.g.
+	// "http://localhost:8090". The comet binary serves the page at / only
+	// when it is set, since a page that cannot reach the API cannot send.
+	APIBase string `yaml:"api_base" help:"cmd/comet: base URL of logic's API (http://host:8090) for the demo page; set: the page is served at / (list the comet's origin in logic.allowed_origins); empty: no page"`
+}
+
+// Validate checks the section.
+func (c *Config) Validate() error {
+	if c.APIBase == "" {
+		return nil
+	}
+	u, err := url.Parse(c.APIBase)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return errors.New(`api_base: want an absolute http(s) URL without a path, like "http://localhost:8090"`)
+	}
+	return nil
+}
 
 // Files returns the embedded files, rooted at the served paths.
 func Files() fs.FS {
@@ -28,25 +63,45 @@ func Files() fs.FS {
 	return sub
 }
 
-// Handler serves the embedded files. Unknown paths get 404; directory
+// Handler serves the embedded files, the page set up for c.APIBase.
+// Unknown paths and methods get the service's JSON error body; directory
 // listings are never shown. Responses carry a short cache lifetime so a
 // new binary's page is picked up on reload.
-func Handler() http.Handler {
-	files := http.FileServerFS(Files())
+func Handler(c Config) http.Handler {
+	files := Files()
+	page := indexPage(files, strings.TrimRight(c.APIBase, "/"))
+	server := http.FileServerFS(files)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "%s not allowed, use GET", r.Method))
 			return
 		}
-		if r.URL.Path != "/" && (len(r.URL.Path) == 0 || r.URL.Path[len(r.URL.Path)-1] == '/') {
-			http.NotFound(w, r)
-			return
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if name != "" {
+			if st, err := fs.Stat(files, name); err != nil || st.IsDir() {
+				httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no file %s", r.URL.Path))
+				return
+			}
 		}
 		h := w.Header()
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
-		files.ServeHTTP(w, r)
+		if name == "" || name == "index.html" {
+			http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(page))
+			return
+		}
+		server.ServeHTTP(w, r)
 	})
+}
+
+// indexPage is index.html with the API base in its danmaku-api meta tag.
+func indexPage(files fs.FS, apiBase string) []byte {
+	b, err := fs.ReadFile(files, "index.html")
+	if err != nil {
+		panic(err) // embedded
+	}
+	const tag = `<meta name="danmaku-api" content="">`
+	return bytes.Replace(b, []byte(tag), []byte(`<meta name="danmaku-api" content="`+html.EscapeString(apiBase)+`">`), 1)
 }

@@ -1,15 +1,17 @@
 package web
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
 func TestHandler(t *testing.T) {
-	srv := httptest.NewServer(Handler())
+	srv := httptest.NewServer(Handler(Config{}))
 	defer srv.Close()
 	for _, tc := range []struct {
 		method, path string
@@ -17,13 +19,14 @@ func TestHandler(t *testing.T) {
 		ctype, body  string
 	}{
 		{"GET", "/", 200, "text/html", `<script src="danmaku.js">`},
+		{"GET", "/", 200, "text/html", `<meta name="danmaku-api" content="">`},
 		{"GET", "/danmaku.js", 200, "javascript", "DanmakuClient"},
 		{"GET", "/demo.css", 200, "text/css", ".bullet"},
 		{"GET", "/demo.js", 200, "javascript", "danmakuDemo"},
 		{"HEAD", "/", 200, "text/html", ""},
-		{"GET", "/nope.js", 404, "", ""},
-		{"GET", "/static/", 404, "", ""},
-		{"POST", "/", 405, "", ""},
+		{"GET", "/nope.js", 404, "application/json", `"not_found"`},
+		{"GET", "/static/", 404, "application/json", `"not_found"`},
+		{"POST", "/", 405, "application/json", `"method_not_allowed"`},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
@@ -45,6 +48,48 @@ func TestHandler(t *testing.T) {
 			if !strings.Contains(string(body), tc.body) {
 				t.Errorf("body lacks %q", tc.body)
 			}
+			if tc.status >= 400 && !json.Valid(body) {
+				t.Errorf("error body is not JSON: %s", body)
+			}
 		})
+	}
+}
+
+// The page served for an API elsewhere carries its address.
+func TestHandlerAPIBase(t *testing.T) {
+	srv := httptest.NewServer(Handler(Config{APIBase: "http://logic.example:8090/"}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `<meta name="danmaku-api" content="http://logic.example:8090">`) {
+		t.Fatalf("page lacks the API base:\n%s", b)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for base, ok := range map[string]bool{"": true, "http://localhost:8090": true, "https://api.example/": true,
+		"localhost:8090": false, "ftp://x": false, "http://x/logic": false} {
+		c := Config{APIBase: base}
+		if err := c.Validate(); (err == nil) != ok {
+			t.Errorf("api_base %q: %v", base, err)
+		}
+	}
+}
+
+// The comet serves the page only through its binary: package comet must
+// not link the page's assets.
+func TestCometDoesNotImportWeb(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/danmaku/danmaku/comet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "github.com/danmaku/danmaku/web" {
+			t.Fatal("package comet depends on package web")
+		}
 	}
 }

@@ -267,7 +267,7 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/readyz", bounded)
 	mux.Handle("/ws", m.comet.PublicHandler())
 	mux.Handle("/metrics", telemetry.Handler(reg))
-	mux.Handle("/", web.Handler())
+	mux.Handle("/", web.Handler(web.Config{}))
 	return mux
 }
 

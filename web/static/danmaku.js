@@ -8,11 +8,13 @@
  *     onMessage(msg) { show(msg.name, msg.content) }, // {id, uid, name, content, ts}
  *     onState(state, info) { ... },  // "connecting" | "open" | "reconnecting" | "closed"
  *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs}
+ *     onOnline(n, room) { ... },     // the room's viewer count changed
  *   });
  *   client.connect();
- *   client.join("another-room");
- *   await client.send("hello", {userId: 42, userName: "Ann"});
- *   const n = await client.online();
+ *   client.join("another-room");     // throws on an invalid room id
+ *   client.send("hello", {userId: 42, userName: "Ann"})
+ *     .then(() => client.online())
+ *     .then(n => console.log(n), e => console.log(e.code, e.message));
  *   client.close();
  *
  * What it takes care of:
@@ -45,6 +47,7 @@
     onBatch: null,        // raw batch before pacing: (room, msgs)
     onState: null,
     onWelcome: null,
+    onOnline: null,       // (online, room): the room's viewer count changed
     onError: null
   };
 
@@ -70,6 +73,7 @@
   function DanmakuClient(options) {
     this.opts = Object.assign({}, DEFAULTS, options || {});
     this.room = this.opts.room;
+    this.joined = "";          // room of the last welcome
     this.state = "closed";
     this.ws = null;
     this.connId = "";
@@ -164,6 +168,7 @@
     switch (f.op) {
       case "welcome":
         this.attempt = 0;
+        this.joined = f.room;
         this.connId = f.connId;
         this.onlineCount = f.online;
         if (f.heartbeatMs > 0 && f.heartbeatMs !== this.heartbeatMs) {
@@ -179,9 +184,19 @@
         this._emit("onBatch", f.room, f.msgs);
         this._pace(f.msgs);
         break;
+      case "online":
+        if (f.room !== this.room || typeof f.online !== "number") return;
+        this.onlineCount = f.online;
+        this._emit("onOnline", f.online, f.room);
+        break;
       case "pong":
         break;
       case "error":
+        // A join the server refused leaves the viewer in its room: follow it.
+        if (f.code === "bad_room" && this.joined && this.room !== this.joined) {
+          this.room = this.joined;
+          this._setState("open", { room: this.room });
+        }
         this._emit("onError", Object.assign(new Error(f.message || f.code), { code: f.code }));
         break;
     }
@@ -274,8 +289,18 @@
     }, delay);
   };
 
-  /** Switches to room; the next welcome confirms it. */
+  var ROOM_ID = /^[A-Za-z0-9_.\-]{1,64}$/;
+
+  /**
+   * Switches to room; the next welcome confirms it. An invalid room id
+   * throws an Error (code "invalid_argument", field "room") and changes
+   * nothing: the client stays in its room.
+   */
   DanmakuClient.prototype.join = function (room) {
+    if (typeof room !== "string" || !ROOM_ID.test(room)) {
+      throw Object.assign(new Error("room: must be 1 to 64 of A-Z a-z 0-9 _ . -"),
+        { code: "invalid_argument", field: "room" });
+    }
     if (room === this.room) return this;
     this.room = room;
     this.queue = [];
@@ -314,7 +339,18 @@
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    return fetch(self.opts.baseUrl + path, init).then(function (resp) {
+    var base = self.opts.baseUrl || "";
+    return fetch(base + path, init).catch(function (e) {
+      // The browser says only "Failed to fetch" (or aborted): say what it means.
+      var timedOut = e && e.name === "AbortError";
+      var err = new Error(timedOut
+        ? "no answer from the server within " + self.opts.sendTimeoutMs + " ms"
+        : "cannot reach the server" + (base ? " at " + base : ""));
+      err.status = 0;
+      err.code = "unavailable";
+      err.field = "";
+      throw err;
+    }).then(function (resp) {
       return resp.text().then(function (text) {
         var data = null;
         try { data = text ? JSON.parse(text) : null; } catch (e) { /* not JSON */ }

@@ -22,24 +22,46 @@
   var layer = $("layer"), log = $("log");
   var DEFAULT_HINT = $("hint").textContent;
 
-  // Identity: a numeric user id and a name, kept across reloads.
-  function stored(key, make) {
-    var v = null;
-    try { v = localStorage.getItem(key); } catch (e) { /* private mode */ }
-    if (!v) {
-      v = make();
-      try { localStorage.setItem(key, v); } catch (e) { /* ignore */ }
-    }
-    return v;
+  // Where the API lives: the serving binary fills in the meta tag when it
+  // is not this page's origin (a comet serving the page for a logic
+  // elsewhere); empty means same origin.
+  var meta = document.querySelector('meta[name="danmaku-api"]');
+  var apiBase = ((meta && meta.content) || "").replace(/\/+$/, "");
+  $("metrics-link").href = apiBase + "/metrics";
+
+  // Identity: a numeric user id and a name. A name the user typed is kept
+  // (with its user id) for every tab of this browser; until then each tab
+  // is a guest of its own, kept across reloads of that tab.
+  function load(store, key) {
+    try { return store.getItem(key); } catch (e) { return null; } /* private mode */
   }
-  var userId = Number(stored("danmaku.uid", function () {
-    return String(1 + Math.floor(Math.random() * 2147483646));
-  }));
-  $("name").value = stored("danmaku.name", function () {
-    return "Guest" + String(userId % 10000).padStart(4, "0");
-  });
+  function save(store, key, v) {
+    try { if (v == null) store.removeItem(key); else store.setItem(key, v); } catch (e) { /* ignore */ }
+  }
+  var local = window.localStorage, session = window.sessionStorage;
+  var chosenName = load(local, "danmaku.chosenName");
+  var userId = Number((chosenName && load(local, "danmaku.chosenUid")) || load(session, "danmaku.uid") || 0);
+  if (!(userId > 0)) {
+    userId = 1 + Math.floor(Math.random() * 2147483646);
+    save(session, "danmaku.uid", String(userId));
+  }
+  $("name").value = chosenName || "Guest" + String(userId % 10000).padStart(4, "0");
   $("name").addEventListener("change", function () {
-    try { localStorage.setItem("danmaku.name", this.value.trim()); } catch (e) { /* ignore */ }
+    var v = this.value.trim();
+    save(local, "danmaku.chosenName", v || null);
+    save(local, "danmaku.chosenUid", v ? String(userId) : null);
+  });
+
+  // Length limits count characters (code points) as the server does; the
+  // maxlength attribute would count UTF-16 units, so an emoji would count
+  // twice.
+  function chars(s) { return Array.from(s).length; }
+  document.querySelectorAll("[data-max-chars]").forEach(function (el) {
+    var max = Number(el.dataset.maxChars);
+    el.addEventListener("input", function () {
+      var cps = Array.from(el.value);
+      if (cps.length > max) el.value = cps.slice(0, max).join("");
+    });
   });
 
   var params = new URLSearchParams(location.search);
@@ -51,23 +73,32 @@
   var client = new DanmakuClient({
     room: room,
     uid: userId,
+    baseUrl: apiBase,
     onMessage: function (m) { show(m); },
     onState: function (state, info) { setConn(state, info); },
+    // The welcome carries the room's count, online frames keep it current:
+    // nothing is polled.
     onWelcome: function (w) {
       setOnline(w.online);
       system("joined #" + w.room);
     },
+    onOnline: function (n) { setOnline(n); },
     onError: function (e) { hint("server: " + e.message, true); }
   });
 
   function setConn(state, info) {
-    var el = $("conn"), text = state;
-    el.dataset.state = state === "open" ? "open" : state === "closed" ? "closed" : "connecting";
-    if (state === "open") text = "live";
+    var el = $("conn"), text = state, open = state === "open";
+    el.dataset.state = open ? "open" : state === "closed" ? "closed" : "connecting";
+    if (open) text = "live";
     if (state === "reconnecting" && info.delayMs != null) {
       text = "reconnecting in " + (info.delayMs / 1000).toFixed(1) + "s";
     }
     $("conn-text").textContent = text;
+    // Not connected: the stage is not live and the last count is not
+    // known to hold.
+    $("live").textContent = open ? "LIVE" : "OFFLINE";
+    $("live").classList.toggle("off", !open);
+    if (!open) $("online").textContent = "–";
   }
   function setOnline(n) { $("online").textContent = String(n); }
 
@@ -236,9 +267,12 @@
     layer.textContent = "";
     lanes = [];
     waiting = [];
+    // The chat log shows one room.
+    log.textContent = "";
+    shown = 0;
+    $("count").textContent = "0 messages";
     renderRooms();
     client.join(r);
-    refreshOnline();
   }
 
   $("room-form").addEventListener("submit", function (ev) {
@@ -257,7 +291,8 @@
       .then(function () { hint(DEFAULT_HINT); })
       .catch(function (e) {
         var msg = e.message;
-        if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
+        if (e.code === "unavailable" && !e.status) msg = "cannot reach the server; check your connection and try again";
+        else if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
         else if (e.field) msg = e.field + ": " + e.message;
         hint(msg, true);
         throw e;
@@ -283,11 +318,7 @@
     layer.classList.toggle("hidden", !this.checked);
   });
 
-  // ---- online count and clock ---------------------------------------------
-  function refreshOnline() {
-    client.online(room).then(setOnline, function () { /* keep the last value */ });
-  }
-  setInterval(refreshOnline, 5000);
+  // ---- clock --------------------------------------------------------------
 
   var started = Date.now();
   setInterval(function () {
@@ -300,5 +331,5 @@
 
   renderRooms();
   client.connect();
-  window.danmakuDemo = { client: client, switchRoom: switchRoom, post: post };
+  window.danmakuDemo = { client: client, switchRoom: switchRoom, post: post, userId: userId, chars: chars };
 })();
