@@ -134,6 +134,7 @@ func New(o Options) (*Job, error) {
 		StartOffset:       kafka.FirstOffset,
 		MaxAttempts:       3,
 		ErrorLogger:       kafka.LoggerFunc(o.Log.Sugar().Debugf),
+		Logger:            groupLogger(o.Log),
 	})
 	j.m = newMetrics(o.Registerer, func() float64 { return float64(j.reader.Stats().Lag) })
 	empty := map[string]route.CometInfo{}

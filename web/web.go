@@ -18,7 +18,6 @@ package web
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"html"
 	"io/fs"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
 )
 
@@ -49,7 +49,7 @@ func (c *Config) Validate() error {
 	}
 	u, err := url.Parse(c.APIBase)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
-		return errors.New(`api_base: want an absolute http(s) URL without a path, like "http://localhost:8090"`)
+		return config.Invalid("api_base", `want an absolute http(s) URL without a path, like "http://localhost:8090"`)
 	}
 	return nil
 }

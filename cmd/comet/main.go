@@ -1,5 +1,6 @@
 // Command comet runs the WebSocket edge browsers connect to: the public
-// listener serves /ws, the internal listener takes job's pushes.
+// listener serves /ws (and, with page.api_base set, the demo page calling
+// logic at that address), the internal listener takes job's pushes.
 // Configuration: configs/comet.yaml (-config), DANMAKU_* variables and
 // -<section>.<key> flags; -help lists every knob.
 package main
@@ -7,15 +8,17 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/danmaku/danmaku/internal/process"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
+	"github.com/danmaku/danmaku/web"
 )
 
 func main() {
@@ -28,6 +31,15 @@ type Config struct {
 	Log   config.Log   `yaml:"log"`
 	Redis config.Redis `yaml:"redis"`
 	Comet comet.Config `yaml:"comet"`
+	Page  web.Config   `yaml:"page"`
+}
+
+// Validate checks what the binary needs beyond its sections' own rules.
+func (c *Config) Validate() error {
+	if len(c.Redis.Addrs) == 0 {
+		return config.Invalid("redis.addrs", "must not be empty")
+	}
+	return nil
 }
 
 // DefaultConfig returns the defaults of every section.
@@ -42,6 +54,9 @@ func DefaultConfig() Config {
 // Main is the comet process: Run starts it, Close stops it.
 type Main struct {
 	Config Config
+	// Logger, when set before Run, is used instead of one built from
+	// Config.Log.
+	Logger *zap.Logger
 	// Server is the running comet, set by Run.
 	Server *comet.Server
 
@@ -62,20 +77,23 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	c := m.Config
-	log, err := telemetry.NewLogger(c.Log)
+	log, err := process.Logger(m.Logger, c.Log)
 	if err != nil {
 		return err
 	}
 	m.log = log
-	if len(c.Redis.Addrs) == 0 {
-		return errors.New("redis.addrs is empty")
-	}
+	process.WarnPlaceholderSecret(log, "comet.secret", c.Comet.Secret)
 	// route.Dial lets comet.redis_timeout reach the socket, so a stalled
 	// Redis cannot hold registrations for ReadTimeout.
 	m.rdb = route.Dial(c.Redis)
 	srv, err := comet.New(c.Comet, route.New(m.rdb), log, telemetry.NewRegistry())
 	if err != nil {
 		return err
+	}
+	// The demo page is served only where it can work: it needs to know
+	// where logic's API is.
+	if c.Page.APIBase != "" {
+		srv.HandlePublic("/", web.Handler(c.Page))
 	}
 	if err := srv.Start(ctx); err != nil {
 		return err

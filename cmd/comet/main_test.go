@@ -16,6 +16,7 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -61,7 +62,9 @@ func TestMainServes(t *testing.T) {
 	if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 1 {
 		t.Fatalf("push: %d %v", n, err)
 	}
-	if _, data, err := ws.ReadMessage(); err != nil || string(data) != string(body) {
+	// Online frames (the room's count) may come in between.
+	data, err := readSkipping(ws, `"op":"online"`)
+	if err != nil || string(data) != string(body) {
 		t.Fatalf("frame %s (%v), want %s", data, err, body)
 	}
 	for u, want := range map[string]string{
@@ -104,5 +107,63 @@ func TestConfigFileComplete(t *testing.T) {
 		if !strings.Contains(string(b), key+":") {
 			t.Errorf("configs/comet.yaml lacks %s", k[0])
 		}
+	}
+}
+
+// readSkipping returns the next frame that does not contain skip.
+func readSkipping(ws *websocket.Conn, skip string) ([]byte, error) {
+	for {
+		_, data, err := ws.ReadMessage()
+		if err != nil || !strings.Contains(string(data), skip) {
+			return data, err
+		}
+	}
+}
+
+// The comet serves the demo page only when it knows where logic is, and
+// the page carries that address; otherwise / is a JSON 404.
+func TestPageOnlyWithAPIBase(t *testing.T) {
+	for _, base := range []string{"", "http://localhost:8090"} {
+		m := NewMain()
+		m.Config.Log.Level = "warn"
+		m.Config.Redis.Addrs = []string{redistest.Standalone(t).Addr}
+		m.Config.Comet.Listen = "127.0.0.1:0"
+		m.Config.Comet.InternalListen = "127.0.0.1:0"
+		m.Config.Comet.ID = testutil.Uniq("page-test-")
+		m.Config.Page.APIBase = base
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + m.Server.PublicAddr() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m.Close()
+		switch {
+		case base == "" && (resp.StatusCode != 404 || !strings.Contains(string(b), `"not_found"`)):
+			t.Errorf("without page.api_base: %d %.100s", resp.StatusCode, b)
+		case base != "" && (resp.StatusCode != 200 || !strings.Contains(string(b), `content="http://localhost:8090"`)):
+			t.Errorf("with page.api_base: %d %.300s", resp.StatusCode, b)
+		}
+	}
+}
+
+// Errors of the comet section keep their "comet." prefix.
+func TestConfigErrorsNameTheSection(t *testing.T) {
+	m := NewMain()
+	m.Config.Comet.Secret = "short"
+	err := m.Run(context.Background())
+	m.Close()
+	if err == nil || !strings.HasPrefix(err.Error(), "config: comet.secret: ") {
+		t.Fatalf("Run = %v", err)
+	}
+	m = NewMain()
+	m.Config.Page.APIBase = "localhost:8090"
+	err = m.Run(context.Background())
+	m.Close()
+	if err == nil || !strings.HasPrefix(err.Error(), "config: page.api_base: ") {
+		t.Fatalf("Run = %v", err)
 	}
 }

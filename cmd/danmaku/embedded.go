@@ -7,6 +7,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/danmaku/danmaku/internal/devbroker"
 )
 
 // expiryTick is how often the embedded Redis ages its keys. miniredis does
@@ -58,17 +60,12 @@ func (e *embedded) startRedis() (string, error) {
 // The job's consumer group may use a one-second session timeout against
 // it, as tests do; topics are created by logic at start-up.
 func (e *embedded) startKafka() (string, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	c, addr, err := devbroker.Start(devbroker.Options{})
 	if err != nil {
-		return "", fmt.Errorf("start embedded kafka: %w", err)
-	}
-	addrs := c.ListenAddrs()
-	if len(addrs) != 1 {
-		c.Close()
-		return "", fmt.Errorf("embedded kafka listens on %v, want one address", addrs)
+		return "", err
 	}
 	e.kafka = c
-	return addrs[0], nil
+	return addr, nil
 }
 
 // stop closes whatever was started. Safe to call when nothing was.

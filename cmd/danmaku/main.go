@@ -24,15 +24,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/process"
-	"github.com/danmaku/danmaku/internal/push"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/process"
+	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
@@ -74,17 +73,16 @@ func DefaultConfig() Config {
 	c.Kafka.Brokers = nil
 	c.Kafka.Partitions = 4
 	c.Job.Window = 200 * time.Millisecond
-	c.Job.PushSecret = defaultSecret
-	c.Comet.Secret = defaultSecret
 	c.Job.MetricsAddr = ""
 	c.Comet.Listen = "127.0.0.1:0"
 	c.Comet.InternalListen = "127.0.0.1:0"
+	c.Comet.OnlinePeriod = 2 * time.Second
 	return c
 }
 
-// defaultSecret is the placeholder push secret; Run replaces it with a
-// random one.
-const defaultSecret = "change-me"
+// Validate checks what the binary needs beyond its sections' own rules:
+// nothing, since empty Redis and Kafka addresses start embedded ones.
+func (c *Config) Validate() error { return nil }
 
 // topicWait is how long start-up keeps trying to reach Kafka to create the
 // topic: long enough for a broker started at the same time to come up.
@@ -93,6 +91,9 @@ const topicWait = 30 * time.Second
 // Main is the all-in-one process: Run starts it, Close stops it.
 type Main struct {
 	Config Config
+	// Logger, when set before Run, is used instead of one built from
+	// Config.Log.
+	Logger *zap.Logger
 
 	log    *zap.Logger
 	emb    embedded
@@ -149,7 +150,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// One process: the job pushes to its own comet over loopback, so the
 	// secret is one value. The placeholder default becomes a random value
 	// per process, which keeps the push endpoint closed to other local users.
-	if c.Comet.Secret == "" || c.Comet.Secret == defaultSecret {
+	if c.Comet.Secret == "" || c.Comet.Secret == config.PlaceholderSecret {
 		var b [16]byte
 		rand.Read(b[:])
 		c.Comet.Secret = hex.EncodeToString(b[:])
@@ -158,7 +159,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := config.Validate(c); err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(c.Log)
+	log, err := process.Logger(m.Logger, c.Log)
 	if err != nil {
 		return err
 	}
@@ -191,6 +192,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.rdb = route.Dial(c.Redis)
 	store := route.New(m.rdb)
 
+	process.CheckRedis(ctx, m.rdb, c.Redis, log)
 	m.comet, err = comet.New(c.Comet, store, log.Named("comet"), reg)
 	if err != nil {
 		return err

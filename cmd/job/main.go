@@ -14,14 +14,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/process"
-	"github.com/danmaku/danmaku/internal/push"
-
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/kafkax"
+	"github.com/danmaku/danmaku/internal/process"
+	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/route"
@@ -45,9 +46,23 @@ func DefaultConfig() Config {
 	return Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Kafka: config.DefaultKafka(), Job: job.DefaultConfig()}
 }
 
+// Validate checks what the binary needs beyond its sections' own rules.
+func (c *Config) Validate() error {
+	if len(c.Redis.Addrs) == 0 {
+		return config.Invalid("redis.addrs", "must not be empty")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		return config.Invalid("kafka.brokers", "must not be empty")
+	}
+	return nil
+}
+
 // Main is the job process: Run starts it, Close stops it gracefully.
 type Main struct {
 	Config Config
+	// Logger, when set before Run, is used instead of one built from
+	// Config.Log.
+	Logger *zap.Logger
 	// MetricsAddr is the bound address of /metrics and /healthz, set by Run.
 	MetricsAddr string
 
@@ -78,17 +93,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	c := m.Config
-	log, err := telemetry.NewLogger(c.Log)
+	log, err := process.Logger(m.Logger, c.Log)
 	if err != nil {
 		return err
 	}
 	m.log = log
-	if len(c.Redis.Addrs) == 0 {
-		return &config.FieldError{Field: "redis.addrs", Message: "must not be empty"}
-	}
-	if len(c.Kafka.Brokers) == 0 {
-		return &config.FieldError{Field: "kafka.brokers", Message: "must not be empty"}
-	}
+	process.WarnPlaceholderSecret(log, "job.push_secret", c.Job.PushSecret)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := kafkax.EnsureTopicWait(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
@@ -111,7 +121,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.MetricsAddr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", telemetry.Handler(reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
+	})
 	m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go m.metrics.Serve(ln)
 
@@ -151,6 +166,7 @@ func (m *Main) Close() error {
 			errs = append(errs, m.rdb.Close())
 		}
 		if m.log != nil {
+			m.log.Info("job stopped")
 			m.log.Sync()
 		}
 		m.closeErr = errors.Join(errs...)

@@ -7,18 +7,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/process"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 )
 
 func main() {
@@ -44,6 +45,17 @@ func DefaultConfig() Config {
 	}
 }
 
+// Validate checks what the binary needs beyond its sections' own rules.
+func (c *Config) Validate() error {
+	if len(c.Redis.Addrs) == 0 {
+		return config.Invalid("redis.addrs", "must not be empty")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		return config.Invalid("kafka.brokers", "must not be empty")
+	}
+	return nil
+}
+
 // topicWait is how long start-up keeps trying to reach Kafka to create the
 // topic: long enough for a broker started at the same time to come up.
 const topicWait = 30 * time.Second
@@ -51,13 +63,16 @@ const topicWait = 30 * time.Second
 // Main is the logic process: Run starts it, Close stops it.
 type Main struct {
 	Config Config
+	// Logger, when set before Run, is used instead of one built from
+	// Config.Log.
+	Logger *zap.Logger
 
 	log   *zap.Logger
 	rdb   redis.UniversalClient
 	logic *logic.Server
 	http  *http.Server
 	ln    net.Listener
-	done  chan struct{} // closed when Serve returns
+	done  chan struct{} // closed when Serve returns; nil until it runs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -66,28 +81,27 @@ type Main struct {
 // NewMain returns a Main holding the default configuration.
 func NewMain() *Main { return &Main{Config: DefaultConfig()} }
 
-// Run connects to Redis and Kafka, creates the topic if needed and starts
-// serving. It returns once the listener is open; the server runs until
+// Run validates the configuration, opens the listener (so a port in use
+// fails at once), connects to Redis and Kafka, creates the topic if needed
+// and starts serving. It returns once the server runs; it serves until
 // Close.
 func (m *Main) Run(ctx context.Context) error {
 	if err := config.Validate(&m.Config); err != nil {
 		return err
 	}
 	c := m.Config
-	log, err := telemetry.NewLogger(c.Log)
+	log, err := process.Logger(m.Logger, c.Log)
 	if err != nil {
 		return err
 	}
 	m.log = log
-	if len(c.Redis.Addrs) == 0 {
-		return errors.New("redis.addrs is empty")
-	}
-	if len(c.Kafka.Brokers) == 0 {
-		return errors.New("kafka.brokers is empty")
+	if m.ln, err = net.Listen("tcp", c.Logic.Listen); err != nil {
+		return fmt.Errorf("listen %s (logic.listen): %w", c.Logic.Listen, err)
 	}
 	// route.Dial lets per-request deadlines (logic.redis_timeout) reach the
 	// socket, so a stalled Redis cannot hold requests for ReadTimeout.
 	m.rdb = route.Dial(c.Redis)
+	process.CheckRedis(ctx, m.rdb, c.Redis, log)
 	reg := telemetry.NewRegistry()
 	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log, Registerer: reg})
 	if err != nil {
@@ -108,10 +122,6 @@ func (m *Main) Run(ctx context.Context) error {
 		WriteTimeout: c.Logic.RedisTimeout + c.Logic.ProduceTimeout + 5*time.Second,
 		IdleTimeout:  c.Logic.IdleTimeout,
 		ErrorLog:     zap.NewStdLog(log.Named("http")),
-	}
-	m.ln, err = net.Listen("tcp", c.Logic.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.Logic.Listen, err)
 	}
 	m.done = make(chan struct{})
 	go func() {
@@ -146,13 +156,15 @@ func (m *Main) Addr() string {
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
 		var errs []error
-		if m.http != nil {
+		if m.done != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
 			if err := m.http.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			}
 			cancel()
 			<-m.done
+		} else if m.ln != nil {
+			m.ln.Close() // Run failed after listening
 		}
 		if m.logic != nil {
 			if err := m.logic.Close(); err != nil {

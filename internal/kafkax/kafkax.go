@@ -24,7 +24,8 @@ type Topic struct {
 // already exists. It is idempotent: an existing topic is left as it is (its
 // partition count is not changed, since that would move rooms between
 // partitions and break per-room ordering) and created reports false. The
-// request goes to the controller; ctx bounds the whole call.
+// request goes to the controller; ctx bounds the whole call. When no broker
+// accepts a connection the error is an *UnreachableError.
 func EnsureTopic(ctx context.Context, brokers []string, t Topic) (created bool, err error) {
 	if len(brokers) == 0 {
 		return false, errors.New("ensure topic: no brokers")
@@ -38,6 +39,9 @@ func EnsureTopic(ctx context.Context, brokers []string, t Topic) (created bool, 
 		ReplicationFactor: t.Replication,
 	}}})
 	if err != nil {
+		if rerr := reachable(ctx, brokers); rerr != nil {
+			return false, rerr
+		}
 		return false, fmt.Errorf("create topic %s: %w", t.Name, err)
 	}
 	switch err := resp.Errors[t.Name]; {

@@ -3,12 +3,14 @@ package kafkax_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/kafkax"
-	"github.com/segmentio/kafka-go"
 )
 
 func TestEnsureTopicIdempotent(t *testing.T) {
@@ -90,5 +92,23 @@ func TestWriterKeepsKeyOnOnePartition(t *testing.T) {
 				t.Errorf("key %s: %d records, want 3", k, n)
 			}
 		}
+	}
+}
+
+// With nothing listening, start-up says so in plain words instead of the
+// client's protocol error.
+func TestEnsureTopicUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = kafkax.EnsureTopicWait(ctx, []string{addr}, kafkax.Topic{Name: "t", Partitions: 1, Replication: 1}, nil)
+	var ue *kafkax.UnreachableError
+	if !errors.As(err, &ue) || err.Error() != "cannot reach Kafka at "+addr+": connection refused" {
+		t.Fatalf("err = %v", err)
 	}
 }

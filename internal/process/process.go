@@ -8,11 +8,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/telemetry"
 )
 
 // Role is a binary's Main value: Run starts it and returns once it serves,
@@ -34,12 +39,13 @@ const (
 	ExitConfig  = 2 // invalid configuration or arguments
 )
 
-// Main loads cfg (a pointer to the role's configuration, holding the
+// Main reads cfg (a pointer to the role's configuration, holding the
 // defaults) from os.Args and the environment, runs role until a signal
-// arrives, and closes it. It does not return on failure: it exits. A second
-// signal during shutdown kills the process.
+// arrives, and closes it. The role's Run validates the configuration (once,
+// with errors naming section and key). Main does not return on failure: it
+// exits. A second signal during shutdown kills the process.
 func Main(name string, cfg any, role Role) {
-	err := config.Load(cfg, config.Options{Name: name, Args: os.Args[1:], Environ: os.Environ()})
+	err := config.Parse(cfg, config.Options{Name: name, Args: os.Args[1:], Environ: os.Environ()})
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -52,6 +58,10 @@ func Main(name string, cfg any, role Role) {
 	if err := role.Run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		role.Close()
+		var fe *config.FieldError
+		if errors.As(err, &fe) {
+			os.Exit(ExitConfig)
+		}
 		os.Exit(ExitFailure)
 	}
 	var done <-chan struct{}
@@ -66,5 +76,43 @@ func Main(name string, cfg any, role Role) {
 	if err := role.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: shutdown: %v\n", name, err)
 		os.Exit(ExitFailure)
+	}
+}
+
+// Logger returns given when it is not nil, else a logger built from c.
+func Logger(given *zap.Logger, c config.Log) (*zap.Logger, error) {
+	if given != nil {
+		return given, nil
+	}
+	return telemetry.NewLogger(c)
+}
+
+// CheckRedis pings Redis once at start-up and logs at warn when it does
+// not answer: the role starts anyway (Redis may come up later), but the
+// operator learns now why requests will fail.
+func CheckRedis(ctx context.Context, rdb redis.UniversalClient, c config.Redis, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		// The client retries until ctx ends; a plain dial tells why.
+		for _, addr := range c.Addrs {
+			conn, derr := net.DialTimeout("tcp", addr, c.DialTimeout)
+			if derr != nil {
+				err = derr
+				continue
+			}
+			conn.Close()
+			break
+		}
+		log.Warn("redis does not answer; starting anyway, requests that need it fail until it does",
+			zap.Strings("addrs", c.Addrs), zap.Error(err))
+	}
+}
+
+// WarnPlaceholderSecret logs at warn when the push secret is the shipped
+// placeholder, which anyone who read the repository knows.
+func WarnPlaceholderSecret(log *zap.Logger, key, secret string) {
+	if secret == config.PlaceholderSecret {
+		log.Warn("the push secret is the shipped placeholder; set your own in production", zap.String("key", key))
 	}
 }

@@ -6,36 +6,58 @@ package telemetry
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/danmaku/danmaku/internal/config"
 )
 
-// NewLogger builds a logger from c: JSON for production, a coloured console
-// for development, with sampling so a burst of identical lines costs little.
+// NewLogger builds a logger from c writing to stderr: JSON for
+// production, a human-readable console format for development, with
+// sampling so a burst of identical lines costs little. The console format
+// is coloured only when stderr is a terminal (and NO_COLOR is unset), so
+// redirected logs hold no escape codes.
 func NewLogger(c config.Log) (*zap.Logger, error) {
+	return newLogger(c, zapcore.Lock(os.Stderr), colourTerminal(os.Stderr))
+}
+
+func newLogger(c config.Log, out zapcore.WriteSyncer, colour bool) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
 		return nil, fmt.Errorf("parse log level: %w", err)
 	}
-	zc := zap.NewProductionConfig()
+	var enc zapcore.Encoder
 	if c.Format == "console" {
-		zc = zap.NewDevelopmentConfig()
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
-		zc.EncoderConfig.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly + ".000")
-		zc.Development = false
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		if colour {
+			ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly + ".000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	}
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.Sampling = nil
+	core := zapcore.NewCore(enc, out, zap.NewAtomicLevelAt(level))
 	if c.SampleFirst > 0 {
-		zc.Sampling = &zap.SamplingConfig{Initial: c.SampleFirst, Thereafter: max(c.SampleThereafter, 1)}
+		core = zapcore.NewSamplerWithOptions(core, time.Second, c.SampleFirst, max(c.SampleThereafter, 1))
 	}
-	return zc.Build()
+	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(zapcore.Lock(os.Stderr))), nil
+}
+
+// colourTerminal reports whether f is a terminal that should get colours.
+func colourTerminal(f *os.File) bool {
+	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // NewRegistry returns a registry holding the Go runtime and process

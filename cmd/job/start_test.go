@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// The job says when it got its partitions and when it stopped, and its
+// listener answers in JSON like the other roles.
+func TestLogsAndJSONAnswers(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	m := NewMain()
+	m.Logger = zap.New(core)
+	m.Config.Redis.Addrs = []string{redistest.Standalone(t).Addr}
+	m.Config.Kafka.Brokers = kafkatest.Start(t, kafkatest.MinSessionTimeout(time.Second)).Brokers()
+	m.Config.Kafka.Partitions = 2
+	m.Config.Job.MetricsAddr = "127.0.0.1:0"
+	m.Config.Job.SessionTimeout = time.Second
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for path, want := range map[string]struct {
+		status int
+		key    string
+	}{"/healthz": {200, "status"}, "/nope": {404, "error"}} {
+		resp, err := http.Get("http://" + m.MetricsAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var body map[string]any
+		if resp.StatusCode != want.status || json.Unmarshal(b, &body) != nil || body[want.key] == nil {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	testutil.SucceedsSoon(t, 15*time.Second, func() error {
+		if logs.FilterMessage("kafka partitions assigned").Len() == 0 {
+			return errString("no partition assignment logged")
+		}
+		return nil
+	})
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if logs.FilterMessage("job stopped").Len() != 1 {
+		t.Fatalf("no stop logged: %v", logs.All())
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
