@@ -1,0 +1,134 @@
+package cmd_test
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/job"
+)
+
+// TestRolesSeparately is the README's "Run the roles separately": the
+// logic, job and comet binaries started from configs/*.yaml with only
+// addresses overridden, a real redis-server and cmd/devkafka. A message
+// sent to /logic/send arrives at a WebSocket viewer of the comet, the
+// comet serves the page for logic's API, logic answers the page's
+// preflight, and every binary stops cleanly on SIGTERM.
+func TestRolesSeparately(t *testing.T) {
+	redis := redistest.Standalone(t).Addr
+	kafka := devKafka(t)
+	logicAddr, cometAddr, cometInternal, jobAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	logicURL, cometURL := "http://"+logicAddr, "http://"+cometAddr
+	shared := []string{"-redis.addrs", redis}
+
+	logic := start(t, "logic", append(shared, "-config", "configs/logic.yaml", "-kafka.brokers", kafka,
+		"-logic.listen", logicAddr, "-logic.allowed_origins", cometURL)...)
+	jobP := start(t, "job", append(shared, "-config", "configs/job.yaml", "-kafka.brokers", kafka,
+		"-job.metrics_addr", jobAddr)...)
+	cometP := start(t, "comet", append(shared, "-config", "configs/comet.yaml",
+		"-comet.listen", cometAddr, "-comet.internal_listen", cometInternal, "-page.api_base", logicURL)...)
+
+	getOK(t, logicURL+"/readyz")
+	getOK(t, cometURL+"/healthz")
+	if body := getOK(t, "http://"+jobAddr+"/healthz"); !strings.Contains(string(body), `"status":"ok"`) {
+		t.Errorf("job /healthz: %s", body)
+	}
+	if page := getOK(t, cometURL+"/"); !strings.Contains(string(page), `content="`+logicURL+`"`) {
+		t.Errorf("the comet's page does not know logic's address:\n%.400s", page)
+	}
+	req, _ := http.NewRequest(http.MethodOptions, logicURL+"/logic/send", nil)
+	req.Header.Set("Origin", cometURL)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent ||
+		resp.Header.Get("Access-Control-Allow-Origin") != cometURL {
+		t.Fatalf("preflight from the comet's page: %v %v", resp, err)
+	}
+
+	room := testutil.Uniq("roles_")
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+cometAddr+"/ws?room="+room, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	text := "from the role binaries"
+	postJSON(t, logicURL+"/logic/send", `{"roomId":"`+room+`","userId":77,"userName":"roles","messages":[{"content":"`+text+`"}]}`)
+	ws.SetReadDeadline(time.Now().Add(40 * time.Second))
+	for {
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("the message did not arrive: %v", err)
+		}
+		if strings.Contains(string(data), `"op":"msgs"`) && strings.Contains(string(data), text) {
+			break
+		}
+	}
+	if !logged(jobP, "kafka partitions assigned") {
+		t.Error("job did not log its partition assignment")
+	}
+	for _, p := range []*proc{logic, jobP, cometP} {
+		p.stop(t)
+	}
+	if !logged(jobP, "job stopped") {
+		t.Error("job did not log its stop")
+	}
+}
+
+// The shipped configs of job and comet agree on the push secret, so the
+// role binaries started from them deliver.
+func TestShippedConfigsAgreeOnTheSecret(t *testing.T) {
+	var j struct {
+		Job job.Config `yaml:"job"`
+	}
+	var c struct {
+		Comet comet.Config `yaml:"comet"`
+	}
+	j.Job, c.Comet = job.DefaultConfig(), comet.DefaultConfig()
+	if err := config.Load(&j, config.Options{Args: []string{"-config", "../configs/job.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Load(&c, config.Options{Args: []string{"-config", "../configs/comet.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j.Job.PushSecret != c.Comet.Secret {
+		t.Fatalf("configs/job.yaml push_secret %q, configs/comet.yaml secret %q", j.Job.PushSecret, c.Comet.Secret)
+	}
+	if d, e := job.DefaultConfig().PushSecret, comet.DefaultConfig().Secret; d != e {
+		t.Fatalf("defaults: job.push_secret %q, comet.secret %q", d, e)
+	}
+}
+
+// TestQuickStart runs the README's quick start: the all-in-one binary with
+// nothing configured serves the page, and the README's curl example is
+// accepted and counted.
+func TestQuickStart(t *testing.T) {
+	addr := freeAddr(t)
+	p := start(t, "danmaku", "-logic.listen", addr)
+	if page := getOK(t, "http://"+addr+"/"); !strings.Contains(string(page), "danmaku.js") {
+		t.Fatalf("GET /: %.200s", page)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`curl -s -XPOST localhost:8090/logic/send -H 'Content-Type: application/json' \\\n\s+-d '([^']+)'`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README lacks the curl example of /logic/send")
+	}
+	if body := postJSON(t, "http://"+addr+"/logic/send", string(m[1])); !strings.Contains(string(body), `"msgIds"`) {
+		t.Fatalf("send: %s", body)
+	}
+	if body := getOK(t, "http://"+addr+"/logic/online?roomId=lobby"); !strings.Contains(string(body), `"online":0`) {
+		t.Fatalf("online: %s", body)
+	}
+	p.stop(t)
+}
