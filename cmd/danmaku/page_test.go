@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -218,5 +219,28 @@ func TestBrowserPageOnOtherOrigin(t *testing.T) {
 	waitShows(t, tab, "page on another origin", "sent across origins")
 	if n := evalTo[int](t, tab, `danmakuDemo.client.online()`); n != 1 {
 		t.Errorf("online() across origins = %d", n)
+	}
+}
+
+// Every error of the public port has the JSON shape, unknown paths too.
+func TestUnknownPathsAnswerJSON(t *testing.T) {
+	m := startMain(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{{"GET", "/nope", 404}, {"GET", "/logic/nope", 404}, {"POST", "/", 405}, {"GET", "/ws", 400}} {
+		req, _ := http.NewRequest(tc.method, "http://"+m.Addr()+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || err != nil || body.Error.Code == "" || body.Error.Message == "" {
+			t.Errorf("%s %s: %d %+v %v", tc.method, tc.path, resp.StatusCode, body, err)
+		}
 	}
 }
