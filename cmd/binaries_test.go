@@ -114,16 +114,6 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // devKafka starts cmd/devkafka on a free port and returns its address.
 func devKafka(t *testing.T) string {
 	t.Helper()

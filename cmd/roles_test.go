@@ -26,7 +26,7 @@ import (
 func TestRolesSeparately(t *testing.T) {
 	redis := redistest.Standalone(t).Addr
 	kafka := devKafka(t)
-	logicAddr, cometAddr, cometInternal, jobAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	logicAddr, cometAddr, cometInternal, jobAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	logicURL, cometURL := "http://"+logicAddr, "http://"+cometAddr
 	shared := []string{"-redis.addrs", redis}
 
@@ -111,7 +111,7 @@ func TestShippedConfigsAgreeOnTheSecret(t *testing.T) {
 // nothing configured serves the page, and the README's curl example is
 // accepted and counted.
 func TestQuickStart(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	p := start(t, "danmaku", "-logic.listen", addr)
 	if page := getOK(t, "http://"+addr+"/"); !strings.Contains(string(page), "danmaku.js") {
 		t.Fatalf("GET /: %.200s", page)

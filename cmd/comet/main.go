@@ -36,10 +36,7 @@ type Config struct {
 
 // Validate checks what the binary needs beyond its sections' own rules.
 func (c *Config) Validate() error {
-	if len(c.Redis.Addrs) == 0 {
-		return config.Invalid("redis.addrs", "must not be empty")
-	}
-	return nil
+	return config.RequireRedis(c.Redis)
 }
 
 // DefaultConfig returns the defaults of every section.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/loadtest"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -81,10 +81,10 @@ func startStack(t *testing.T) *stack {
 	common := []string{"-log.level", "warn", "-redis.addrs", rs.Addr}
 	kafka := []string{"-kafka.brokers", kb.Addr(), "-kafka.topic", topic, "-kafka.partitions", "4", "-kafka.group", "lt-smoke-" + suffix}
 
-	logicAddr := freeAddr(t)
+	logicAddr := testutil.FreeAddr(t)
 	logic := start(t, bin, "logic", append(append(common, kafka...), "-config", "../../configs/logic.yaml",
 		"-logic.listen", logicAddr, "-logic.rate_limit", "100000", "-logic.rate_burst", "100000")...)
-	jobAddr := freeAddr(t)
+	jobAddr := testutil.FreeAddr(t)
 	job := start(t, bin, "job", append(append(common, kafka...), "-config", "../../configs/job.yaml",
 		"-job.metrics_addr", jobAddr, "-job.window", "100ms", "-job.push_secret", secret,
 		"-job.session_timeout", "2s", "-job.heartbeat_interval", "200ms", "-job.rebalance_timeout", "2s",
@@ -92,7 +92,7 @@ func startStack(t *testing.T) *stack {
 	procs := []loadtest.Proc{{Name: "logic", PID: strconv.Itoa(logic)}, {Name: "job", PID: strconv.Itoa(job)}}
 	var comets []string
 	for k := 1; k <= 2; k++ {
-		pub, internal := freeAddr(t), freeAddr(t)
+		pub, internal := testutil.FreeAddr(t), testutil.FreeAddr(t)
 		pid := start(t, bin, "comet", append(common, "-config", "../../configs/comet.yaml",
 			"-comet.id", fmt.Sprintf("smoke-%s-%d", suffix, k), "-comet.listen", pub,
 			"-comet.internal_listen", internal, "-comet.advertise", internal, "-comet.secret", secret,
@@ -215,17 +215,6 @@ func start(t *testing.T, bin, name string, args ...string) int {
 		log.Close()
 	})
 	return cmd.Process.Pid
-}
-
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitHTTP(t *testing.T, url string) {

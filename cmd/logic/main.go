@@ -47,13 +47,10 @@ func DefaultConfig() Config {
 
 // Validate checks what the binary needs beyond its sections' own rules.
 func (c *Config) Validate() error {
-	if len(c.Redis.Addrs) == 0 {
-		return config.Invalid("redis.addrs", "must not be empty")
+	if err := config.RequireRedis(c.Redis); err != nil {
+		return err
 	}
-	if len(c.Kafka.Brokers) == 0 {
-		return config.Invalid("kafka.brokers", "must not be empty")
-	}
-	return nil
+	return config.RequireKafka(c.Kafka)
 }
 
 // topicWait is how long start-up keeps trying to reach Kafka to create the

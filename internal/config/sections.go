@@ -57,6 +57,23 @@ func (r *Redis) Validate() error {
 	return nil
 }
 
+// RequireRedis is the role binaries' rule for redis.addrs: they need a real
+// server (only the all-in-one binary embeds one for an empty list).
+func RequireRedis(r Redis) error {
+	if len(r.Addrs) == 0 {
+		return Invalid("redis.addrs", "must not be empty")
+	}
+	return nil
+}
+
+// RequireKafka is RequireRedis for kafka.brokers.
+func RequireKafka(k Kafka) error {
+	if len(k.Brokers) == 0 {
+		return Invalid("kafka.brokers", "must not be empty")
+	}
+	return nil
+}
+
 // Kafka configures the Kafka brokers and the room topic.
 type Kafka struct {
 	// Brokers: empty in the all-in-one binary means "start an embedded broker".

@@ -5,6 +5,7 @@ package testutil
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -48,4 +49,17 @@ func Soon(d time.Duration, fn func() error) error {
 		time.Sleep(wait)
 		wait = min(2*wait, 100*time.Millisecond)
 	}
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago,
+// for a server that must be given its address before it starts (a binary
+// started with a -listen flag).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
