@@ -66,8 +66,9 @@ func UnmarshalEnvelope(b []byte) (Envelope, error) {
 }
 
 // Batch is what job pushes to a comet: messages of one room, oldest first.
-// Its JSON form is exactly the "msgs" frame viewers receive, so a comet can
-// forward the body it was given without encoding it again.
+// Its JSON form is also the "msgs" frame viewers receive: a comet decodes
+// the pushed batch, drops the ids it already showed in the room, and encodes
+// what is left once for all of the room's viewers.
 type Batch struct {
 	Op   string    `json:"op"` // always "msgs"
 	Room string    `json:"room"`

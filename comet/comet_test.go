@@ -303,7 +303,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	for _, room := range []string{r1, r2} {
 		n, _ := store.Online(ctx, room)
-		rc, _ := store.RoomComets(ctx, room)
+		rc, _ := roomComets(t, room)
 		if n != 0 || len(rc) != 0 {
 			t.Fatalf("room %s after shutdown: online %d, comets %v", room, n, rc)
 		}

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/route"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
 )
 
 func eachB(b *testing.B, fn func(b *testing.B, rdb redis.UniversalClient)) {
@@ -21,7 +23,7 @@ func BenchmarkRegisterUnregister(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet := uniq("room"), uniq("comet")
+		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			c := route.Conn{ID: comet + "-" + strconv.Itoa(i), Room: room, User: "u" + strconv.Itoa(i%100), Comet: comet}
@@ -42,7 +44,7 @@ func BenchmarkDedupBatch100(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := uniq("room")
+		room := testutil.Uniq("room")
 		ids := make([]string, 100)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -67,7 +69,7 @@ func BenchmarkBroadcastGuards(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		prefix := uniq("room")
+		prefix := testutil.Uniq("room")
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			room := prefix + "-" + strconv.Itoa(i)
@@ -87,14 +89,15 @@ func BenchmarkBroadcastGuards(b *testing.B) {
 }
 
 // BenchmarkRouteLookup10k compares, for one room of 10,000 viewers on 4
-// comets, the original lookup (SMEMBERS, then one HGETALL per connection,
-// each a round trip), the same pipelined, and the room:comets index.
+// comets, the lookup without an index (SMEMBERS, then one HGETALL per
+// connection, each a round trip), the same pipelined, and the room:comets
+// index.
 func BenchmarkRouteLookup10k(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := uniq("room")
-		comets := []string{uniq("comet"), uniq("comet"), uniq("comet"), uniq("comet")}
+		room := testutil.Uniq("room")
+		comets := []string{testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet")}
 		const viewers = 10000
 		for i := 0; i < viewers; i++ {
 			c := route.Conn{ID: fmt.Sprintf("%s-c%d", room, i), Room: room, Comet: comets[i%4]}

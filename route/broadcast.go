@@ -9,11 +9,70 @@ import (
 )
 
 var (
-	beginBroadcastScript = mustScript("begin_broadcast")
-	endBroadcastScript   = mustScript("end_broadcast")
+	beginBroadcastScript = script("begin_broadcast")
+	endBroadcastScript   = script("end_broadcast")
 )
 
-func init() { allScripts = append(allScripts, beginBroadcastScript, endBroadcastScript) }
+// ClaimState is the outcome of claiming one message id.
+type ClaimState int
+
+const (
+	// Claimed: the caller owns the message now and must deliver it, then
+	// mark it with EndBroadcast (or let the claim expire when delivery
+	// failed).
+	Claimed ClaimState = iota
+	// Processed: delivered before; skip it.
+	Processed
+	// Busy: another owner claimed it and has neither finished nor let the
+	// claim expire; try again after a while.
+	Busy
+)
+
+func (c ClaimState) String() string {
+	switch c {
+	case Claimed:
+		return "claimed"
+	case Processed:
+		return "processed"
+	case Busy:
+		return "busy"
+	}
+	return "unknown"
+}
+
+// Status is what BeginBroadcast decided for a room batch. The values are
+// the first element of begin_broadcast.lua's answer.
+type Status int
+
+const (
+	// Acquired: the caller holds the room's lock (Begin.Lock) and owns the
+	// ids whose state is Claimed; it pushes them to Begin.Comets, then
+	// calls EndBroadcast.
+	Acquired Status = iota
+	// InWindow: the room's cooldown window runs Begin.Wait longer; nothing
+	// was claimed and no lock taken.
+	InWindow
+	// LockedElsewhere: another owner holds the room's lock; the window and
+	// the claims were not touched.
+	LockedElsewhere
+	// NoneClaimable: no id could be claimed (Begin.States says why for each:
+	// Processed or Busy); no lock taken.
+	NoneClaimable
+)
+
+func (s Status) String() string {
+	switch s {
+	case Acquired:
+		return "acquired"
+	case InWindow:
+		return "in_window"
+	case LockedElsewhere:
+		return "locked_elsewhere"
+	case NoneClaimable:
+		return "none_claimable"
+	}
+	return "unknown"
+}
 
 // BeginOptions are the durations of BeginBroadcast.
 type BeginOptions struct {
@@ -25,28 +84,24 @@ type BeginOptions struct {
 	LockTTL  time.Duration
 }
 
-// Begin is the outcome of BeginBroadcast. Exactly one of these holds:
-// Lock != nil (deliver the Claimed ids to Comets, then EndBroadcast);
-// Wait > 0 (the room's window runs that much longer); Locked (another owner
-// broadcasts the room); or nothing claimable (see States).
+// Begin is the outcome of BeginBroadcast; Status says which fields are set.
 type Begin struct {
-	Lock   *Lock
-	Wait   time.Duration
-	Locked bool
-	States []ClaimState     // one per id, when claims were tried
-	Comets map[string]int64 // cometID -> viewers, with Lock
+	Status Status
+	Lock   *Lock            // with Acquired
+	Comets map[string]int64 // cometID -> viewers, with Acquired
+	Wait   time.Duration    // with InWindow
+	States []ClaimState     // one per id, with Acquired and NoneClaimable
 }
 
 // BeginBroadcast runs the guards of one room batch in a single atomic
 // script: the lock must be free, the cooldown window is opened, the ids are
 // claimed for owner, and only if at least one was claimed the lock is taken
-// and the room's comets are read. It is Cooldown, Claim, AcquireLock and
-// RoomComets in one round trip instead of four, with the same keys and
-// semantics, and it never opens a window or claims ids while another owner
-// holds the lock.
+// and room:comets:{room} is read. One round trip for the cooldown, the
+// claims, the lock and the route lookup; it never opens a window or claims
+// ids while another owner holds the lock.
 func (s *Store) BeginBroadcast(ctx context.Context, room string, ids []string, o BeginOptions) (Begin, error) {
 	var b Begin
-	keys, err := s.processedKeys(room, ids)
+	keys, err := processedKeys(room, ids)
 	if err != nil {
 		return b, err
 	}
@@ -64,37 +119,46 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, ids []string, o
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
-	ms, _ := res[1].(int64)
+	b.Status = Status(status)
 	states, _ := res[2].([]any)
 	for _, v := range states {
 		n, _ := v.(int64)
 		b.States = append(b.States, ClaimState(n))
 	}
-	switch status {
-	case 0:
+	switch b.Status {
+	case Acquired:
 		b.Lock = &Lock{Room: room, Token: token}
-		flat, _ := res[3].([]any)
-		b.Comets = make(map[string]int64, len(flat)/2)
-		for i := 0; i+1 < len(flat); i += 2 {
-			id, _ := flat[i].(string)
-			v, _ := flat[i+1].(string)
-			if n, _ := strconv.ParseInt(v, 10, 64); n > 0 {
-				b.Comets[id] = n
-			}
-		}
-	case 1:
+		b.Comets = parseCounts(res[3])
+	case InWindow:
+		ms, _ := res[1].(int64)
 		b.Wait = time.Duration(ms) * time.Millisecond
-	case 2:
-		b.Locked = true
+	case LockedElsewhere, NoneClaimable:
+	default:
+		return Begin{}, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned status %d", status)
 	}
 	return b, nil
+}
+
+// parseCounts turns an HGETALL reply of room:comets:{room} into cometID ->
+// viewers, leaving out counts that are not positive.
+func parseCounts(reply any) map[string]int64 {
+	flat, _ := reply.([]any)
+	out := make(map[string]int64, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		id, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		if n, _ := strconv.ParseInt(v, 10, 64); n > 0 {
+			out[id] = n
+		}
+	}
+	return out
 }
 
 // EndBroadcast marks ids delivered for ttl and releases l, in one round
 // trip. ErrNotHolder when the lock had already passed to somebody else (the
 // marks are written all the same: the messages were delivered).
 func (s *Store) EndBroadcast(ctx context.Context, l *Lock, ids []string, ttl time.Duration) error {
-	keys, err := s.processedKeys(l.Room, ids)
+	keys, err := processedKeys(l.Room, ids)
 	if err != nil {
 		return err
 	}
@@ -107,4 +171,19 @@ func (s *Store) EndBroadcast(ctx context.Context, l *Lock, ids []string, ttl tim
 		return ErrNotHolder
 	}
 	return nil
+}
+
+// processedKeys checks room and ids and returns the dedup key of each id.
+func processedKeys(room string, ids []string) ([]string, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		if err := danmaku.CheckID("msgId", id); err != nil {
+			return nil, err
+		}
+		keys[i] = processedKey(room, id)
+	}
+	return keys, nil
 }

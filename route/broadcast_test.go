@@ -6,24 +6,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/route"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestBeginEndBroadcast(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet := uniq("room"), uniq("comet")
-		if err := s.Register(ctx, route.Conn{ID: uniq("c"), Room: room, Comet: comet}); err != nil {
+		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
+		if err := s.Register(ctx, route.Conn{ID: testutil.Uniq("c"), Room: room, Comet: comet}); err != nil {
 			t.Fatal(err)
 		}
-		ids := []string{uniq("m"), uniq("m")}
+		ids := []string{testutil.Uniq("m"), testutil.Uniq("m")}
 		opts := route.BeginOptions{Window: time.Second, Owner: "a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 
 		b, err := s.BeginBroadcast(ctx, room, ids, opts)
-		if err != nil || b.Lock == nil {
+		if err != nil || b.Status != route.Acquired || b.Lock == nil {
 			t.Fatalf("begin = %+v, %v", b, err)
 		}
 		if len(b.States) != 2 || b.States[0] != route.Claimed || b.States[1] != route.Claimed || b.Comets[comet] != 1 {
@@ -34,10 +36,10 @@ func TestBeginEndBroadcast(t *testing.T) {
 
 		// While the lock is held, another owner gets Locked and touches
 		// neither the window nor the claims.
-		other := uniq("m")
+		other := testutil.Uniq("m")
 		rdb.Del(ctx, "room:cooldown:{"+room+"}")
 		b2, err := s.BeginBroadcast(ctx, room, []string{other}, route.BeginOptions{Window: time.Second, Owner: "b", ClaimTTL: time.Second, LockTTL: time.Second})
-		if err != nil || !b2.Locked || b2.Lock != nil {
+		if err != nil || b2.Status != route.LockedElsewhere || b2.Lock != nil {
 			t.Fatalf("begin while locked = %+v, %v", b2, err)
 		}
 		if rdb.Exists(ctx, "room:cooldown:{"+room+"}", "msg:processed:{"+room+"}:"+other).Val() != 0 {
@@ -64,12 +66,12 @@ func TestBeginEndBroadcast(t *testing.T) {
 			t.Fatal(ok, err)
 		}
 		b3, err := s.BeginBroadcast(ctx, room, []string{other}, opts)
-		if err != nil || b3.Wait <= 0 || b3.Wait > time.Second || b3.Lock != nil {
+		if err != nil || b3.Status != route.InWindow || b3.Wait <= 0 || b3.Wait > time.Second || b3.Lock != nil {
 			t.Fatalf("begin inside the window = %+v, %v", b3, err)
 		}
 		// Without a window and only delivered ids: nothing claimable, no lock.
 		b4, err := s.BeginBroadcast(ctx, room, ids, route.BeginOptions{Owner: "a", ClaimTTL: time.Second, LockTTL: time.Second})
-		if err != nil || b4.Lock != nil || b4.States[0] != route.Processed || b4.States[1] != route.Processed {
+		if err != nil || b4.Status != route.NoneClaimable || b4.Lock != nil || b4.States[0] != route.Processed || b4.States[1] != route.Processed {
 			t.Fatalf("begin of delivered ids = %+v, %v", b4, err)
 		}
 		if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 0 {
@@ -82,14 +84,14 @@ func BenchmarkBeginEndBroadcast(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		prefix := uniq("room")
+		prefix := testutil.Uniq("room")
 		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
 		opts := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "bench", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			room := prefix + "-" + itoa(i)
 			bg, err := s.BeginBroadcast(ctx, room, ids, opts)
-			if err != nil || bg.Lock == nil {
+			if err != nil || bg.Status != route.Acquired || bg.Lock == nil {
 				b.Fatal(bg, err)
 			}
 			if err := s.EndBroadcast(ctx, bg.Lock, ids, time.Minute); err != nil {
@@ -108,7 +110,7 @@ func BenchmarkSeparateGuards(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		prefix := uniq("room")
+		prefix := testutil.Uniq("room")
 		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

@@ -1,8 +1,9 @@
 package route
 
 import (
-	"github.com/danmaku/danmaku/internal/config"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/config"
 )
 
 // Dial returns a client for c: a single-node client for one address, a

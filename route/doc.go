@@ -19,8 +19,8 @@
 //	ratelimit:user:{user}          token bucket: tokens, ts
 //
 // Braces are literal Redis Cluster hash tags: every key of one room is on one
-// shard, so the per-room scripts (register, unregister, claim, cooldown,
-// lock) run unchanged on a cluster. Ids are checked with danmaku.CheckID
+// shard, so the per-room scripts (register, unregister, the delivery guards)
+// run unchanged on a cluster. Ids are checked with danmaku.CheckID
 // before any key is built; an invalid id is an EINVALID error naming the
 // field and Redis is not touched.
 //
@@ -33,9 +33,8 @@
 // hashes live on their own slots (their hash tag is the connection or user
 // id) and are written in the same pipeline. Both calls are idempotent.
 //
-// RoomComets answers "which comets hold this room" with one HGETALL whatever
-// the number of viewers; SeedRoutes is the original N+1 lookup, kept for
-// repair and comparison.
+// room:comets:{room} answers "which comets hold this room" with one HGETALL
+// whatever the number of viewers; BeginBroadcast reads it.
 //
 // # Comet leases
 //
@@ -44,23 +43,25 @@
 // those), DeadComets those whose lease expired, and RemoveComet deletes all
 // routes of one comet (graceful shutdown, or the janitor for dead ones).
 //
-// # Guards
+// # Delivery guards
 //
-// Dedup is claim/commit: Claim marks ids of a room as being delivered by an
-// owner for a short TTL, in one round trip for any number of ids;
-// MarkProcessed turns them into "done" for 60 s once pushed; ReleaseClaims
-// gives them back after a failed push. A consumer that crashes between the
-// two leaves a claim that expires, so a redelivered message is delivered,
-// never lost; a message pushed but not yet marked may be pushed twice, and
-// comets and clients drop a msgId they have already shown.
+// A room batch is guarded by two scripts, one round trip each.
+// BeginBroadcast checks that no other owner holds the room's lock, opens the
+// cooldown window (NX PX) or reports how long the running one lasts, claims
+// the message ids for the owner (short TTL), and, when at least one id was
+// claimed, takes the lock with a token unique to the acquisition and reads
+// room:comets:{room}. Its Status says which of these happened. EndBroadcast
+// marks the delivered ids "done" (60 s by default) and releases the lock by
+// compare-and-delete. RenewLock and ReleaseLock are compare-and-set scripts
+// too and return ErrNotHolder rather than touch somebody else's lock.
 //
-// Cooldown opens a room's window (NX PX) and otherwise says how long it still
-// runs, so a caller can schedule the trailing batch instead of dropping.
+// A consumer that crashes between the two leaves claims that expire, so a
+// redelivered message is delivered, never lost; a message pushed but not yet
+// marked may be pushed twice, and comets and clients drop a msgId they have
+// already shown.
 //
-// AcquireLock takes a room's broadcast lock with a token unique to the
-// acquisition; RenewLock and ReleaseLock are compare-and-set scripts and
-// return ErrNotHolder rather than touch somebody else's lock. ErrLocked
-// means "held elsewhere, retry shortly".
+// Each Lua script lives in lua/ and is declared next to the Go function that
+// runs it.
 //
 // # Rate limit
 //

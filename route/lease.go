@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/danmaku/danmaku"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
 )
 
 // CometInfo is what a comet publishes about itself in its lease.

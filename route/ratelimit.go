@@ -7,6 +7,8 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
+var rateLimitScript = script("ratelimit")
+
 // Allow takes n tokens from user's bucket, which refills rate tokens per
 // second up to burst. It is one atomic script on the Redis clock, so any
 // number of logic instances share one budget per user. When not allowed,

@@ -2,11 +2,17 @@ package route
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
-	"github.com/danmaku/danmaku"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
+)
+
+var (
+	registerScript    = script("register")
+	unregisterScript  = script("unregister")
+	removeCometScript = script("remove_comet")
 )
 
 // Conn is one viewer connection as the registry knows it.
@@ -56,7 +62,7 @@ func (s *Store) Unregister(ctx context.Context, c Conn) error {
 		return err
 	}
 	_, err := s.execPipe(ctx, "unregister", func(p redis.Pipeliner) {
-		unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.Comet, "0", c.ID)
+		unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.Comet, c.ID)
 		p.Del(ctx, connectionInfoKey(c.ID))
 		if c.User != "" {
 			p.HDel(ctx, userOnlineKey(c.User), c.ID)
@@ -73,86 +79,6 @@ func (s *Store) Online(ctx context.Context, room string) (int64, error) {
 	}
 	n, err := s.rdb.SCard(ctx, roomConnectionsKey(room)).Result()
 	return n, wrap("online", err)
-}
-
-// RoomComets returns the comets that hold viewers of room with their viewer
-// counts: one HGETALL, whatever the number of viewers. This is the broadcast
-// path's route lookup.
-func (s *Store) RoomComets(ctx context.Context, room string) (map[string]int64, error) {
-	if err := danmaku.CheckID("room", room); err != nil {
-		return nil, err
-	}
-	m, err := s.rdb.HGetAll(ctx, roomCometsKey(room)).Result()
-	if err != nil {
-		return nil, wrap("room comets", err)
-	}
-	out := make(map[string]int64, len(m))
-	for comet, v := range m {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		if n > 0 {
-			out[comet] = n
-		}
-	}
-	return out, nil
-}
-
-// SeedRoutes is the lookup of the original design: the room's connection set,
-// then every connection's info hash (pipelined), grouped by comet. It costs
-// N+1 commands for N viewers; it serves repair and comparison, not the
-// broadcast path.
-func (s *Store) SeedRoutes(ctx context.Context, room string) (map[string][]string, error) {
-	if err := danmaku.CheckID("room", room); err != nil {
-		return nil, err
-	}
-	conns, err := s.rdb.SMembers(ctx, roomConnectionsKey(room)).Result()
-	if err != nil {
-		return nil, wrap("seed routes", err)
-	}
-	out := map[string][]string{}
-	if len(conns) == 0 {
-		return out, nil
-	}
-	cmds, err := s.execPipe(ctx, "seed routes", func(p redis.Pipeliner) {
-		for _, id := range conns {
-			p.HGetAll(ctx, connectionInfoKey(id))
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range cmds {
-		comet := c.(*redis.MapStringStringCmd).Val()["comet_id"]
-		if comet != "" {
-			out[comet] = append(out[comet], conns[i])
-		}
-	}
-	return out, nil
-}
-
-// UserConnections returns the connections of user mapped to their comets,
-// for point-to-point pushes.
-func (s *Store) UserConnections(ctx context.Context, user string) (map[string]string, error) {
-	if err := danmaku.CheckID("user", user); err != nil {
-		return nil, err
-	}
-	m, err := s.rdb.HGetAll(ctx, userOnlineKey(user)).Result()
-	return m, wrap("user connections", err)
-}
-
-// ConnectionInfo returns the registry's record of one connection;
-// ENOTFOUND when there is none.
-func (s *Store) ConnectionInfo(ctx context.Context, connID string) (Conn, error) {
-	if err := danmaku.CheckID("conn", connID); err != nil {
-		return Conn{}, err
-	}
-	m, err := s.rdb.HGetAll(ctx, connectionInfoKey(connID)).Result()
-	if err != nil {
-		return Conn{}, wrap("connection info", err)
-	}
-	if len(m) == 0 {
-		return Conn{}, danmaku.Errorf(danmaku.ENOTFOUND, "conn", "connection %s not registered", connID)
-	}
-	return Conn{ID: connID, Room: m["room_id"], User: m["user_id"], Comet: m["comet_id"]}, nil
 }
 
 // removeBatch bounds the arguments of one script call when a whole comet is
@@ -181,13 +107,13 @@ func (s *Store) RemoveComet(ctx context.Context, comet string) (int, error) {
 		for len(conns) > 0 {
 			chunk := conns[:min(len(conns), removeBatch)]
 			conns = conns[len(chunk):]
-			args := make([]any, 0, len(chunk)+2)
-			args = append(args, comet, "1")
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, comet)
 			for _, c := range chunk {
 				args = append(args, c.ID)
 			}
 			cmds, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
-				unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
+				removeCometScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
 				for _, c := range chunk {
 					p.Del(ctx, connectionInfoKey(c.ID))
 					if c.User != "" {

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/route"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
 )
 
 // checkInvariants verifies the registry of rooms against the expected live
@@ -55,7 +58,7 @@ func checkInvariants(t *testing.T, rdb redis.UniversalClient, rooms []string, li
 		if card != want {
 			t.Errorf("room %s: %d viewers, want %d", room, card, want)
 		}
-		// The seed's lookup agrees with the index.
+		// The lookup through every connection's info agrees with the index.
 		seed, err := s.SeedRoutes(ctx, room)
 		if err != nil {
 			t.Fatal(err)
@@ -83,8 +86,8 @@ func TestRegistryJoinLeave(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet, user := uniq("room"), uniq("comet"), uniq("u")
-		c := route.Conn{ID: uniq("c"), Room: room, User: user, Comet: comet}
+		room, comet, user := testutil.Uniq("room"), testutil.Uniq("comet"), testutil.Uniq("u")
+		c := route.Conn{ID: testutil.Uniq("c"), Room: room, User: user, Comet: comet}
 		for i := 0; i < 2; i++ { // idempotent
 			if err := s.Register(ctx, c); err != nil {
 				t.Fatal(err)
@@ -114,8 +117,8 @@ func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		rooms := []string{uniq("room"), uniq("room"), uniq("room"), uniq("room"), uniq("room")}
-		comets := []string{uniq("comet"), uniq("comet"), uniq("comet"), uniq("comet")}
+		rooms := []string{testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room")}
+		comets := []string{testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet")}
 		var mu sync.Mutex
 		live := map[string]route.Conn{}
 		var wg sync.WaitGroup
@@ -179,8 +182,8 @@ func TestDeadCometCleanup(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		rooms := []string{uniq("room"), uniq("room")}
-		dead, alive := uniq("comet"), uniq("comet")
+		rooms := []string{testutil.Uniq("room"), testutil.Uniq("room")}
+		dead, alive := testutil.Uniq("comet"), testutil.Uniq("comet")
 		if err := s.RenewLease(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -205,9 +208,12 @@ func TestDeadCometCleanup(t *testing.T) {
 		if err != nil || live[dead].Addr != "127.0.0.1:1" || live[alive].Addr != "127.0.0.1:2" {
 			t.Fatalf("live comets = %v %v", live, err)
 		}
-		redistest.Poll(t, 2*time.Second, func() bool {
+		testutil.SucceedsSoon(t, 2*time.Second, func() error {
 			d, err := s.DeadComets(ctx)
-			return err == nil && contains(d, dead) && !contains(d, alive)
+			if err == nil && (!slices.Contains(d, dead) || slices.Contains(d, alive)) {
+				err = fmt.Errorf("dead comets %v, want %s and not %s", d, dead, alive)
+			}
+			return err
 		})
 		live, _ = s.LiveComets(ctx)
 		if _, ok := live[dead]; ok {
@@ -224,20 +230,11 @@ func TestDeadCometCleanup(t *testing.T) {
 				t.Fatalf("room %s comets after cleanup: %v", room, rc)
 			}
 		}
-		if d, _ := s.DeadComets(ctx); contains(d, dead) {
+		if d, _ := s.DeadComets(ctx); slices.Contains(d, dead) {
 			t.Fatal("removed comet still in the index")
 		}
 		if rdb.Exists(ctx, "comet:connections:{"+dead+"}").Val() != 0 {
 			t.Fatal("dead comet's connection index left behind")
 		}
 	})
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

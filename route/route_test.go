@@ -11,21 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
-
-var seq atomic.Int64
-
-// uniq returns an id no other test of this run uses, so tests can share one
-// Redis without flushing it.
-func uniq(prefix string) string {
-	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), seq.Add(1))
-}
 
 func pttl(t *testing.T, rdb redis.UniversalClient, key string) time.Duration {
 	t.Helper()
@@ -78,7 +72,7 @@ func TestGuardTTLs(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, msg := uniq("room"), uniq("m")
+		room, msg := testutil.Uniq("room"), testutil.Uniq("m")
 
 		st, err := s.Claim(ctx, room, []string{msg}, "job1", 10*time.Second)
 		if err != nil || st[0] != route.Claimed {
@@ -119,27 +113,23 @@ func TestCooldownMillisecondWindow(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := uniq("room")
+		room := testutil.Uniq("room")
 		if ok, _, err := s.Cooldown(ctx, room, 50*time.Millisecond); !ok || err != nil {
 			t.Fatalf("first: %v %v", ok, err)
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for {
+		testutil.SucceedsSoon(t, 2*time.Second, func() error {
 			ok, rem, err := s.Cooldown(ctx, room, 50*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok {
-				break
-			}
 			if rem > 50*time.Millisecond {
 				t.Fatalf("remaining %v exceeds the 50ms window", rem)
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("a 50ms window never ended")
+			if !ok {
+				return fmt.Errorf("a 50ms window has not ended yet (%v left)", rem)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 }
 
@@ -147,7 +137,7 @@ func TestNXUnderContention(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, msg := uniq("room"), uniq("m")
+		room, msg := testutil.Uniq("room"), testutil.Uniq("m")
 		t.Run("claim", func(t *testing.T) {
 			wins := contend(t, 50, func(i int) (bool, error) {
 				st, err := s.Claim(ctx, room, []string{msg}, "owner"+strconv.Itoa(i), 5*time.Second)
@@ -185,8 +175,8 @@ func TestClaimCommitSemantics(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := uniq("room")
-		ids := []string{uniq("m"), uniq("m"), uniq("m")}
+		room := testutil.Uniq("room")
+		ids := []string{testutil.Uniq("m"), testutil.Uniq("m"), testutil.Uniq("m")}
 
 		st, err := s.Claim(ctx, room, ids, "a", 200*time.Millisecond)
 		if err != nil {
@@ -235,7 +225,7 @@ func TestLockOwnership(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := uniq("room")
+		room := testutil.Uniq("room")
 		key := "lock:broadcast:{" + room + "}"
 
 		a, err := s.AcquireLock(ctx, room, 300*time.Millisecond)
@@ -292,7 +282,7 @@ func TestRateLimit(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		user, other := uniq("u"), uniq("u")
+		user, other := testutil.Uniq("u"), testutil.Uniq("u")
 		for i := 0; i < 5; i++ {
 			if ok, _, err := s.Allow(ctx, user, 1, 1, 5); !ok || err != nil {
 				t.Fatalf("request %d: %v %v", i, ok, err)
@@ -308,7 +298,7 @@ func TestRateLimit(t *testing.T) {
 		}
 		// 50 concurrent requests against a budget of 20: exactly 20 pass
 		// (refill at 0.001/s adds nothing during the test).
-		hot := uniq("u")
+		hot := testutil.Uniq("u")
 		wins := contend(t, 50, func(int) (bool, error) {
 			ok, _, err := s.Allow(ctx, hot, 1, 0.001, 20)
 			return ok, err

@@ -6,34 +6,30 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/danmaku/danmaku"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func mustScript(name string) *redis.Script {
+// scripts lists every Lua script of the package. Scripts sent with Run load
+// themselves (EVALSHA, then EVAL); those sent inside a pipeline cannot, so
+// execPipe loads the whole list when a server answers NOSCRIPT.
+var scripts []*redis.Script
+
+// script returns lua/<name>.lua as a Script and adds it to scripts. Each is
+// declared next to the Go function that runs it.
+func script(name string) *redis.Script {
 	b, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(string(b))
+	s := redis.NewScript(string(b))
+	scripts = append(scripts, s)
+	return s
 }
-
-var (
-	registerScript      = mustScript("register")
-	unregisterScript    = mustScript("unregister")
-	claimScript         = mustScript("claim")
-	releaseClaimsScript = mustScript("release_claims")
-	cooldownScript      = mustScript("cooldown")
-	lockRenewScript     = mustScript("lock_renew")
-	lockReleaseScript   = mustScript("lock_release")
-	rateLimitScript     = mustScript("ratelimit")
-
-	allScripts = []*redis.Script{registerScript, unregisterScript, claimScript,
-		releaseClaimsScript, cooldownScript, lockRenewScript, lockReleaseScript, rateLimitScript}
-)
 
 // Store is the Redis side of the service: connection registry, comet leases,
 // delivery guards and the per-user rate limiter. It is safe for concurrent
@@ -46,9 +42,6 @@ type Store struct {
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb}
 }
-
-// Client returns the underlying client.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
 // Ping reports whether Redis answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -102,7 +95,7 @@ func isNoScript(cmds []redis.Cmder) bool {
 // loadScripts loads every script on every master (ClusterClient.ScriptLoad
 // goes to all shards).
 func (s *Store) loadScripts(ctx context.Context) error {
-	for _, sc := range allScripts {
+	for _, sc := range scripts {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return err
 		}
