@@ -12,12 +12,13 @@ const (
 	// window ends (leading + trailing edge). Nothing is dropped below the
 	// overflow limit.
 	PolicyCoalesce = "coalesce"
-	// PolicyDrop skips them, as the original design did, and counts them.
+	// PolicyDrop skips them and counts them (reason "cooldown"): one
+	// message per room per window.
 	PolicyDrop = "drop"
 )
 
-// Config tunes the job. Every duration has a default that matches the
-// original design's keys (60 s dedup, 1 s cooldown, 5 s lock).
+// Config tunes the job. DefaultConfig gives every field its default; the
+// guard keys default to 60 s dedup marks, a 1 s cooldown and a 5 s lock.
 type Config struct {
 	// Policy is "coalesce" (default) or "drop".
 	Policy string `yaml:"policy" help:"coalesce or drop (drop: skip what arrives inside the window)"`
@@ -90,6 +91,24 @@ type Config struct {
 	// the next consumer.
 	DrainTimeout time.Duration `yaml:"drain_timeout" help:"bound of delivering buffered messages at shutdown"`
 
+	// RedisTimeout bounds each Redis round trip of a delivery: the guards
+	// before the pushes (BeginBroadcast), the marks after them
+	// (EndBroadcast), and releasing the lock after a failed push.
+	RedisTimeout time.Duration `yaml:"redis_timeout" help:"bound of each Redis round trip of a delivery (guards, marks, unlock)"`
+	// LockRenewTimeout bounds one renewal of a room's lock while pushes run
+	// (every lock_ttl/3).
+	LockRenewTimeout time.Duration `yaml:"lock_renew_timeout" help:"bound of one lock renewal while pushes run (every lock_ttl/3)"`
+	// CommitTimeout bounds one offset commit; a commit that fails is
+	// retried with the next one.
+	CommitTimeout time.Duration `yaml:"commit_timeout" help:"bound of one offset commit; a failed commit is retried with the next"`
+	// CometRefreshTimeout bounds one reread of the live comets.
+	CometRefreshTimeout time.Duration `yaml:"comet_refresh_timeout" help:"bound of one reread of the live comets"`
+	// JanitorTimeout bounds one janitor pass over the expired comets.
+	JanitorTimeout time.Duration `yaml:"janitor_timeout" help:"bound of one janitor pass"`
+	// SweepInterval is how often rooms with nothing buffered and no window
+	// running are forgotten, which bounds the memory of rooms gone quiet.
+	SweepInterval time.Duration `yaml:"sweep_interval" help:"how often rooms gone quiet are forgotten"`
+
 	// Owner names this consumer in dedup claims; empty means a random id.
 	Owner string `yaml:"owner" help:"empty: a random id per process"`
 	// MetricsAddr is where cmd/job serves /metrics and /healthz.
@@ -99,32 +118,38 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Policy:            PolicyCoalesce,
-		Window:            time.Second,
-		Budget:            5000,
-		MaxPending:        20000,
-		MaxBuffered:       200000,
-		ProcessedTTL:      60 * time.Second,
-		ClaimTTL:          5 * time.Second,
-		LockTTL:           5 * time.Second,
-		LockRetry:         50 * time.Millisecond,
-		RetryMin:          100 * time.Millisecond,
-		RetryMax:          2 * time.Second,
-		PushSecret:        config.PlaceholderSecret,
-		PushTimeout:       time.Second,
-		PushAttempts:      2,
-		Quarantine:        5 * time.Second,
-		GiveUpAfter:       10,
-		Workers:           32,
-		CommitInterval:    200 * time.Millisecond,
-		CometRefresh:      time.Second,
-		JanitorInterval:   5 * time.Second,
-		SessionTimeout:    6 * time.Second,
-		HeartbeatInterval: 500 * time.Millisecond,
-		RebalanceTimeout:  5 * time.Second,
-		MaxWait:           100 * time.Millisecond,
-		DrainTimeout:      5 * time.Second,
-		MetricsAddr:       ":8082",
+		Policy:              PolicyCoalesce,
+		Window:              time.Second,
+		Budget:              5000,
+		MaxPending:          20000,
+		MaxBuffered:         200000,
+		ProcessedTTL:        60 * time.Second,
+		ClaimTTL:            5 * time.Second,
+		LockTTL:             5 * time.Second,
+		LockRetry:           50 * time.Millisecond,
+		RetryMin:            100 * time.Millisecond,
+		RetryMax:            2 * time.Second,
+		PushSecret:          config.PlaceholderSecret,
+		PushTimeout:         time.Second,
+		PushAttempts:        2,
+		Quarantine:          5 * time.Second,
+		GiveUpAfter:         10,
+		Workers:             32,
+		CommitInterval:      200 * time.Millisecond,
+		CometRefresh:        time.Second,
+		JanitorInterval:     5 * time.Second,
+		SessionTimeout:      6 * time.Second,
+		HeartbeatInterval:   500 * time.Millisecond,
+		RebalanceTimeout:    5 * time.Second,
+		MaxWait:             100 * time.Millisecond,
+		DrainTimeout:        5 * time.Second,
+		RedisTimeout:        2 * time.Second,
+		LockRenewTimeout:    time.Second,
+		CommitTimeout:       5 * time.Second,
+		CometRefreshTimeout: 2 * time.Second,
+		JanitorTimeout:      10 * time.Second,
+		SweepInterval:       5 * time.Second,
+		MetricsAddr:         ":8082",
 	}
 }
 
@@ -169,6 +194,18 @@ func (c *Config) Validate() error {
 		return config.Invalid("drain_timeout", "must be positive")
 	case c.PushSecret == "":
 		return config.Invalid("push_secret", "must not be empty")
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"redis_timeout", c.RedisTimeout}, {"lock_renew_timeout", c.LockRenewTimeout},
+		{"commit_timeout", c.CommitTimeout}, {"comet_refresh_timeout", c.CometRefreshTimeout},
+		{"janitor_timeout", c.JanitorTimeout}, {"sweep_interval", c.SweepInterval},
+	} {
+		if d.v <= 0 {
+			return config.Invalid(d.field, "must be positive")
+		}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
@@ -33,12 +33,6 @@ import (
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
 const pushSecret = "test-push-secret"
-
-var testSeq atomic.Int64
-
-func uniq(prefix string) string {
-	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid()%10000, testSeq.Add(1))
-}
 
 // env is one complete system on loopback: real Redis, the embedded Kafka
 // broker, comets, a logic server and any number of jobs.
@@ -59,10 +53,10 @@ func newEnv(t *testing.T, comets int) *env {
 
 func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	t.Helper()
-	topic := uniq("rooms")
+	topic := testutil.Uniq("rooms")
 	b := kafkatest.Start(t, kafkatest.Topic(topic, 4), kafkatest.MinSessionTimeout(time.Second))
 	e := &env{t: t, rdb: rdb, store: route.New(rdb), broker: b,
-		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: uniq("group")}}
+		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: testutil.Uniq("group")}}
 	for i := 0; i < comets; i++ {
 		e.addComet()
 	}
@@ -82,7 +76,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 func (e *env) addComet() *comet.Server {
 	t := e.t
 	cfg := comet.DefaultConfig()
-	cfg.ID = uniq("comet")
+	cfg.ID = testutil.Uniq("comet")
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Secret = pushSecret
 	cfg.QueueSize = 1024
@@ -120,41 +114,34 @@ func jobConfig() job.Config {
 	return c
 }
 
-// runningJob is a job started in the background.
+// runningJob is a started job and its metrics.
 type runningJob struct {
 	*job.Job
-	reg    *prometheus.Registry
-	cancel context.CancelFunc
-	done   chan struct{} // closed when Run returned
+	reg *prometheus.Registry
 }
 
 func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, []danmaku.Message)) *runningJob {
 	t := e.t
 	reg := prometheus.NewRegistry()
-	j, err := job.New(job.Options{Config: cfg, Kafka: e.kafka, Store: e.store,
+	j, err := job.New(cfg, job.Deps{Kafka: e.kafka, Store: e.store,
 		Pusher: push.NewClient(pushSecret, cfg.PushTimeout), Registerer: reg, OnBroadcast: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rj := &runningJob{Job: j, reg: reg, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(rj.done)
-		if err := j.Run(ctx); err != nil {
-			t.Errorf("job run: %v", err)
-		}
-	}()
+	if err := j.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rj := &runningJob{Job: j, reg: reg}
 	t.Cleanup(func() { rj.stop(t) })
 	return rj
 }
 
-// stop shuts the job down gracefully and waits for Run to return.
+// stop shuts the job down gracefully and waits for it to stop.
 func (rj *runningJob) stop(t *testing.T) {
-	rj.cancel()
-	select {
-	case <-rj.done:
-	case <-time.After(20 * time.Second):
-		t.Error("job did not stop within 20s")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rj.Shutdown(ctx); err != nil {
+		t.Errorf("job shutdown: %v", err)
 	}
 }
 
@@ -303,21 +290,17 @@ func (e *env) produce(room string, msgs ...danmaku.Message) {
 // that no viewer got one twice.
 func waitAll(t *testing.T, d time.Duration, viewers []*viewer, want map[string][]string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	testutil.SucceedsSoon(t, d, func() error {
 		missing := 0
 		for _, v := range viewers {
 			have, _ := v.count(want[v.room])
 			missing += len(want[v.room]) - have
 		}
-		if missing == 0 {
-			break
+		if missing > 0 {
+			return fmt.Errorf("%d deliveries missing", missing)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries missing after %v", missing, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, v := range viewers {
 		if _, rep := v.count(nil); len(rep) > 0 {
 			t.Fatalf("viewer of %s got %d messages more than once, e.g. %s", v.room, len(rep), rep[0])

@@ -1,25 +1,35 @@
 package job
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
 
-// metrics are the job's Prometheus series.
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/danmaku/danmaku"
+)
+
+// metrics are the job's Prometheus series, all named danmaku_job_*. Labels
+// take a few fixed values each (a reason or a result), never an id.
 type metrics struct {
-	consumed     prometheus.Counter
-	invalid      prometheus.Counter
-	duplicates   prometheus.Counter
-	coalesced    prometheus.Counter
-	deferred     prometheus.Counter
-	dropped      *prometheus.CounterVec
-	lockBusy     prometheus.Counter
-	broadcasts   prometheus.Counter
-	batchSize    prometheus.Histogram
-	pushSeconds  *prometheus.HistogramVec
-	pushErrors   *prometheus.CounterVec
-	e2eLag       prometheus.Histogram
-	consumerLag  prometheus.GaugeFunc
-	pending      prometheus.Gauge
-	retries      *prometheus.CounterVec
-	commitErrors prometheus.Counter
+	consumed    prometheus.Counter
+	invalid     prometheus.Counter
+	duplicates  prometheus.Counter
+	coalesced   prometheus.Counter
+	deferred    prometheus.Counter
+	dropped     *prometheus.CounterVec
+	lockBusy    prometheus.Counter
+	broadcasts  prometheus.Counter
+	batchSize   prometheus.Histogram
+	pushSeconds *prometheus.HistogramVec
+	pushErrors  *prometheus.CounterVec
+	// The push series by label value, resolved once.
+	pushOK, pushFailed            prometheus.Observer
+	pushUnavailable, pushRejected prometheus.Counter
+	e2eLag                        prometheus.Histogram
+	consumerLag                   prometheus.GaugeFunc
+	pending                       prometheus.Gauge
+	retries                       *prometheus.CounterVec
+	commitErrors                  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
@@ -43,9 +53,9 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_batch_messages",
 			Help: "Messages per delivered room batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
 		pushSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "danmaku_job_push_seconds",
-			Help: "Latency of one push to one comet.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}, []string{"comet"}),
+			Help: "Latency of one push to one comet, by result (ok, error).", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}, []string{"result"}),
 		pushErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_push_errors_total",
-			Help: "Failed pushes, by comet."}, []string{"comet"}),
+			Help: "Failed pushes to a comet, by reason (unavailable: network, timeout or 5xx, tried again; rejected: a 4xx answer)."}, []string{"reason"}),
 		e2eLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_end_to_end_lag_seconds",
 			Help: "Time from logic accepting a message to its push to the comets.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "danmaku_job_pending_messages",
@@ -60,7 +70,23 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	for _, c := range []string{"cooldown", "overflow", "comet_failed"} {
 		m.dropped.WithLabelValues(c)
 	}
+	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
+	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors)
 	return m
+}
+
+// observePush records one push attempt to a comet that took d.
+func (m *metrics) observePush(d time.Duration, err error) {
+	switch {
+	case err == nil:
+		m.pushOK.Observe(d.Seconds())
+	case danmaku.ErrorCode(err) == danmaku.EUNAVAILABLE:
+		m.pushFailed.Observe(d.Seconds())
+		m.pushUnavailable.Inc()
+	default:
+		m.pushFailed.Observe(d.Seconds())
+		m.pushRejected.Inc()
+	}
 }

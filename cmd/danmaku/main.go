@@ -88,6 +88,10 @@ func (c *Config) Validate() error { return nil }
 // topic: long enough for a broker started at the same time to come up.
 const topicWait = 30 * time.Second
 
+// jobShutdownSlack is what Close allows the job beyond its drain: the last
+// commit and leaving the consumer group.
+const jobShutdownSlack = 10 * time.Second
+
 // Main is the all-in-one process: Run starts it, Close stops it.
 type Main struct {
 	Config Config
@@ -105,10 +109,7 @@ type Main struct {
 	http   *http.Server
 	ln     net.Listener
 
-	served    chan struct{} // closed when Serve returns
-	cancelJob context.CancelFunc
-	jobDone   chan struct{} // closed when the job's Run returns
-	jobErr    error
+	served chan struct{} // closed when Serve returns
 
 	closeOnce sync.Once
 	closeErr  error
@@ -116,11 +117,17 @@ type Main struct {
 
 // NewMain returns a Main holding the default configuration.
 func NewMain() *Main {
-	return &Main{Config: DefaultConfig(), jobDone: make(chan struct{})}
+	return &Main{Config: DefaultConfig()}
 }
 
-// Done is closed when the job stopped by itself (only on a fatal error).
-func (m *Main) Done() <-chan struct{} { return m.jobDone }
+// Done is closed when the job stopped by itself (see job.Job.Done); nil
+// before Run.
+func (m *Main) Done() <-chan struct{} {
+	if m.job == nil {
+		return nil
+	}
+	return m.job.Done()
+}
 
 // Addr is the address of the public listener (useful with port 0).
 func (m *Main) Addr() string {
@@ -211,20 +218,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
-	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: store, Pusher: m.pusher,
+	m.job, err = job.New(c.Job, job.Deps{Kafka: c.Kafka, Store: store, Pusher: m.pusher,
 		Log: log.Named("job"), Registerer: reg})
 	if err != nil {
 		return err
 	}
-	jctx, jcancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancelJob = jcancel
-	go func() {
-		defer close(m.jobDone)
-		if err := m.job.Run(jctx); err != nil {
-			m.jobErr = err
-			log.Error("job stopped", zap.Error(err))
-		}
-	}()
+	if err := m.job.Start(ctx); err != nil {
+		return err
+	}
 
 	m.ln, err = net.Listen("tcp", c.Logic.Listen)
 	if err != nil {
@@ -301,10 +302,10 @@ func (m *Main) Close() error {
 				errs = append(errs, fmt.Errorf("close kafka writer: %w", err))
 			}
 		}
-		if m.cancelJob != nil {
-			m.cancelJob()
-			<-m.jobDone
-			errs = append(errs, m.jobErr)
+		if m.job != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Job.DrainTimeout+jobShutdownSlack)
+			errs = append(errs, m.job.Shutdown(ctx))
+			cancel()
 		}
 		if m.pusher != nil {
 			m.pusher.Close()

@@ -68,20 +68,26 @@ type Main struct {
 	job     *job.Job
 	pusher  *push.Client
 	metrics *http.Server
-	cancel  context.CancelFunc
-	done    chan struct{}
-	runErr  error
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// NewMain returns a Main holding the default configuration.
-func NewMain() *Main { return &Main{Config: DefaultConfig(), done: make(chan struct{})} }
+// shutdownSlack is what Close allows the job beyond its drain: the last
+// commit and leaving the consumer group.
+const shutdownSlack = 10 * time.Second
 
-// Done is closed when the job stopped by itself (it only does on a fatal
-// error).
-func (m *Main) Done() <-chan struct{} { return m.done }
+// NewMain returns a Main holding the default configuration.
+func NewMain() *Main { return &Main{Config: DefaultConfig()} }
+
+// Done is closed when the job stopped by itself (see job.Job.Done); nil
+// before Run.
+func (m *Main) Done() <-chan struct{} {
+	if m.job == nil {
+		return nil
+	}
+	return m.job.Done()
+}
 
 // Run validates the configuration, makes sure the topic exists, and starts
 // the consumer and the metrics listener. It returns once they run.
@@ -106,7 +112,7 @@ func (m *Main) Run(ctx context.Context) error {
 	reg := telemetry.NewRegistry()
 	m.rdb = route.Dial(c.Redis)
 	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
-	m.job, err = job.New(job.Options{Config: c.Job, Kafka: c.Kafka, Store: route.New(m.rdb),
+	m.job, err = job.New(c.Job, job.Deps{Kafka: c.Kafka, Store: route.New(m.rdb),
 		Pusher: m.pusher, Log: log, Registerer: reg})
 	if err != nil {
 		return err
@@ -127,15 +133,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go m.metrics.Serve(ln)
 
-	jctx, jcancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = jcancel
-	go func() {
-		defer close(m.done)
-		if err := m.job.Run(jctx); err != nil {
-			m.runErr = err
-			log.Error("job stopped", zap.Error(err))
-		}
-	}()
+	if err := m.job.Start(ctx); err != nil {
+		return err
+	}
 	log.Info("job running", zap.String("owner", m.job.Owner()), zap.String("topic", c.Kafka.Topic),
 		zap.Strings("brokers", c.Kafka.Brokers), zap.String("metrics", m.MetricsAddr))
 	return nil
@@ -146,10 +146,10 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
 		var errs []error
-		if m.cancel != nil {
-			m.cancel()
-			<-m.done
-			errs = append(errs, m.runErr)
+		if m.job != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Job.DrainTimeout+shutdownSlack)
+			errs = append(errs, m.job.Shutdown(ctx))
+			cancel()
 		}
 		if m.metrics != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

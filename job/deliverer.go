@@ -1,0 +1,207 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/route"
+)
+
+// delivery is the scheduler's request to deliver one room batch.
+type delivery struct {
+	room   string
+	msgs   []pending // oldest first, at most Budget
+	drain  bool      // shutdown drain: skip the cooldown window
+	giveUp bool      // deliver to the comets that take it, count the rest as dropped
+}
+
+// outcome is what became of a delivery. Every message of the delivery is in
+// exactly one of done and retry, each in the delivery's order.
+type outcome struct {
+	room   string
+	done   []pending     // finished (delivered, duplicate, dropped by policy): offsets may be committed
+	retry  []pending     // to deliver again, before what arrived since
+	wait   time.Duration // no retry before this
+	failed bool          // Redis or every comet failed: the scheduler backs off
+}
+
+// verdict is what a delivery decided for one message; the zero value
+// sends it back to be retried.
+type verdict bool
+
+const (
+	again    verdict = false
+	finished verdict = true
+)
+
+// result sorts the messages of req by verdict into an outcome.
+func (req *delivery) result(v []verdict, wait time.Duration, failed bool) outcome {
+	o := outcome{room: req.room, wait: wait, failed: failed}
+	for i, p := range req.msgs {
+		if v[i] == finished {
+			o.done = append(o.done, p)
+		} else {
+			o.retry = append(o.retry, p)
+		}
+	}
+	return o
+}
+
+// deliverer runs the Redis guards and the pushes of one room batch at a
+// time; the job runs Workers deliveries at once. Redis sees two round trips
+// per batch around the pushes: BeginBroadcast (lock free? window, claims,
+// lock, routes), then EndBroadcast (mark delivered, unlock).
+type deliverer struct {
+	cfg    Config
+	owner  string
+	store  *route.Store
+	comets *cometDirectory
+	pusher Pusher
+	m      *metrics
+	log    *zap.Logger
+	hook   func(room string, locked, unlocked time.Time, msgs []danmaku.Message)
+}
+
+// deliver delivers req as far as the guards allow. ctx ends with a crash or
+// an abandoned drain; then nothing is delivered and everything is retried.
+func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
+	v := make([]verdict, len(req.msgs))
+	if ctx.Err() != nil {
+		return req.result(v, 0, false)
+	}
+	ids, idx, repeats := distinctIDs(req.msgs)
+	b, err := d.begin(ctx, req, ids)
+	if err != nil {
+		d.log.Debug("delivery postponed: redis", zap.String("room", req.room), zap.Error(err))
+		d.m.retries.WithLabelValues("redis").Inc()
+		return req.result(v, 0, true) // the scheduler sets the backoff
+	}
+	// A message id repeated inside one batch (a client retry that reached
+	// Kafka twice in quick succession) is a duplicate without asking Redis.
+	markAll(v, repeats, finished)
+	d.m.duplicates.Add(float64(len(repeats)))
+	switch b.Status {
+	case route.InWindow:
+		// Another consumer broadcast this room within the window (after a
+		// rebalance): wait for the window's end, or skip as the drop policy
+		// says.
+		if d.cfg.Policy == PolicyDrop {
+			d.m.dropped.WithLabelValues("cooldown").Add(float64(len(idx)))
+			markAll(v, idx, finished)
+			return req.result(v, 0, false)
+		}
+		return req.result(v, b.Wait, false)
+	case route.LockedElsewhere:
+		d.m.lockBusy.Inc()
+		return req.result(v, d.cfg.LockRetry, false)
+	}
+	var claimed []int
+	var wait time.Duration
+	for k, st := range b.States {
+		switch st {
+		case route.Claimed:
+			claimed = append(claimed, idx[k])
+		case route.Processed:
+			d.m.duplicates.Inc()
+			v[idx[k]] = finished
+		case route.Busy:
+			// Another owner is delivering it: ask again shortly.
+			wait = d.cfg.RetryMin
+		}
+	}
+	if wait > 0 {
+		d.m.retries.WithLabelValues("busy_claim").Inc()
+	}
+	if b.Status != route.Acquired {
+		return req.result(v, wait, false)
+	}
+	if !d.pushAndEnd(ctx, req, b, claimed) {
+		d.m.retries.WithLabelValues("push").Inc()
+		return req.result(v, wait, true) // the scheduler sets the backoff
+	}
+	markAll(v, claimed, finished)
+	return req.result(v, wait, false)
+}
+
+// begin runs BeginBroadcast for ids of req.
+func (d *deliverer) begin(ctx context.Context, req *delivery, ids []string) (route.Begin, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RedisTimeout)
+	defer cancel()
+	// The Redis window is a little shorter than the scheduler's: the key is
+	// set a round trip after the scheduler started its window, and would
+	// otherwise still run for those milliseconds when the next batch is due.
+	window := d.cfg.Window - min(d.cfg.Window/20, 10*time.Millisecond)
+	if req.drain {
+		window = 0 // shutdown drain: deliver now
+	}
+	return d.store.BeginBroadcast(ctx, req.room, ids, route.BeginOptions{
+		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ClaimTTL, LockTTL: d.cfg.LockTTL})
+}
+
+// pushAndEnd pushes the claimed messages (indexes into req.msgs) to the
+// room's comets and ends the broadcast: on success it marks them delivered
+// and releases the lock; on failure it only releases the lock, and the
+// claims stay until the retry refreshes them (comets drop the ids they
+// already showed, so a retry to every comet is safe). It reports whether
+// the messages count as delivered.
+func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, claimed []int) bool {
+	msgs := make([]danmaku.Message, len(claimed))
+	ids := make([]string, len(claimed))
+	for k, i := range claimed {
+		msgs[k], ids[k] = req.msgs[i].msg, req.msgs[i].msg.ID
+	}
+	locked := time.Now()
+	ok := d.push(ctx, b.Lock, req.room, msgs, b.Comets, req.giveUp)
+	unlocked := time.Now()
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
+	defer cancel()
+	if !ok {
+		if err := d.store.ReleaseLock(ectx, b.Lock); err != nil && !errors.Is(err, route.ErrNotHolder) {
+			d.log.Debug("release lock", zap.String("room", req.room), zap.Error(err))
+		}
+		return false
+	}
+	if err := d.store.EndBroadcast(ectx, b.Lock, ids, d.cfg.ProcessedTTL); err != nil && !errors.Is(err, route.ErrNotHolder) {
+		// Delivered but not marked: a redelivery after the claim expires may
+		// push these again, and comets and clients drop repeated msgIds.
+		d.log.Debug("end broadcast", zap.String("room", req.room), zap.Error(err))
+	}
+	d.m.broadcasts.Inc()
+	d.m.batchSize.Observe(float64(len(msgs)))
+	nowMs := time.Now().UnixMilli()
+	for _, msg := range msgs {
+		d.m.e2eLag.Observe(float64(nowMs-msg.TS) / 1000)
+	}
+	if d.hook != nil {
+		d.hook(req.room, locked, unlocked, msgs)
+	}
+	return true
+}
+
+// distinctIDs returns the ids of msgs without repeats, the index in msgs
+// of each, and the indexes of the repeats.
+func distinctIDs(msgs []pending) (ids []string, idx, repeats []int) {
+	ids = make([]string, 0, len(msgs))
+	idx = make([]int, 0, len(msgs))
+	seen := make(map[string]struct{}, len(msgs))
+	for i, p := range msgs {
+		if _, dup := seen[p.msg.ID]; dup {
+			repeats = append(repeats, i)
+			continue
+		}
+		seen[p.msg.ID] = struct{}{}
+		ids = append(ids, p.msg.ID)
+		idx = append(idx, i)
+	}
+	return ids, idx, repeats
+}
+
+func markAll(v []verdict, idx []int, to verdict) {
+	for _, i := range idx {
+		v[i] = to
+	}
+}

@@ -1,0 +1,123 @@
+package job
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku/route"
+)
+
+// cometDirectory knows which comets a delivery may push to: it caches the
+// comets with a current lease (reread every CometRefresh), leaves out for a
+// while the comets that failed a push (Quarantine), and runs the janitor
+// that removes the routes of comets whose lease expired. Safe for
+// concurrent use.
+type cometDirectory struct {
+	cfg   Config
+	store *route.Store
+	log   *zap.Logger
+
+	live atomic.Pointer[map[string]route.CometInfo]
+
+	mu          sync.Mutex
+	quarantined map[string]time.Time // comet id -> left out until
+}
+
+func newCometDirectory(cfg Config, store *route.Store, log *zap.Logger) *cometDirectory {
+	d := &cometDirectory{cfg: cfg, store: store, log: log, quarantined: map[string]time.Time{}}
+	empty := map[string]route.CometInfo{}
+	d.live.Store(&empty)
+	return d
+}
+
+// run keeps the cache fresh and, on the janitor interval, removes the
+// routes of comets whose lease expired, until ctx ends.
+func (d *cometDirectory) run(ctx context.Context) {
+	refresh := time.NewTicker(d.cfg.CometRefresh)
+	defer refresh.Stop()
+	var janitor <-chan time.Time
+	if d.cfg.JanitorInterval > 0 {
+		t := time.NewTicker(d.cfg.JanitorInterval)
+		defer t.Stop()
+		janitor = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+			d.refresh(ctx)
+		case <-janitor:
+			d.removeDead(ctx)
+		}
+	}
+}
+
+// refresh rereads the comets with a current lease. On failure the cache
+// keeps its last answer.
+func (d *cometDirectory) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.CometRefreshTimeout)
+	defer cancel()
+	live, err := d.store.LiveComets(ctx)
+	if err != nil {
+		d.log.Debug("list live comets", zap.Error(err))
+		return
+	}
+	d.live.Store(&live)
+}
+
+// removeDead is one janitor pass.
+func (d *cometDirectory) removeDead(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.JanitorTimeout)
+	defer cancel()
+	dead, err := d.store.DeadComets(ctx)
+	if err != nil {
+		return
+	}
+	for _, id := range dead {
+		n, err := d.store.RemoveComet(ctx, id)
+		if err != nil {
+			d.log.Warn("remove dead comet", zap.String("comet", id), zap.Error(err))
+			continue
+		}
+		d.log.Info("removed routes of dead comet", zap.String("comet", id), zap.Int("connections", n))
+	}
+}
+
+// targets returns the comets among a room's (cometID -> viewers) that hold
+// a current lease and are not left out.
+func (d *cometDirectory) targets(room map[string]int64) []route.CometInfo {
+	live := *d.live.Load()
+	var out []route.CometInfo
+	for id := range room {
+		if c, ok := live[id]; ok && !d.isQuarantined(id) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// quarantine leaves the comets out of deliveries for Quarantine.
+func (d *cometDirectory) quarantine(ids []string) {
+	until := time.Now().Add(d.cfg.Quarantine)
+	d.mu.Lock()
+	for _, id := range ids {
+		d.quarantined[id] = until
+	}
+	d.mu.Unlock()
+}
+
+func (d *cometDirectory) isQuarantined(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until, ok := d.quarantined[id]
+	if ok && time.Now().After(until) {
+		delete(d.quarantined, id)
+		return false
+	}
+	return ok
+}

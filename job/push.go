@@ -1,0 +1,120 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/route"
+)
+
+// Pusher sends one encoded batch to one comet's internal endpoint and
+// returns how many viewers it reached. push.Client implements it.
+type Pusher interface {
+	Push(ctx context.Context, addr string, body []byte) (int, error)
+}
+
+// push sends msgs, encoded once, to every comet of room (cometID ->
+// viewers) that holds a lease and is not left out, in parallel, renewing
+// the lock while pushes run. It reports whether the batch counts as
+// delivered: every comet took it, or some did (the ones that failed are
+// left out for a while and their share counted as dropped), or giveUp is
+// set. When every comet failed the batch is to be retried as a whole.
+func (d *deliverer) push(ctx context.Context, lock *route.Lock, room string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
+	targets := d.comets.targets(counts)
+	if len(targets) == 0 {
+		return true // nobody watching: delivered to all zero viewers
+	}
+	body, err := json.Marshal(danmaku.NewBatch(room, msgs))
+	if err != nil {
+		return false
+	}
+	errs := d.pushAll(ctx, lock, targets, body)
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, targets[i].ID)
+		}
+	}
+	switch {
+	case len(failed) == 0:
+		return true
+	case len(failed) == len(targets) && !giveUp:
+		// Nothing went out: most likely our side of the network.
+		return false
+	}
+	// Some comets took the batch. A comet that failed every attempt is left
+	// out for a while so it cannot slow the room down again; its share of
+	// the batch is counted as dropped. If it is really gone its lease ends
+	// and the janitor removes its routes; its viewers reconnect elsewhere.
+	d.comets.quarantine(failed)
+	d.m.dropped.WithLabelValues("comet_failed").Add(float64(len(msgs) * len(failed)))
+	d.log.Warn("comet failed; left out for a while", zap.Strings("comets", failed), zap.Duration("for", d.cfg.Quarantine))
+	return true
+}
+
+// pushAll pushes body to every target, one goroutine per comet when there
+// are several, and returns each push's error.
+func (d *deliverer) pushAll(ctx context.Context, lock *route.Lock, targets []route.CometInfo, body []byte) []error {
+	errs := make([]error, len(targets))
+	if len(targets) == 1 {
+		errs[0] = d.pushOne(ctx, targets[0], body)
+		return errs
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = d.pushOne(ctx, c, body)
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	d.waitRenewing(ctx, lock, done)
+	return errs
+}
+
+// waitRenewing waits for done, renewing the broadcast lock every third of
+// its TTL so a push that takes long does not lose it.
+func (d *deliverer) waitRenewing(ctx context.Context, lock *route.Lock, done <-chan struct{}) {
+	renew := time.NewTicker(d.cfg.LockTTL / 3)
+	defer renew.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-renew.C:
+			rctx, cancel := context.WithTimeout(ctx, d.cfg.LockRenewTimeout)
+			if err := d.store.RenewLock(rctx, lock, d.cfg.LockTTL); err != nil {
+				d.log.Debug("renew lock", zap.String("room", lock.Room), zap.Error(err))
+			}
+			cancel()
+		}
+	}
+}
+
+// pushOne pushes body to one comet, up to PushAttempts times while the
+// comet is unavailable; a rejection (a 4xx answer) will not change on retry.
+func (d *deliverer) pushOne(ctx context.Context, c route.CometInfo, body []byte) error {
+	var err error
+	for attempt := 0; attempt < d.cfg.PushAttempts; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.PushTimeout)
+		start := time.Now()
+		_, err = d.pusher.Push(pctx, c.Addr, body)
+		cancel()
+		d.m.observePush(time.Since(start), err)
+		if err == nil {
+			return nil
+		}
+		if danmaku.ErrorCode(err) != danmaku.EUNAVAILABLE || ctx.Err() != nil {
+			break
+		}
+	}
+	d.log.Debug("push failed", zap.String("comet", c.ID), zap.Error(err))
+	return err
+}

@@ -1,0 +1,298 @@
+package job
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/danmaku/danmaku"
+)
+
+// scheduler owns every room buffer, every room's window and the offsets of
+// the consumed records. It runs on one goroutine, so none of that needs a
+// lock: records come in on in, deliveries go out on work, outcomes come back
+// on results, and commit positions leave through commit.
+type scheduler struct {
+	cfg     Config
+	m       *metrics
+	in      <-chan record       // consumed records; closed when fetching stops
+	work    chan<- *delivery    // capacity Workers
+	results <-chan outcome      // one per delivery sent on work
+	commit  func(map[int]int64) // hands commit positions over; never blocks
+	crashed <-chan struct{}     // closed by a crash: stop at once, commit nothing
+
+	rooms    map[string]*roomState
+	due      dueHeap
+	ready    []*roomState
+	offsets  *offsets
+	buffered int // messages held over all rooms
+	inflight int // deliveries sent on work and not yet back
+	draining bool
+	drainBy  time.Time
+}
+
+// roomState is the scheduler's view of one room.
+type roomState struct {
+	name      string
+	queue     []pending // waiting messages, oldest first
+	windowEnd time.Time // no new broadcast before this
+	due       time.Time // scheduled dispatch; zero when none
+	inflight  bool
+	failures  int // failed deliveries in a row
+}
+
+// pending is one consumed message waiting for its room's delivery.
+type pending struct {
+	msg  danmaku.Message
+	part int
+	off  int64
+	// waited: the message arrived while its room's window ran or a
+	// delivery was in flight, so it goes out in a trailing batch.
+	waited bool
+}
+
+// run schedules until stop is closed and what is buffered is delivered (or
+// DrainTimeout passed, or hurry was closed), then hands over the last
+// commit positions; after a crash it returns at once and commits nothing.
+// Either way no delivery is in flight when it returns.
+func (s *scheduler) run(stop, hurry <-chan struct{}) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	commit := time.NewTicker(s.cfg.CommitInterval)
+	defer commit.Stop()
+	sweep := time.NewTicker(s.cfg.SweepInterval)
+	defer sweep.Stop()
+	in := s.in
+	for {
+		var input <-chan record
+		if in != nil && s.buffered < s.cfg.MaxBuffered {
+			input = in
+		}
+		select {
+		case r, ok := <-input:
+			if !ok {
+				in = nil
+				s.startDrain()
+				break
+			}
+			s.accept(r, time.Now())
+		case o := <-s.results:
+			s.complete(o, time.Now())
+		case <-timer.C:
+		case <-commit.C:
+			s.commit(s.offsets.commits())
+			s.m.pending.Set(float64(s.buffered))
+		case <-sweep.C:
+			s.sweep(time.Now())
+		case <-stop:
+			stop = nil
+			s.startDrain()
+		case <-hurry:
+			hurry = nil
+			s.startDrain()
+			s.drainBy = time.Now()
+		case <-s.crashed:
+			s.waitInflight()
+			return
+		}
+		now := time.Now()
+		s.promote(now)
+		s.dispatchReady(now)
+		if s.draining && s.inflight == 0 && (s.buffered == 0 || now.After(s.drainBy)) {
+			s.commit(s.offsets.commits())
+			return
+		}
+		next := time.Hour
+		if s.due.Len() > 0 {
+			next = max(s.due[0].at.Sub(now), 0)
+		}
+		if s.draining {
+			next = min(next, max(s.drainBy.Sub(now), 0)+time.Millisecond)
+		}
+		timer.Reset(next)
+	}
+}
+
+// startDrain makes every buffered room due now, ignoring windows: shutdown
+// delivers what it holds instead of waiting.
+func (s *scheduler) startDrain() {
+	if s.draining {
+		return
+	}
+	s.draining = true
+	s.drainBy = time.Now().Add(s.cfg.DrainTimeout)
+	now := time.Now()
+	for _, r := range s.rooms {
+		if len(r.queue) > 0 && !r.inflight {
+			r.due = time.Time{}
+			s.schedule(r, now)
+		}
+	}
+}
+
+// waitInflight collects the outcomes of deliveries still running after a
+// crash, so workers can exit; they are discarded, as in a real crash.
+func (s *scheduler) waitInflight() {
+	for s.inflight > 0 {
+		<-s.results
+		s.inflight--
+	}
+}
+
+func (s *scheduler) room(name string) *roomState {
+	r := s.rooms[name]
+	if r == nil {
+		r = &roomState{name: name}
+		s.rooms[name] = r
+	}
+	return r
+}
+
+// accept takes one consumed record.
+func (s *scheduler) accept(rec record, now time.Time) {
+	s.m.consumed.Inc()
+	s.offsets.consumed(rec.part, rec.off)
+	if rec.err != nil {
+		s.m.invalid.Inc()
+		s.offsets.finished(rec.part, rec.off)
+		return
+	}
+	r := s.room(rec.env.Room)
+	busy := r.inflight || len(r.queue) > 0 || now.Before(r.windowEnd)
+	if s.cfg.Policy == PolicyDrop && busy {
+		// One message per window; the rest are skipped.
+		s.m.dropped.WithLabelValues("cooldown").Inc()
+		s.offsets.finished(rec.part, rec.off)
+		return
+	}
+	if s.cfg.Policy != PolicyDrop && len(r.queue) >= s.cfg.MaxPending && r.failures == 0 {
+		s.m.dropped.WithLabelValues("overflow").Inc()
+		s.offsets.finished(rec.part, rec.off)
+		return
+	}
+	r.queue = append(r.queue, pending{msg: rec.env.Msg, part: rec.part, off: rec.off, waited: busy})
+	s.buffered++
+	if !r.inflight {
+		at := now
+		if !s.draining && r.windowEnd.After(at) {
+			at = r.windowEnd
+		}
+		s.schedule(r, at)
+	}
+}
+
+// schedule makes r due at t unless it is already due earlier.
+func (s *scheduler) schedule(r *roomState, t time.Time) {
+	if !r.due.IsZero() && !t.Before(r.due) {
+		return
+	}
+	r.due = t
+	heap.Push(&s.due, dueEntry{at: t, room: r})
+}
+
+// promote moves rooms whose time has come to the ready list.
+func (s *scheduler) promote(now time.Time) {
+	for s.due.Len() > 0 && !s.due[0].at.After(now) {
+		e := heap.Pop(&s.due).(dueEntry)
+		if !e.room.due.Equal(e.at) {
+			continue // rescheduled since
+		}
+		e.room.due = time.Time{}
+		s.ready = append(s.ready, e.room)
+	}
+}
+
+// dispatchReady hands ready rooms to free workers, oldest first: at most
+// Budget messages of a room per delivery, and the room's window starts.
+func (s *scheduler) dispatchReady(now time.Time) {
+	for len(s.ready) > 0 && s.inflight < s.cfg.Workers {
+		r := s.ready[0]
+		s.ready = s.ready[1:]
+		if r.inflight || len(r.queue) == 0 {
+			continue
+		}
+		n := min(len(r.queue), s.cfg.Budget)
+		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
+			giveUp: r.failures >= s.cfg.GiveUpAfter}
+		r.queue = r.queue[n:]
+		if len(r.queue) > 0 {
+			s.m.deferred.Add(float64(len(r.queue)))
+		}
+		r.inflight = true
+		r.windowEnd = now.Add(s.cfg.Window)
+		coalesced := 0
+		for i := range d.msgs {
+			if d.msgs[i].waited {
+				coalesced++
+				d.msgs[i].waited = false // a retry of the batch is not counted again
+			}
+		}
+		s.m.coalesced.Add(float64(coalesced))
+		s.inflight++
+		s.work <- d // never blocks: capacity is Workers and inflight < Workers
+	}
+}
+
+// complete applies a delivery's outcome: finished offsets, messages back to
+// the front of the room's queue, backoff after a failure.
+func (s *scheduler) complete(o outcome, now time.Time) {
+	s.inflight--
+	r := s.rooms[o.room]
+	r.inflight = false
+	for _, p := range o.done {
+		s.offsets.finished(p.part, p.off)
+	}
+	s.buffered -= len(o.done)
+	if len(o.retry) > 0 {
+		r.queue = append(o.retry, r.queue...)
+	}
+	wait := o.wait
+	if o.failed {
+		r.failures++
+		// Exponential backoff while Redis or a comet keeps failing.
+		backoff := s.cfg.RetryMin << min(r.failures-1, 16)
+		wait = max(wait, min(backoff, s.cfg.RetryMax))
+	} else {
+		r.failures = 0
+	}
+	if wait > 0 && now.Add(wait).After(r.windowEnd) {
+		r.windowEnd = now.Add(wait)
+	}
+	if len(r.queue) == 0 {
+		return
+	}
+	at := r.windowEnd
+	if s.draining && wait == 0 {
+		at = now
+	}
+	s.schedule(r, at)
+}
+
+// sweep forgets idle rooms whose window has ended.
+func (s *scheduler) sweep(now time.Time) {
+	for name, r := range s.rooms {
+		if !r.inflight && len(r.queue) == 0 && r.due.IsZero() && now.After(r.windowEnd) {
+			delete(s.rooms, name)
+		}
+	}
+}
+
+// dueHeap orders scheduled rooms by due time; entries whose time no longer
+// matches the room's are stale and skipped.
+type dueEntry struct {
+	at   time.Time
+	room *roomState
+}
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(a, b int) bool { return h[a].at.Before(h[b].at) }
+func (h dueHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+var _ heap.Interface = (*dueHeap)(nil)
