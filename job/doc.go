@@ -18,33 +18,52 @@
 // goes out at once and opens the room's window; messages arriving inside
 // the window wait in the room's buffer and go out together, as one batch,
 // when it ends. A batch holds at most Budget messages; the rest waits for
-// the next window, in order (counted as deferred). A room buffer over MaxPending drops newly arriving
-// messages (counted, reason "overflow") while deliveries succeed; while they
-// fail (Redis or comets down) the consumer pauses instead of dropping.
-// Policy drop reproduces the original design: one message per window, the
-// others skipped and counted (reason "cooldown").
+// the next window, in order (counted as deferred). A room buffer over
+// MaxPending drops newly arriving messages (counted, reason "overflow")
+// while deliveries succeed; while they fail (Redis or comets down) the
+// consumer pauses instead of dropping. Policy drop sends one message per
+// window and skips the others, counted (reason "cooldown").
 //
 // The broadcast lock (token per acquisition, renewed while pushes run,
 // released by compare-and-delete) keeps two members of the group from
 // broadcasting a room at once while partitions move between them. A lock
 // held elsewhere postpones the room by LockRetry; nothing is dropped.
 //
-// Routes: room:comets:{room} (one command) intersected with the comets that
-// hold a current lease; one push per comet, in parallel, each bounded by
-// PushTimeout. A comet that fails every attempt while others took the batch
-// is left out for Quarantine and its share counted (reason
-// "comet_failed"); when every comet of a room fails the batch is retried
-// with backoff. A janitor removes the routes of comets whose lease expired.
+// Routes: room:comets:{room} (read by the same script that claims) limited
+// to the comets that hold a current lease; one push per comet, in
+// parallel, each bounded by PushTimeout. A comet that fails every attempt
+// while others took the batch is left out for Quarantine and its share
+// counted (reason "comet_failed"); when every comet of a room fails the
+// batch is retried with backoff. A janitor removes the routes of comets
+// whose lease expired.
 //
 // Offsets: each partition is committed up to its oldest message not yet
 // finished (delivered, skipped as duplicate, or dropped by policy), so a
 // crash never commits past an undelivered message.
 //
-// # Concurrency
+// # Structure
 //
-// One goroutine (the processor) owns every room buffer, schedule and offset;
-// Redis and comet calls run on a fixed pool of Workers, one room batch each.
-// Nothing starts a goroutine per message; pushes to several comets of one
-// batch run in parallel. Shutdown stops fetching, delivers what is buffered
-// (bounded by DrainTimeout), commits and leaves the group.
+// A Job wires four parts, each with one task:
+//
+//   - consumer (consumer.go): the group reader; fetches and decodes
+//     records, and commits the positions it is handed on its own
+//     goroutine, so a slow broker never stalls deliveries.
+//   - scheduler (scheduler.go, offsets.go): one goroutine that owns every
+//     room buffer, window and retry schedule and the per-partition offsets.
+//     It sends a delivery (a room and its batch) to the workers and applies
+//     the outcome that comes back (which messages are done, which go back to
+//     the room's queue, how long to wait).
+//   - deliverer (deliverer.go, push.go): runs on Workers goroutines, one
+//     delivery each: BeginBroadcast, the pushes, EndBroadcast.
+//   - comet directory (directory.go): the cache of comets with a current
+//     lease, the quarantine of comets that failed, and the janitor.
+//
+// # Concurrency and lifecycle
+//
+// Nothing starts a goroutine per message; pushes to the several comets of
+// one batch run in parallel. Start starts the reader (which joins the group
+// in the background) and the goroutines. Shutdown stops fetching, delivers
+// what is buffered (bounded by DrainTimeout and by its context), commits and
+// leaves the group. Every timeout of a Redis or Kafka call comes from
+// Config.
 package job
