@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -381,5 +382,75 @@ func TestBudgetDefersToNextWindow(t *testing.T) {
 	}
 	if c := counter(t, j.reg, "danmaku_job_dropped_total"); c != 0 {
 		t.Fatalf("dropped = %v", c)
+	}
+}
+
+// TestShutdownBoundedByContext: a delivery hangs on a comet that never
+// answers; Shutdown returns when its context ends, not after the push
+// timeout or the drain timeout, and the job then stops promptly.
+func TestShutdownBoundedByContext(t *testing.T) {
+	e := newEnv(t, 0)
+	room := testutil.Uniq("room")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	ctx := context.Background()
+	hung := testutil.Uniq("hung")
+	if err := e.store.RenewLease(ctx, route.CometInfo{ID: hung, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Register(ctx, route.Conn{ID: hung + "-c1", Room: room, Comet: hung}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := jobConfig()
+	cfg.PushTimeout, cfg.PushAttempts, cfg.ClaimTTL = 10*time.Second, 1, 11*time.Second
+	cfg.DrainTimeout = 10 * time.Second
+	cfg.Workers = 1
+	j := e.startJob(cfg, nil)
+	e.produce(room, danmaku.Message{ID: testutil.Uniq("m"), UID: 1, Name: "n", Content: "stuck", TS: time.Now().UnixMilli()})
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job never pushed to the hung comet")
+	}
+	// A second room waits for the only worker: once the drain is given
+	// up it must not be sent out (and sent back) again and again.
+	e.produce(testutil.Uniq("room"), danmaku.Message{ID: testutil.Uniq("m"), UID: 1, Name: "n", Content: "waiting", TS: time.Now().UnixMilli()})
+	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+		if c := counter(t, j.reg, "danmaku_job_consumed_total"); c < 2 {
+			return fmt.Errorf("consumed %v records, want 2", c)
+		}
+		return nil
+	})
+
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := j.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the context's deadline", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Shutdown took %v with a 300ms context", took)
+	}
+	select {
+	case <-j.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job did not stop within 5s of giving up its drain")
+	}
+	if err := j.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown = %v", err)
 	}
 }

@@ -203,7 +203,11 @@ func (s *scheduler) promote(now time.Time) {
 
 // dispatchReady hands ready rooms to free workers, oldest first: at most
 // Budget messages of a room per delivery, and the room's window starts.
+// Once a drain is past its deadline nothing more is sent.
 func (s *scheduler) dispatchReady(now time.Time) {
+	if s.draining && now.After(s.drainBy) {
+		return
+	}
 	for len(s.ready) > 0 && s.inflight < s.cfg.Workers {
 		r := s.ready[0]
 		s.ready = s.ready[1:]
