@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -143,6 +144,50 @@ func (rj *runningJob) stop(t *testing.T) {
 	if err := rj.Shutdown(ctx); err != nil {
 		t.Errorf("job shutdown: %v", err)
 	}
+}
+
+// hungComet registers a comet with a lease and one viewer in room whose
+// push endpoint accepts connections and never answers. It returns the
+// comet's id and the connections it accepted, one per push.
+func (e *env) hungComet(room string) (string, <-chan net.Conn) {
+	t := e.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	var held []net.Conn // closed at cleanup, after the listener
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+			select {
+			case accepted <- c:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	ctx := context.Background()
+	id := testutil.Uniq("hung")
+	if err := e.store.RenewLease(ctx, route.CometInfo{ID: id, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Register(ctx, route.Conn{ID: id + "-c1", Room: room, Comet: id}); err != nil {
+		t.Fatal(err)
+	}
+	return id, accepted
 }
 
 // viewer is a WebSocket client that records every message it receives,

@@ -3,7 +3,6 @@ package job_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"sync"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/job"
-	"github.com/danmaku/danmaku/route"
 )
 
 // waitOnline waits until Redis lists n viewers of room (comets register
@@ -261,29 +259,7 @@ func TestHungCometDoesNotDelayOthers(t *testing.T) {
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c) // never answered
-		}
-	}()
-	ctx := context.Background()
-	hung := testutil.Uniq("hung")
-	if err := e.store.RenewLease(ctx, route.CometInfo{ID: hung, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Register(ctx, route.Conn{ID: hung + "-c1", Room: room, Comet: hung}); err != nil {
-		t.Fatal(err)
-	}
+	e.hungComet(room)
 	cfg := jobConfig()
 	cfg.PushTimeout = 300 * time.Millisecond
 	cfg.PushAttempts = 1
@@ -391,29 +367,8 @@ func TestBudgetDefersToNextWindow(t *testing.T) {
 func TestShutdownBoundedByContext(t *testing.T) {
 	e := newEnv(t, 0)
 	room := testutil.Uniq("room")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c // held open, never answered
-		}
-	}()
+	_, accepted := e.hungComet(room)
 	ctx := context.Background()
-	hung := testutil.Uniq("hung")
-	if err := e.store.RenewLease(ctx, route.CometInfo{ID: hung, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Register(ctx, route.Conn{ID: hung + "-c1", Room: room, Comet: hung}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := jobConfig()
 	cfg.PushTimeout, cfg.PushAttempts, cfg.ClaimTTL = 10*time.Second, 1, 11*time.Second
 	cfg.DrainTimeout = 10 * time.Second
@@ -421,8 +376,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 	j := e.startJob(cfg, nil)
 	e.produce(room, danmaku.Message{ID: testutil.Uniq("m"), UID: 1, Name: "n", Content: "stuck", TS: time.Now().UnixMilli()})
 	select {
-	case c := <-accepted:
-		defer c.Close()
+	case <-accepted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job never pushed to the hung comet")
 	}
