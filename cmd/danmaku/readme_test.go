@@ -20,7 +20,7 @@ const readmeTableHeader = "| key | environment variable | default (role binaries
 // all-in-one binary's where it differs, and the help tag.
 func configTable() string {
 	type all struct {
-		Config
+		Config `yaml:",inline"`
 		Page web.Config `yaml:"page"`
 	}
 	roles := all{Config: Config{

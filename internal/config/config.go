@@ -341,12 +341,25 @@ func collect(v reflect.Value, path, section string, out *[]leaf) {
 			sec = name
 		}
 		fv := v.Field(i)
+		if f.Anonymous && fv.Kind() == reflect.Struct && inline(f) {
+			// An embedded struct's keys belong to the embedding one, as
+			// yaml's ",inline" has them.
+			collect(fv, path, section, out)
+			continue
+		}
 		if fv.Kind() == reflect.Struct {
 			collect(fv, join(path, name), sec, out)
 			continue
 		}
 		*out = append(*out, leaf{path: join(path, name), section: sec, help: f.Tag.Get("help"), v: fv})
 	}
+}
+
+// inline reports whether an embedded field's keys sit at the embedding
+// struct's level: no yaml name of its own, or the ",inline" option.
+func inline(f reflect.StructField) bool {
+	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name == "" || strings.Contains(opts, "inline")
 }
 
 func fieldName(f reflect.StructField) string {

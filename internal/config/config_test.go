@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +149,28 @@ func TestKeys(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("job.window missing from %v", keys)
+	}
+}
+
+// An embedded struct's keys are listed at the embedding struct's level.
+func TestKnobsOfEmbeddedStruct(t *testing.T) {
+	type Inner struct {
+		Job struct {
+			Window int `yaml:"window"`
+		} `yaml:"job"`
+	}
+	var v struct {
+		Inner `yaml:",inline"`
+		Page  struct {
+			Base string `yaml:"base"`
+		} `yaml:"page"`
+	}
+	var keys []string
+	for _, k := range Knobs(&v) {
+		keys = append(keys, k.Key+" "+k.Env)
+	}
+	want := []string{"job.window DANMAKU_JOB_WINDOW", "page.base DANMAKU_PAGE_BASE"}
+	if strings.Join(keys, ",") != strings.Join(want, ",") {
+		t.Fatalf("Knobs = %q, want %q", keys, want)
 	}
 }
