@@ -21,7 +21,7 @@ const readmeTableHeader = "| key | environment variable | default (role binaries
 func configTable() string {
 	type all struct {
 		Config `yaml:",inline"`
-		Page web.Config `yaml:"page"`
+		Page   web.Config `yaml:"page"`
 	}
 	roles := all{Config: Config{
 		Log: config.DefaultLog(), Redis: config.DefaultRedis(), Kafka: config.DefaultKafka(),
