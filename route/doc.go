@@ -43,6 +43,42 @@
 // those), DeadComets those whose lease expired, and RemoveComet deletes all
 // routes of one comet (graceful shutdown, or the janitor for dead ones).
 //
+// # Repair
+//
+// Redis may lose a comet's routes (a restart without persistence, a failover
+// to a replica that missed the last writes, a lease that expired in a stall
+// and a janitor that removed its routes), and single writes may land late or
+// never (a register that ran after its unregister gave up). Three calls let
+// a comet heal the registry from what it holds:
+//
+//   - Heartbeat renews the lease in one script that also reports Lost when
+//     the lease was missing or carried another start time, and how many
+//     connections comet:connections lists; the comet then re-registers.
+//   - RegisterAll registers many connections, 500 per pipeline: one
+//     room_sync script per room and slice (room set and count together),
+//     the comet index in one HSET per slice, connection:info and
+//     user:online in the same pipeline.
+//   - Reconcile makes Redis agree with a snapshot of what the comet holds:
+//     comet:connections lists exactly the held connections; each is a
+//     member of its room, with its records; what the index lists and the
+//     comet does not hold is removed everywhere; the comet's count in each
+//     room involved equals its members there. It reads the index by HSCAN
+//     and checks counts with one HGET per room, so a clean comet of 15,000
+//     connections costs about 40 round trips and 460 commands. The comet
+//     must not register or unregister while it runs.
+//
+// All three keep the registry's invariant: room_sync moves a count by
+// exactly the members it added or removed, so the sum of room:comets:{room}
+// stays SCARD room:connections:{room}; only a count found wrong is set, to
+// the comet's held members in the room, after members credited to the comet
+// that it does not hold (found through connection:info) are removed. Every
+// write is also in the comet's index, so a write that lands late is undone
+// by the next Reconcile or by RemoveComet. Per-connection keys have no TTL:
+// all are reachable from comet:connections, which shares its slot with the
+// lease, so RemoveComet (a restarting comet first, the janitor for an
+// expired lease) finds them; a refreshed TTL would cost two commands per
+// connection per refresh instead of about one per 33 connections.
+//
 // # Delivery guards
 //
 // A room batch is guarded by two scripts, one round trip each.

@@ -113,7 +113,7 @@ func (r Repair) Changed() bool { return r != Repair{} }
 //
 // Work is bounded: the index is read by HSCAN, held connections are checked
 // and written in pipelines of sliceSize, and counts are read in one pipeline
-// per sliceSize rooms; 20,000 connections in order cost about 55 round trips.
+// per sliceSize rooms: 20,000 connections cost about 50 round trips.
 // Records of a connection already in the index are rewritten only when its
 // room lost it.
 //
