@@ -3,6 +3,7 @@ package route
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -47,9 +48,7 @@ func (s *Store) apply(ctx context.Context, name, comet string, ops []op) (applie
 	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b op) int { return cmp.Compare(a.c.Room, b.c.Room) })
 	var out applied
-	for len(ops) > 0 {
-		chunk := ops[:min(len(ops), sliceSize)]
-		ops = ops[len(chunk):]
+	for chunk := range slices.Chunk(ops, sliceSize) {
 		if err := s.applySlice(ctx, name, comet, chunk, &out); err != nil {
 			return out, err
 		}
@@ -171,15 +170,8 @@ func writeRecords(ctx context.Context, p redis.Pipeliner, o op) {
 // rooms per pipeline, and settles the rooms where it differs from the
 // expected number. Returns the members removed and the rooms corrected.
 func (s *Store) settleCounts(ctx context.Context, comet string, expect map[string]int64, held []Conn) (int, int, error) {
-	rooms := make([]string, 0, len(expect))
-	for r := range expect {
-		rooms = append(rooms, r)
-	}
-	slices.Sort(rooms)
 	var wrong []string
-	for len(rooms) > 0 {
-		chunk := rooms[:min(len(rooms), sliceSize)]
-		rooms = rooms[len(chunk):]
+	for chunk := range slices.Chunk(slices.Sorted(maps.Keys(expect)), sliceSize) {
 		cmds, err := s.execPipe(ctx, "reconcile counts", func(p redis.Pipeliner) {
 			for _, r := range chunk {
 				p.HGet(ctx, roomCometsKey(r), comet)
@@ -235,14 +227,8 @@ func (s *Store) settleRoom(ctx context.Context, comet, room string, n int64, hel
 			break
 		}
 	}
-	ids := make([]string, 0, len(others))
-	for id := range others {
-		ids = append(ids, id)
-	}
 	var ghosts []op
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), sliceSize)]
-		ids = ids[len(chunk):]
+	for chunk := range slices.Chunk(slices.Collect(maps.Keys(others)), sliceSize) {
 		cmds, err := s.execPipe(ctx, "reconcile room", func(p redis.Pipeliner) {
 			for _, id := range chunk {
 				p.HMGet(ctx, connectionInfoKey(id), "comet_id", "user_id")
