@@ -12,11 +12,9 @@ import (
 )
 
 var (
-	heartbeatScript = mustScript("heartbeat")
-	roomSyncScript  = mustScript("room_sync")
+	heartbeatScript = script("heartbeat")
+	roomSyncScript  = script("room_sync")
 )
-
-func init() { allScripts = append(allScripts, heartbeatScript, roomSyncScript) }
 
 // sliceSize bounds the connections of one pipeline (and the ids of one
 // script call) in RegisterAll and Reconcile, and the rooms of one count
