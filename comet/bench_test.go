@@ -22,6 +22,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/testutil"
 )
 
 // benchBatch is a batch of 20 comments, about 2 KiB as a frame.
@@ -43,7 +44,7 @@ func benchBatch(room string, seq int) danmaku.Batch {
 // once over the pooled connections.
 func BenchmarkPush(b *testing.B) {
 	s, _ := mustStart(b, nil)
-	room := uniq(b, "r")
+	room := testutil.Uniq("r-")
 	c := mustDial(b, s, "room="+room)
 	mustReadOp(b, c, opWelcome)
 	go func() {
@@ -105,7 +106,7 @@ func BenchmarkPush(b *testing.B) {
 
 // BenchmarkFanOut measures one batch to every viewer of a room: Broadcast
 // returns after the non-blocking enqueue; an iteration ends when every
-// viewer's frame was written to its socket (comet_frames_written_total).
+// viewer's frame was written to its socket (danmaku_comet_frames_written_total).
 //
 // peer=10000: 10,000 viewers whose client sockets live in a separate
 // process (comet/internal/idleload -mode clients), so this process holds
@@ -149,7 +150,7 @@ func buildIdleload(b *testing.B) string {
 
 func benchPeer(b *testing.B, n int, deflate bool) {
 	s, _ := mustStart(b, func(c *Config) { c.Compression = deflate })
-	room := uniq(b, "fan")
+	room := testutil.Uniq("fan-")
 	args := []string{"-mode", "clients", "-addr", s.PublicAddr(), "-n", strconv.Itoa(n), "-room", room}
 	if deflate {
 		args = append(args, "-compress")
@@ -173,7 +174,7 @@ func benchPeer(b *testing.B, n int, deflate bool) {
 
 func benchInProc(b *testing.B, n int) {
 	s, _ := mustStart(b, nil)
-	room := uniq(b, "fan")
+	room := testutil.Uniq("fan-")
 	var received atomic.Int64
 	conns := make([]*websocket.Conn, 0, n)
 	defer func() {

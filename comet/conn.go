@@ -13,28 +13,10 @@ import (
 // reply, and how long a close frame may wait behind a stuck write.
 const closeGrace = time.Second
 
-// item is one entry of a viewer's send queue: a prepared frame, or a ping.
-type item struct {
-	pm    *websocket.PreparedMessage
-	size  int // payload bytes, for metrics
-	ping  bool
-	pong  []byte // non-nil: answer a client's ping with this payload
-	close []byte // non-nil: send this close frame, then stop writing
-}
-
-var pingItem = item{ping: true}
-
-type enqueueResult uint8
-
-const (
-	enqueued enqueueResult = iota
-	queueFull
-	connClosed
-)
-
 // conn is one viewer. Its reader goroutine lives as long as the socket;
-// its writer goroutine exists only while the queue holds frames, so an idle
-// viewer costs one parked goroutine and no write buffer.
+// its writer drains the send queue on a goroutine that exists only while
+// the queue holds frames, so an idle viewer costs one parked goroutine and
+// no write buffer.
 type conn struct {
 	s    *Server
 	ws   *websocket.Conn
@@ -52,106 +34,54 @@ type conn struct {
 	room *room
 	idx  int
 
-	mu      sync.Mutex // guards queue, writing, closed
-	queue   []item
-	writing bool
-	closed  bool
+	w writer
 }
 
-// enqueue hands it to the writer without blocking. A full queue marks the
-// viewer closed; the caller disconnects it.
+// enqueue hands it to the viewer's writer without blocking. A full queue
+// closes the writer; the caller disconnects the viewer (slowConsumer).
 func (c *conn) enqueue(it item) enqueueResult {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return connClosed
-	}
-	if len(c.queue) >= c.s.cfg.QueueSize {
-		c.closed = true
-		c.queue = nil
-		c.mu.Unlock()
-		return queueFull
-	}
-	c.queue = append(c.queue, it)
-	start := !c.writing
-	c.writing = true
-	c.mu.Unlock()
-	if start {
-		go c.writeLoop()
-	}
-	return enqueued
+	return c.w.enqueue(it, c.s.cfg.QueueSize, c)
 }
 
-// writeLoop writes queued frames until the queue is empty, then exits.
-func (c *conn) writeLoop() {
-	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 || c.closed {
-			c.writing = false
-			if cap(c.queue) > 4 || c.closed {
-				c.queue = nil // an idle viewer keeps no burst-sized queue
-			}
-			c.mu.Unlock()
-			return
-		}
-		it := c.queue[0]
-		n := copy(c.queue, c.queue[1:])
-		c.queue[n] = item{}
-		c.queue = c.queue[:n]
-		c.mu.Unlock()
-
-		deadline := time.Now().Add(c.s.cfg.WriteWait)
-		var err error
-		switch {
-		case it.ping:
-			err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
-		case it.pong != nil:
-			err = c.ws.WriteControl(websocket.PongMessage, it.pong, deadline)
-		case it.close != nil:
-			err = c.ws.WriteControl(websocket.CloseMessage, it.close, deadline)
-			c.mu.Lock()
-			c.closed = true
-			c.queue = nil
-			c.writing = false
-			c.mu.Unlock()
-			// The reader gets the peer's close reply, or gives up soon.
-			c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
-			return
-		default:
-			c.ws.SetWriteDeadline(deadline)
-			err = c.ws.WritePreparedMessage(it.pm)
-		}
-		if err != nil {
-			c.s.metrics.writeError()
-			c.mu.Lock()
-			c.closed = true
-			c.queue = nil
-			c.writing = false
-			c.mu.Unlock()
-			// The reader notices the closed socket and cleans up.
-			c.ws.Close()
-			return
-		}
-		c.s.metrics.wrote(it.size)
+// writeFrame writes one queued frame to the socket; the writer calls it
+// from its drain goroutine. It reports false once nothing more is to be
+// written: after a close frame, or when the write failed.
+func (c *conn) writeFrame(it item) bool {
+	deadline := time.Now().Add(c.s.cfg.WriteWait)
+	var err error
+	switch {
+	case it.ping:
+		err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
+	case it.pong != nil:
+		err = c.ws.WriteControl(websocket.PongMessage, it.pong, deadline)
+	case it.close != nil:
+		c.ws.WriteControl(websocket.CloseMessage, it.close, deadline)
+		// The reader gets the peer's close reply, or gives up soon.
+		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
+		return false
+	default:
+		c.ws.SetWriteDeadline(deadline)
+		err = c.ws.WritePreparedMessage(it.pm)
 	}
+	if err != nil {
+		c.s.metrics.writeError()
+		// The reader notices the closed socket and cleans up.
+		c.ws.Close()
+		return false
+	}
+	c.s.metrics.wrote(it.size)
+	return true
 }
 
 // isClosed reports whether the viewer is being disconnected.
-func (c *conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *conn) isClosed() bool { return c.w.isClosed() }
 
 // kill disconnects the viewer with a close code without blocking the
 // caller: queued frames are dropped, the close frame is written by a
 // goroutine of its own (it may wait behind a write in progress), and the
 // reader then sees the peer's reply or the closed socket and cleans up.
 func (c *conn) kill(code int, text string) {
-	c.mu.Lock()
-	c.closed = true
-	c.queue = nil
-	c.mu.Unlock()
+	c.w.markClosed()
 	go func() {
 		msg := websocket.FormatCloseMessage(code, text)
 		if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace)); err != nil {
@@ -161,6 +91,13 @@ func (c *conn) kill(code int, text string) {
 		// Let the reader receive the peer's close reply, but not forever.
 		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
 	}()
+}
+
+// slowConsumer disconnects a viewer whose queue overflowed with 4008 and
+// counts it.
+func (c *conn) slowConsumer() {
+	c.s.metrics.slowConsumer()
+	c.kill(CloseSlowConsumer, "slow consumer")
 }
 
 // closeAfterQueued disconnects the viewer with a close code once the
@@ -178,8 +115,7 @@ func (c *conn) send(pm *websocket.PreparedMessage, size int) {
 
 func (c *conn) sendItem(it item) {
 	if c.enqueue(it) == queueFull {
-		c.s.metrics.slowConsumer()
-		c.kill(CloseSlowConsumer, "slow consumer")
+		c.slowConsumer()
 	}
 }
 
@@ -221,11 +157,17 @@ func (c *conn) readLoop(room string, badRoom error) {
 	}
 }
 
+// handoffs holds the channels deep waits on, so a frame read does not
+// make a new one; an idle viewer holds none.
+var handoffs = sync.Pool{New: func() any { return make(chan bool, 1) }}
+
 // deep runs fn on a goroutine of its own and returns its result.
 func (c *conn) deep(fn func() bool) bool {
-	done := make(chan bool, 1)
+	done := handoffs.Get().(chan bool)
 	go func() { done <- fn() }()
-	return <-done
+	ok := <-done
+	handoffs.Put(done)
+	return ok
 }
 
 // start prepares the connection and handles the room of the URL.
@@ -342,7 +284,6 @@ func (c *conn) join(room string) {
 		return
 	}
 	if s.hub.join(c, room, welcome) == queueFull {
-		s.metrics.slowConsumer()
-		c.kill(CloseSlowConsumer, "slow consumer")
+		c.slowConsumer()
 	}
 }

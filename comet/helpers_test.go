@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -25,24 +24,9 @@ func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
 const testSecret = "test-push-secret"
 
-// uniq returns an id unique to this test run, safe for Redis keys.
-func uniq(tb testing.TB, prefix string) string {
-	tb.Helper()
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return '_'
-	}, tb.Name())
-	if len(name) > 30 {
-		name = name[len(name)-30:]
-	}
-	return fmt.Sprintf("%s-%s-%x", prefix, name, rand.Uint32())
-}
-
 func testConfig(tb testing.TB) Config {
 	cfg := DefaultConfig()
-	cfg.ID = uniq(tb, "comet")
+	cfg.ID = testutil.Uniq("comet-")
 	cfg.Listen = "127.0.0.1:0"
 	cfg.InternalListen = "127.0.0.1:0"
 	cfg.Secret = testSecret
@@ -62,7 +46,7 @@ func mustStart(tb testing.TB, mutate func(*Config)) (*Server, *route.Store) {
 		mutate(&cfg)
 	}
 	store := route.New(redistest.Client(tb))
-	s, err := New(cfg, store, nil, nil)
+	s, err := New(cfg, Deps{Store: store})
 	if err != nil {
 		tb.Fatalf("new comet: %v", err)
 	}
@@ -151,22 +135,6 @@ func expectNoFrame(tb testing.TB, ws *websocket.Conn, d time.Duration) {
 	}
 }
 
-// checkFor polls fn until it returns nil or the deadline passes.
-func checkFor(tb testing.TB, total time.Duration, fn func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met after %v: %v", total, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // roomComets reads room:comets:{room} (comet id -> viewers), the index
 // job's BeginBroadcast reads to find a room's comets.
 func roomComets(tb testing.TB, room string) (map[string]int64, error) {
@@ -181,7 +149,7 @@ func roomComets(tb testing.TB, room string) (map[string]int64, error) {
 // expectRoutes checks Online and this comet's room:comets entry for room.
 func expectRoutes(tb testing.TB, store *route.Store, s *Server, room string, want int64) {
 	tb.Helper()
-	checkFor(tb, 5*time.Second, func() error {
+	testutil.SucceedsSoon(tb, 5*time.Second, func() error {
 		ctx := context.Background()
 		n, err := store.Online(ctx, room)
 		if err != nil {

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/httpx"
-	"github.com/danmaku/danmaku/internal/push"
-
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/testutil"
 )
 
 // TestBadInput sends every kind of bad input while a healthy viewer stays
@@ -28,7 +28,7 @@ func TestBadInput(t *testing.T) {
 		c.MaxFrameBytes = 256
 		c.AllowedOrigins = []string{"https://good.example"}
 	})
-	room, other := uniq(t, "r"), uniq(t, "other")
+	room, other := testutil.Uniq("r-"), testutil.Uniq("other-")
 	healthy := mustDial(t, s, "room="+room)
 	mustReadOp(t, healthy, opWelcome)
 	p := push.NewClient(testSecret, 2*time.Second)
@@ -193,7 +193,7 @@ func TestBadInput(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("%s: status %d", u, resp.StatusCode)
 			}
-			if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(b), "comet_slow_consumer_disconnects_total") {
+			if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(b), "danmaku_comet_slow_consumer_disconnects_total") {
 				t.Fatalf("metrics lack comet metrics:\n%s", b)
 			}
 		}
@@ -215,7 +215,7 @@ func expectErrorBody(t *testing.T, resp *http.Response, code string) {
 func TestTokenAuth(t *testing.T) {
 	const secret = "token-secret"
 	s, _ := mustStart(t, func(c *Config) { c.TokenSecret = secret })
-	room := uniq(t, "r")
+	room := testutil.Uniq("r-")
 	good := MintToken([]byte(secret), "u42", time.Now().Add(time.Hour))
 	cases := []struct {
 		name, query string
@@ -259,7 +259,7 @@ func TestPerIPLimit(t *testing.T) {
 	expectErrorBody(t, resp, danmaku.ERATELIMIT)
 	// A slot frees when a connection ends.
 	a.Close()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
 		if err != nil {
 			return err
@@ -364,7 +364,7 @@ func maskedFrame(opcode byte, payload []byte) []byte {
 // and a frame split over two segments are all served in order.
 func TestPipelinedFrames(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	room := uniq(t, "r")
+	room := testutil.Uniq("r-")
 	c := mustDial(t, s, "")
 	pongs := make(chan string, 4)
 	c.SetPongHandler(func(p string) error { pongs <- p; return nil })

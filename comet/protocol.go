@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/danmaku/danmaku"
 	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
 )
 
 // Ops of the WebSocket protocol (docs/protocol.md).

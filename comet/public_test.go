@@ -12,7 +12,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
 )
 
 // Every answer of both listeners has the JSON error shape: unknown paths,
@@ -55,7 +57,7 @@ func TestErrorsHaveOneShape(t *testing.T) {
 // HandlePublic mounts what the embedding binary serves next to /ws.
 func TestHandlePublic(t *testing.T) {
 	cfg := testConfig(t)
-	s, err := New(cfg, nil, nil, nil)
+	s, err := New(cfg, Deps{Store: route.New(redistest.Client(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestInvalidUTF8TextFrameCloses1007(t *testing.T) {
 // clients need not poll the API.
 func TestOnlineFrames(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.OnlinePeriod = 64 * time.Millisecond })
-	room := uniq(t, "r")
+	room := testutil.Uniq("r-")
 	a := mustDial(t, s, "room="+room)
 	mustReadOp(t, a, opWelcome)
 	b := mustDial(t, s, "room="+room)

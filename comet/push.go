@@ -9,10 +9,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/gorilla/websocket"
 )
 
 // servePush is job's endpoint: POST /push with a danmaku.Batch body. It
@@ -106,8 +107,7 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 	}
 	n, slow := s.hub.deliver(b.Room, item{pm: pm, size: len(data)}, nil)
 	for _, c := range slow {
-		s.metrics.slowConsumer()
-		c.kill(CloseSlowConsumer, "slow consumer")
+		c.slowConsumer()
 	}
 	return n, dups
 }

@@ -5,21 +5,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/danmaku/danmaku/route"
 	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku/route"
 )
-
-// routeStore is the part of *route.Store a comet uses.
-type routeStore interface {
-	Register(ctx context.Context, c route.Conn) error
-	Unregister(ctx context.Context, c route.Conn) error
-	Online(ctx context.Context, room string) (int64, error)
-	RenewLease(ctx context.Context, c route.CometInfo, ttl time.Duration) error
-	ReleaseLease(ctx context.Context, cometID string) error
-	RemoveComet(ctx context.Context, cometID string) (int, error)
-}
-
-var _ routeStore = (*route.Store)(nil)
 
 // registry performs the Redis registrations of viewers on a small pool of
 // worker goroutines. Readers hand their calls over and wait on a channel:
@@ -27,7 +16,7 @@ var _ routeStore = (*route.Store)(nil)
 // number of concurrent Redis calls is bounded whatever the number of
 // viewers joining at once. Broadcasts never touch it.
 type registry struct {
-	rt      routeStore
+	rt      *route.Store
 	comet   string
 	timeout time.Duration
 	log     *zap.Logger
@@ -37,7 +26,7 @@ type registry struct {
 	wg   sync.WaitGroup
 }
 
-func newRegistry(rt routeStore, comet string, timeout time.Duration, workers int, log *zap.Logger, m *metrics) *registry {
+func newRegistry(rt *route.Store, comet string, timeout time.Duration, workers int, log *zap.Logger, m *metrics) *registry {
 	r := &registry{rt: rt, comet: comet, timeout: timeout, log: log, metrics: m, jobs: make(chan func(), 4096)}
 	r.wg.Add(workers)
 	for range workers {

@@ -40,14 +40,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/httpx"
-	"github.com/danmaku/danmaku/internal/push"
-
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
 )
@@ -66,11 +65,11 @@ const writeBufferSize = 4096
 type Server struct {
 	cfg       Config
 	id        string
-	rt        routeStore
+	rt        *route.Store
 	log       *zap.Logger
 	reg       *registry
 	metrics   *metrics
-	promReg   *prometheus.Registry
+	gatherer  prometheus.Gatherer // what /metrics serves
 	hub       *hub
 	limiter   *ipLimiter
 	upgrader  websocket.Upgrader
@@ -94,25 +93,39 @@ type Server struct {
 	shutdownErr  error
 }
 
-// New returns a comet using rt (normally a *route.Store) for routes and
-// lease. A nil log discards logs; a nil promReg gets a private registry.
-func New(cfg Config, rt routeStore, log *zap.Logger, promReg *prometheus.Registry) (*Server, error) {
+// Deps are what a comet needs from outside; it owns none of them.
+type Deps struct {
+	// Store holds the viewers' routes and the comet's lease.
+	Store *route.Store
+	// Log defaults to a no-op logger.
+	Log *zap.Logger
+	// Registerer receives the metrics; nil means a private registry. The
+	// internal listener's /metrics serves it when it is also a
+	// prometheus.Gatherer (a *prometheus.Registry is), else the comet's
+	// own metrics.
+	Registerer prometheus.Registerer
+}
+
+// New returns a comet. It does no network I/O; Start does.
+func New(cfg Config, d Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if d.Store == nil {
+		return nil, errors.New("comet: Deps.Store is nil")
+	}
+	log := d.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if promReg == nil {
-		promReg = telemetry.NewRegistry()
-	}
+	reg, gatherer := telemetry.Metrics(d.Registerer)
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	s := &Server{
 		cfg:       cfg,
-		rt:        rt,
+		rt:        d.Store,
 		log:       log,
-		promReg:   promReg,
+		gatherer:  gatherer,
 		hub:       newHub(cfg.RecentIDs),
 		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
 		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
@@ -121,7 +134,7 @@ func New(cfg Config, rt routeStore, log *zap.Logger, promReg *prometheus.Registr
 	if cfg.TokenSecret != "" {
 		s.tokenKey = []byte(cfg.TokenSecret)
 	}
-	s.metrics = newMetrics(promReg, s.hub)
+	s.metrics = newMetrics(reg, s.hub)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout:  cfg.WriteWait,
 		ReadBufferSize:    readBufferSize,
@@ -168,15 +181,42 @@ func (s *Server) PublicHandler() http.Handler {
 func (s *Server) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(push.Path, s.servePush)
-	mux.Handle("/metrics", telemetry.Handler(s.promReg))
+	mux.Handle("/metrics", telemetry.Handler(s.gatherer))
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
 	mux.HandleFunc("/", notFound)
 	return mux
 }
 
-// Start listens on both addresses, takes the lease and starts serving. It
-// fails when a listener cannot be opened or Redis does not answer.
+// Start listens on both addresses, takes the lease and serves in the
+// background; it returns once both listeners are open. It fails when a
+// listener cannot be opened or Redis does not answer.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.listen(); err != nil {
+		return err
+	}
+	s.started = time.Now()
+	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics)
+	if err := s.renewLease(ctx); err != nil {
+		s.publicLn.Close()
+		s.internalLn.Close()
+		s.reg.stop()
+		return fmt.Errorf("take lease: %w", err)
+	}
+	s.publicSrv, s.internalSrv = s.httpServers()
+	s.bg.Add(5)
+	go s.serve(s.publicSrv, s.publicLn, "public")
+	go s.serve(s.internalSrv, s.internalLn, "internal")
+	go s.leaseLoop()
+	go s.pingLoop()
+	go s.onlineLoop()
+	s.log.Info("comet started", zap.String("id", s.id), zap.String("public", s.PublicAddr()),
+		zap.String("internal", s.InternalAddr()), zap.String("advertise", s.advertise))
+	return nil
+}
+
+// listen opens both listeners and settles the comet's id and advertised
+// push address, which may depend on the internal listener's port.
+func (s *Server) listen() error {
 	var err error
 	if s.internalLn, err = net.Listen("tcp", s.cfg.InternalListen); err != nil {
 		return fmt.Errorf("listen internal: %w", err)
@@ -190,23 +230,20 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.id == "" {
 		s.id = defaultID(s.internalLn.Addr().String())
 	}
-	s.started = time.Now()
-	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics)
-	if err := s.renewLease(ctx); err != nil {
-		s.publicLn.Close()
-		s.internalLn.Close()
-		s.reg.stop()
-		return fmt.Errorf("take lease: %w", err)
-	}
+	return nil
+}
 
-	s.publicSrv = &http.Server{
+// httpServers builds the public server (long-lived WebSocket connections,
+// so no read or write timeout) and the internal one (pushes and scrapes).
+func (s *Server) httpServers() (public, internal *http.Server) {
+	public = &http.Server{
 		Handler:           s.PublicHandler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(s.log),
 	}
-	s.internalSrv = &http.Server{
+	internal = &http.Server{
 		Handler:           s.InternalHandler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -215,15 +252,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(s.log),
 	}
-	s.bg.Add(5)
-	go s.serve(s.publicSrv, s.publicLn, "public")
-	go s.serve(s.internalSrv, s.internalLn, "internal")
-	go s.leaseLoop()
-	go s.pingLoop()
-	go s.onlineLoop()
-	s.log.Info("comet started", zap.String("id", s.id), zap.String("public", s.PublicAddr()),
-		zap.String("internal", s.InternalAddr()), zap.String("advertise", s.advertise))
-	return nil
+	return public, internal
 }
 
 func (s *Server) serve(srv *http.Server, ln net.Listener, name string) {
@@ -319,8 +348,7 @@ func (s *Server) pingLoop() {
 		case <-t.C:
 			buf = s.hub.forEachConn(next, buf, func(c *conn) {
 				if c.enqueue(pingItem) == queueFull {
-					s.metrics.slowConsumer()
-					c.kill(CloseSlowConsumer, "slow consumer")
+					c.slowConsumer()
 				}
 			})
 			next = (next + 1) % numShards
@@ -331,38 +359,12 @@ func (s *Server) pingLoop() {
 // serveWS checks a viewer's request, upgrades it and starts its reader.
 // Every refusal happens before the upgrade, with a JSON error.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	if s.isClosing() {
-		s.metrics.rejected("shutting_down")
-		httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down"))
+	uid, err := s.admit(r)
+	if err != nil {
+		httpx.WriteError(w, err)
 		return
 	}
-	if !originAllowed(s.cfg.AllowedOrigins, r) {
-		s.metrics.rejected("origin")
-		httpx.WriteError(w, danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin")))
-		return
-	}
-	q := r.URL.Query()
-	uid := q.Get("uid")
-	if uid != "" {
-		if err := danmaku.CheckID("uid", uid); err != nil {
-			s.metrics.rejected("bad_uid")
-			httpx.WriteError(w, err)
-			return
-		}
-	}
-	if s.tokenKey != nil {
-		if uid == "" {
-			s.metrics.rejected("token")
-			httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required"))
-			return
-		}
-		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
-			s.metrics.rejected("token")
-			httpx.WriteError(w, err)
-			return
-		}
-	}
-	room := q.Get("room")
+	room := r.URL.Query().Get("room")
 	var badRoom error
 	if room != "" {
 		if err := danmaku.CheckID("room", room); err != nil {
@@ -375,12 +377,59 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
 		return
 	}
+	c := s.upgrade(w, r, uid, ip)
+	if c == nil {
+		s.limiter.release(ip)
+		return
+	}
+	s.metrics.accept()
+	s.hub.addConn(c)
+	go c.readLoop(room, badRoom)
+}
+
+// admit checks that a viewer may connect: the comet is not shutting down,
+// the origin is allowed, the uid is valid and, with token auth on, the
+// token is. It returns the uid, or the error to answer with (counted).
+func (s *Server) admit(r *http.Request) (uid string, err error) {
+	if s.isClosing() {
+		s.metrics.rejected("shutting_down")
+		return "", danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
+	}
+	if !originAllowed(s.cfg.AllowedOrigins, r) {
+		s.metrics.rejected("origin")
+		return "", danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
+	}
+	q := r.URL.Query()
+	uid = q.Get("uid")
+	if uid != "" {
+		if err := danmaku.CheckID("uid", uid); err != nil {
+			s.metrics.rejected("bad_uid")
+			return "", err
+		}
+	}
+	if s.tokenKey != nil {
+		if uid == "" {
+			s.metrics.rejected("token")
+			return "", danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required")
+		}
+		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
+			s.metrics.rejected("token")
+			return "", err
+		}
+	}
+	return uid, nil
+}
+
+// upgrade completes the WebSocket handshake and returns the new viewer,
+// counted among the readers Shutdown waits for. It returns nil when the
+// handshake failed or the comet started shutting down meanwhile (that
+// viewer is closed with 1001).
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string) *conn {
 	hj := &hijacker{ResponseWriter: w}
 	ws, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
-		s.limiter.release(ip)
 		s.metrics.rejected("handshake")
-		return
+		return nil
 	}
 	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
 	if c.fc != nil {
@@ -391,24 +440,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		s.limiter.release(ip)
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(closeGrace))
 		ws.Close()
-		return
+		return nil
 	}
 	s.readers.Add(1)
 	s.mu.Unlock()
-	s.metrics.accept()
-	s.hub.addConn(c)
-	go c.readLoop(room, badRoom)
+	return c
 }
 
 // release removes every trace of a connection whose reader ended.
 func (s *Server) release(c *conn) {
-	c.mu.Lock()
-	c.closed = true
-	c.queue = nil
-	c.mu.Unlock()
+	c.w.markClosed()
 	c.ws.Close()
 	if c.roomID != "" {
 		s.hub.leave(c, c.roomID)

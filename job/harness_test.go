@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet"
@@ -64,11 +63,11 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	lcfg := logic.DefaultConfig()
 	lcfg.RateLimit, lcfg.RateBurst = 100000, 100000
 	lcfg.BatchTimeout = 2 * time.Millisecond
-	ls, err := logic.New(lcfg, logic.Deps{Redis: rdb, Kafka: e.kafka})
+	ls, err := logic.New(lcfg, logic.Deps{Store: e.store, Kafka: e.kafka})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ls.Close() })
+	t.Cleanup(func() { ls.Shutdown(context.Background()) })
 	e.logic = httptest.NewServer(ls.Handler())
 	t.Cleanup(e.logic.Close)
 	return e
@@ -84,7 +83,7 @@ func (e *env) addComet() *comet.Server {
 	cfg.RecentIDs = 4096
 	cfg.LeaseRenew, cfg.LeaseTTL = time.Second, 10*time.Second
 	cfg.MaxConnsPerIP = 0
-	s, err := comet.New(cfg, e.store, zap.NewNop(), prometheus.NewRegistry())
+	s, err := comet.New(cfg, comet.Deps{Store: e.store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -15,11 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -67,7 +69,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	kc.Brokers = e.broker.Brokers()
 	kc.Topic = testTopic
 	kc.Partitions = 4
-	srv, err := New(cfg, Deps{Redis: e.rdb, Kafka: kc, Registerer: e.reg})
+	srv, err := New(cfg, Deps{Store: route.New(e.rdb), Kafka: kc, Registerer: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		srv.Close()
+		srv.Shutdown(context.Background())
 	})
 	e.url = hs.URL
 	return e
@@ -89,11 +91,6 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 // newUser returns a user id no other test uses, so rate-limit buckets in
 // the shared Redis never interfere.
 func newUser() int64 { return rand.Int64N(1<<52) + 1 }
-
-// uniqueRoom returns a room id unique to this run.
-func uniqueRoom(t *testing.T) string {
-	return fmt.Sprintf("r%d_%d", time.Now().UnixNano()%1e9, rand.IntN(1e6))
-}
 
 type response struct {
 	status int
@@ -153,22 +150,6 @@ func sendReq(room string, uid int64, contents ...string) SendRequest {
 		r.Messages = append(r.Messages, SendMessage{Content: c})
 	}
 	return r
-}
-
-// eventually polls fn every 20 ms until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func repeat(s string, n int) string { return strings.Repeat(s, n) }

@@ -13,6 +13,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
 )
 
 func TestIDGen(t *testing.T) {
@@ -108,11 +109,11 @@ func TestKafkaBlackhole(t *testing.T) {
 	kc.Brokers = []string{ln.Addr().String()}
 	rdb := newRedis(redistest.Standalone(t).Addr)
 	defer rdb.Close()
-	srv, err := New(cfg, Deps{Redis: rdb, Kafka: kc})
+	srv, err := New(cfg, Deps{Store: route.New(rdb), Kafka: kc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	defer srv.Shutdown(context.Background())
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	e := &testEnv{url: hs.URL}

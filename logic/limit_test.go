@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -20,7 +21,7 @@ func withLimit(rate float64, burst int) envOption {
 
 func TestRateLimit(t *testing.T) {
 	e := newEnv(t, withLimit(0.5, 5))
-	room, uid, other := uniqueRoom(t), newUser(), newUser()
+	room, uid, other := testutil.Uniq("r"), newUser(), newUser()
 	// Three messages, then two: the burst of five is spent.
 	for _, n := range []int{3, 2} {
 		req := sendReq(room, uid)
@@ -55,7 +56,7 @@ func TestRateLimit(t *testing.T) {
 func TestRateLimitConcurrent(t *testing.T) {
 	const burst, clients = 10, 50
 	e := newEnv(t, withLimit(0.01, burst))
-	room, uid := uniqueRoom(t), newUser()
+	room, uid := testutil.Uniq("r"), newUser()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -85,7 +86,7 @@ func TestRateLimitConcurrent(t *testing.T) {
 func TestKafkaUnavailable(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	e := newEnv(t, func(c *Config, _ *testEnv) { c.ProduceTimeout = timeout })
-	room, uid := uniqueRoom(t), newUser()
+	room, uid := testutil.Uniq("r"), newUser()
 	if r := e.send(t, sendReq(room, uid, "before")); r.status != http.StatusAccepted {
 		t.Fatalf("before: status %d: %s", r.status, r.body)
 	}
@@ -115,7 +116,7 @@ func TestKafkaUnavailable(t *testing.T) {
 	if err := e.srv.EnsureTopic(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, func() error {
+	testutil.SucceedsSoon(t, 15*time.Second, func() error {
 		if r := e.send(t, sendReq(room, uid, "after")); r.status != http.StatusAccepted {
 			return errStatus(r)
 		}
@@ -137,7 +138,7 @@ func TestRedisUnavailable(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	const timeout = 300 * time.Millisecond
 	e := newEnv(t, withRedis(srv.Addr), func(c *Config, _ *testEnv) { c.RedisTimeout = timeout })
-	room, uid := uniqueRoom(t), newUser()
+	room, uid := testutil.Uniq("r"), newUser()
 	if r := e.send(t, sendReq(room, uid, "before")); r.status != http.StatusAccepted {
 		t.Fatalf("before: status %d: %s", r.status, r.body)
 	}
@@ -173,7 +174,7 @@ func TestRedisUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	eventually(t, 5*time.Second, func() error {
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
 		if r := e.send(t, sendReq(room, uid, "after")); r.status != http.StatusAccepted {
 			return errStatus(r)
 		}
@@ -183,7 +184,7 @@ func TestRedisUnavailable(t *testing.T) {
 
 func TestOnlineAndHealth(t *testing.T) {
 	e := newEnv(t)
-	room := uniqueRoom(t)
+	room := testutil.Uniq("r")
 	store := route.New(e.rdb)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {

@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the logic role's Prometheus series.
+// metrics are the logic role's Prometheus series, all named
+// danmaku_logic_*; labels take values from fixed sets (handler names,
+// status codes, produce results).
 type metrics struct {
 	requests    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
@@ -40,9 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
 		}, []string{"result"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.produce)
-	}
+	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.produce)
 	return m
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"io"
 	"mime"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
 )
 
 // SendRequest is the body of POST /logic/send.

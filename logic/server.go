@@ -4,52 +4,64 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/danmaku/danmaku/internal/httpx"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkax"
-	"github.com/danmaku/danmaku/route"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/kafkax"
+	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/route"
 )
 
 // Deps are what a Server needs from outside. The Server owns the Kafka
-// producer it builds from Kafka; it does not own Redis.
+// producer it builds from Kafka; it does not own the Store.
 type Deps struct {
-	// Redis backs the rate limiter and the online count (through route).
-	// Build it with ContextTimeoutEnabled so a stalled Redis cannot hold a
-	// request past Config.RedisTimeout.
-	Redis redis.UniversalClient
-	// Kafka names the brokers and the room topic.
-	Kafka config.Kafka
-	// Logger defaults to a no-op logger.
-	Logger *zap.Logger
-	// Registerer receives the metrics; nil registers nothing.
+	// Store backs the rate limiter and the online count. Build its client
+	// with route.Dial (ContextTimeoutEnabled) so a stalled Redis cannot hold
+	// a request past Config.RedisTimeout.
+	Store *route.Store
+	// Log defaults to a no-op logger.
+	Log *zap.Logger
+	// Registerer receives the metrics; nil means a private registry. The
+	// /metrics Start serves is the Registerer when it is also a
+	// prometheus.Gatherer (a *prometheus.Registry is), else logic's own
+	// metrics.
 	Registerer prometheus.Registerer
+	// Kafka names the brokers and the room topic the producer writes to;
+	// Config holds the producer's batching and timeouts.
+	Kafka config.Kafka
 }
 
-// Server is the logic HTTP API. Create it with New, mount Handler, call
-// Close when done.
+// Server is the logic HTTP API. Create it with New; either Start it on
+// Config.Listen or mount Handler in another server; call Shutdown when
+// done.
 type Server struct {
-	cfg    Config
-	kafka  config.Kafka
-	lim    limits
-	store  *route.Store
-	writer *kafka.Writer
-	ids    *idGen
-	log    *zap.Logger
-	m      *metrics
-	mux    *http.ServeMux
+	cfg      Config
+	kafka    config.Kafka
+	lim      limits
+	store    *route.Store
+	writer   *kafka.Writer
+	ids      *idGen
+	log      *zap.Logger
+	m        *metrics
+	gatherer prometheus.Gatherer // what Start serves on /metrics
+	mux      *http.ServeMux
 
-	closeOnce sync.Once
-	closeErr  error
+	http   *http.Server // set by Start
+	ln     net.Listener
+	served chan struct{} // closed when Serve returned
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // New builds a Server. It does no network I/O: the producer connects on
@@ -58,8 +70,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err := config.Validate(&cfg); err != nil {
 		return nil, err
 	}
-	if d.Redis == nil {
-		return nil, errors.New("logic: Deps.Redis is nil")
+	if d.Store == nil {
+		return nil, errors.New("logic: Deps.Store is nil")
 	}
 	if len(d.Kafka.Brokers) == 0 {
 		return nil, errors.New("logic: Deps.Kafka has no brokers")
@@ -67,15 +79,16 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err := config.Validate(&d.Kafka); err != nil {
 		return nil, fmt.Errorf("logic: Deps.Kafka: %w", err)
 	}
-	log := d.Logger
+	log := d.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	reg, gatherer := telemetry.Metrics(d.Registerer)
 	s := &Server{
 		cfg:   cfg,
 		kafka: d.Kafka,
 		lim:   limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
-		store: route.New(d.Redis),
+		store: d.Store,
 		writer: kafkax.NewWriter(d.Kafka.Brokers, d.Kafka.Topic, kafkax.WriterConfig{
 			BatchTimeout: cfg.BatchTimeout,
 			BatchSize:    cfg.BatchSize,
@@ -83,10 +96,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 			MaxAttempts:  cfg.ProduceAttempts,
 			DialTimeout:  min(cfg.ProduceTimeout, 5*time.Second),
 		}),
-		ids: newIDGen(cfg.NodeID),
-		log: log,
-		m:   newMetrics(d.Registerer),
-		mux: http.NewServeMux(),
+		ids:      newIDGen(cfg.NodeID),
+		log:      log,
+		m:        newMetrics(reg),
+		gatherer: gatherer,
+		mux:      http.NewServeMux(),
 	}
 	s.handle("/logic/send", "send", s.serveSend)
 	s.handle("/logic/online", "online", s.serveOnline)
@@ -135,11 +149,87 @@ func (s *Server) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close flushes and closes the producer. Call it after the HTTP server has
-// stopped handing requests to Handler. Safe to call more than once.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.writer.Close() })
-	return s.closeErr
+// Start listens on Config.Listen, creates the topic when it is missing
+// (EnsureTopic, bounded by ctx) and serves Handler with /metrics in the
+// background. It listens first, so a port in use fails at once, and
+// returns once serving. An all-in-one binary mounts Handler instead and
+// does not call Start.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s (logic.listen): %w", s.cfg.Listen, err)
+	}
+	if err := s.EnsureTopic(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", s.Handler())
+	mux.Handle("/metrics", telemetry.Handler(s.gatherer))
+	s.ln = ln
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		// A request may wait for Redis and then Kafka; leave room for both.
+		WriteTimeout: s.cfg.RedisTimeout + s.cfg.ProduceTimeout + 5*time.Second,
+		IdleTimeout:  s.cfg.IdleTimeout,
+		ErrorLog:     zap.NewStdLog(s.log.Named("http")),
+	}
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http serve", zap.Error(err))
+		}
+	}()
+	s.log.Info("logic listening", zap.String("addr", s.Addr()),
+		zap.Strings("kafka", s.kafka.Brokers), zap.String("topic", s.kafka.Topic))
+	return nil
+}
+
+// Addr is the address Start listens on (useful with port 0); empty before
+// Start.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Shutdown stops taking requests, lets those in flight finish, then
+// flushes and closes the Kafka producer, all within ctx and
+// Config.ShutdownTimeout. Without Start it only closes the producer: call
+// it once the server that mounts Handler stopped handing it requests. Safe
+// to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			s.http.Close()
+		}
+		<-s.served
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.writer.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			errs = append(errs, fmt.Errorf("close kafka producer: %w", err))
+		}
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("close kafka producer: %w", ctx.Err()))
+	}
+	s.log.Info("logic stopped")
+	return errors.Join(errs...)
 }
 
 // handle registers fn under path and counts its answers by status code.

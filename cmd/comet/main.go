@@ -83,7 +83,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// route.Dial lets comet.redis_timeout reach the socket, so a stalled
 	// Redis cannot hold registrations for ReadTimeout.
 	m.rdb = route.Dial(c.Redis)
-	srv, err := comet.New(c.Comet, route.New(m.rdb), log, telemetry.NewRegistry())
+	srv, err := comet.New(c.Comet, comet.Deps{Store: route.New(m.rdb), Log: log, Registerer: telemetry.NewRegistry()})
 	if err != nil {
 		return err
 	}

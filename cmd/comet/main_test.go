@@ -70,7 +70,7 @@ func TestMainServes(t *testing.T) {
 	for u, want := range map[string]string{
 		"http://" + s.PublicAddr() + "/healthz":   `"ok"`,
 		"http://" + s.InternalAddr() + "/healthz": `"ok"`,
-		"http://" + s.InternalAddr() + "/metrics": "comet_push_batches_total",
+		"http://" + s.InternalAddr() + "/metrics": "danmaku_comet_push_batches_total",
 	} {
 		resp, err := http.Get(u)
 		if err != nil {

@@ -200,7 +200,7 @@ func (m *Main) Run(ctx context.Context) error {
 	store := route.New(m.rdb)
 
 	process.CheckRedis(ctx, m.rdb, c.Redis, log)
-	m.comet, err = comet.New(c.Comet, store, log.Named("comet"), reg)
+	m.comet, err = comet.New(c.Comet, comet.Deps{Store: store, Log: log.Named("comet"), Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start comet: %w", err)
 	}
 
-	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log.Named("logic"), Registerer: reg})
+	m.logic, err = logic.New(c.Logic, logic.Deps{Store: store, Log: log.Named("logic"), Registerer: reg, Kafka: c.Kafka})
 	if err != nil {
 		return err
 	}
@@ -298,9 +298,7 @@ func (m *Main) Close() error {
 			<-m.served
 		}
 		if m.logic != nil {
-			if err := m.logic.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close kafka writer: %w", err))
-			}
+			errs = append(errs, m.logic.Shutdown(context.Background()))
 		}
 		if m.job != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Job.DrainTimeout+jobShutdownSlack)

@@ -98,7 +98,7 @@ func TestServesPageAndLibrary(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, series := range []string{"danmaku_logic_", "danmaku_job_", "comet_connections_accepted_total"} {
+	for _, series := range []string{"danmaku_logic_", "danmaku_job_", "danmaku_comet_connections_accepted_total"} {
 		if !strings.Contains(string(body), series) {
 			t.Errorf("/metrics lacks %s", series)
 		}

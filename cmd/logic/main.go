@@ -5,10 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -67,9 +63,6 @@ type Main struct {
 	log   *zap.Logger
 	rdb   redis.UniversalClient
 	logic *logic.Server
-	http  *http.Server
-	ln    net.Listener
-	done  chan struct{} // closed when Serve returns; nil until it runs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -78,9 +71,9 @@ type Main struct {
 // NewMain returns a Main holding the default configuration.
 func NewMain() *Main { return &Main{Config: DefaultConfig()} }
 
-// Run validates the configuration, opens the listener (so a port in use
-// fails at once), connects to Redis and Kafka, creates the topic if needed
-// and starts serving. It returns once the server runs; it serves until
+// Run validates the configuration, builds the server and starts it: it
+// listens first (so a port in use fails at once), creates the topic if
+// needed and serves. It returns once the server runs; it serves until
 // Close.
 func (m *Main) Run(ctx context.Context) error {
 	if err := config.Validate(&m.Config); err != nil {
@@ -92,90 +85,46 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
-	if m.ln, err = net.Listen("tcp", c.Logic.Listen); err != nil {
-		return fmt.Errorf("listen %s (logic.listen): %w", c.Logic.Listen, err)
-	}
 	// route.Dial lets per-request deadlines (logic.redis_timeout) reach the
-	// socket, so a stalled Redis cannot hold requests for ReadTimeout.
+	// socket, so a stalled Redis cannot hold requests for ReadTimeout. It
+	// connects on first use.
 	m.rdb = route.Dial(c.Redis)
-	process.CheckRedis(ctx, m.rdb, c.Redis, log)
-	reg := telemetry.NewRegistry()
-	m.logic, err = logic.New(c.Logic, logic.Deps{Redis: m.rdb, Kafka: c.Kafka, Logger: log, Registerer: reg})
+	m.logic, err = logic.New(c.Logic, logic.Deps{Store: route.New(m.rdb), Log: log,
+		Registerer: telemetry.NewRegistry(), Kafka: c.Kafka})
 	if err != nil {
 		return err
 	}
-	if err := m.ensureTopic(ctx); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	if err := m.logic.Start(sctx); err != nil {
 		return err
 	}
-
-	mux := http.NewServeMux()
-	mux.Handle("/", m.logic.Handler())
-	mux.Handle("/metrics", telemetry.Handler(reg))
-	m.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: c.Logic.ReadHeaderTimeout,
-		ReadTimeout:       c.Logic.ReadTimeout,
-		// A request may wait for Redis and then Kafka; leave room for both.
-		WriteTimeout: c.Logic.RedisTimeout + c.Logic.ProduceTimeout + 5*time.Second,
-		IdleTimeout:  c.Logic.IdleTimeout,
-		ErrorLog:     zap.NewStdLog(log.Named("http")),
-	}
-	m.done = make(chan struct{})
-	go func() {
-		defer close(m.done)
-		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http serve", zap.Error(err))
-		}
-	}()
-	log.Info("logic listening", zap.String("addr", m.ln.Addr().String()),
-		zap.Strings("kafka", c.Kafka.Brokers), zap.String("topic", c.Kafka.Topic), zap.Strings("redis", c.Redis.Addrs))
+	process.CheckRedis(ctx, m.rdb, c.Redis, log)
 	return nil
-}
-
-// ensureTopic creates the topic, waiting up to topicWait for Kafka.
-func (m *Main) ensureTopic(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, topicWait)
-	defer cancel()
-	return m.logic.EnsureTopic(ctx)
 }
 
 // Addr is the address the server listens on (useful with port 0).
 func (m *Main) Addr() string {
-	if m.ln == nil {
+	if m.logic == nil {
 		return ""
 	}
-	return m.ln.Addr().String()
+	return m.logic.Addr()
 }
 
-// Close stops accepting, lets in-flight requests finish (up to
-// logic.shutdown_timeout), then flushes the Kafka producer and closes
-// Redis. Safe to call more than once and after a failed Run.
+// Close stops accepting, lets in-flight requests finish and flushes the
+// Kafka producer (within logic.shutdown_timeout), then closes Redis. Safe
+// to call more than once and after a failed Run.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
-		var errs []error
-		if m.done != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
-			if err := m.http.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			}
-			cancel()
-			<-m.done
-		} else if m.ln != nil {
-			m.ln.Close() // Run failed after listening
-		}
 		if m.logic != nil {
-			if err := m.logic.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close kafka writer: %w", err))
-			}
+			m.closeErr = m.logic.Shutdown(context.Background())
 		}
 		if m.rdb != nil {
 			m.rdb.Close()
 		}
 		if m.log != nil {
-			m.log.Info("logic stopped")
 			m.log.Sync()
 		}
-		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
 }

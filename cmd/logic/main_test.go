@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -10,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/kafkax"
 	"github.com/danmaku/danmaku/internal/redistest"
-	"gopkg.in/yaml.v3"
+	"github.com/danmaku/danmaku/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -158,13 +161,12 @@ func TestMainDrainsInFlightOnClose(t *testing.T) {
 	}()
 	<-sent
 	// Written is not yet accepted: wait until the handler runs.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(get(t, "http://"+m.Addr()+"/metrics"), "danmaku_logic_http_requests_in_flight 1") {
-		if time.Now().After(deadline) {
-			t.Fatal("request never reached the handler")
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		if !strings.Contains(get(t, "http://"+m.Addr()+"/metrics"), "danmaku_logic_http_requests_in_flight 1") {
+			return errors.New("request never reached the handler")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	start := time.Now()
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)

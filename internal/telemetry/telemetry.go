@@ -68,7 +68,58 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Handler serves reg in the Prometheus text format.
-func Handler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+// Handler serves g in the Prometheus text format. When g is also a
+// Registerer (a *prometheus.Registry is), the handler's own error counter
+// is registered on it.
+func Handler(g prometheus.Gatherer) http.Handler {
+	opts := promhttp.HandlerOpts{}
+	if r, ok := g.(prometheus.Registerer); ok {
+		opts.Registry = r
+	}
+	return promhttp.HandlerFor(g, opts)
+}
+
+// Metrics resolves the Registerer a role was given, with the one meaning
+// of nil every role shares: nil means a private registry. It returns where
+// the role registers its metrics and what the role's own /metrics serves:
+// reg itself when it can also be gathered (a *prometheus.Registry can),
+// else a private registry that receives the same metrics.
+func Metrics(reg prometheus.Registerer) (prometheus.Registerer, prometheus.Gatherer) {
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		return r, r
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		return reg, g
+	}
+	own := prometheus.NewRegistry()
+	return teeRegisterer{reg, own}, own
+}
+
+// teeRegisterer registers every collector on both of its registerers.
+type teeRegisterer [2]prometheus.Registerer
+
+func (t teeRegisterer) Register(c prometheus.Collector) error {
+	if err := t[0].Register(c); err != nil {
+		return err
+	}
+	if err := t[1].Register(c); err != nil {
+		t[0].Unregister(c)
+		return err
+	}
+	return nil
+}
+
+func (t teeRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t teeRegisterer) Unregister(c prometheus.Collector) bool {
+	a := t[0].Unregister(c)
+	b := t[1].Unregister(c)
+	return a || b
 }

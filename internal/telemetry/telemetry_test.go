@@ -2,9 +2,12 @@ package telemetry
 
 import (
 	"bytes"
+	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/danmaku/danmaku/internal/config"
@@ -45,5 +48,59 @@ func TestJSONFormat(t *testing.T) {
 	log.Info("x")
 	if !strings.HasPrefix(buf.String(), `{"level":"info"`) {
 		t.Fatalf("json: %q", buf.String())
+	}
+}
+
+// scrape returns what Handler serves for g.
+func scrape(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	Handler(g).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestMetrics(t *testing.T) {
+	counter := func(name string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "test"})
+		c.Inc()
+		return c
+	}
+
+	// nil: a private registry, served as registered.
+	reg, g := Metrics(nil)
+	reg.MustRegister(counter("private_total"))
+	if got := scrape(t, g); !strings.Contains(got, "private_total 1") {
+		t.Fatalf("private registry serves:\n%s", got)
+	}
+	if got := scrape(t, prometheus.DefaultGatherer); strings.Contains(got, "private_total") {
+		t.Fatal("nil registerer reached the global registry")
+	}
+
+	// A registry: used as it is.
+	shared := prometheus.NewRegistry()
+	reg, g = Metrics(shared)
+	reg.MustRegister(counter("shared_total"))
+	if got := scrape(t, shared); !strings.Contains(got, "shared_total 1") || g != prometheus.Gatherer(shared) {
+		t.Fatalf("shared registry serves:\n%s", got)
+	}
+
+	// A registerer that cannot be gathered: the metrics reach it and a
+	// private registry that serves them.
+	outer := prometheus.NewRegistry()
+	reg, g = Metrics(prometheus.WrapRegistererWithPrefix("outer_", outer))
+	c := counter("tee_total")
+	reg.MustRegister(c)
+	if got := scrape(t, outer); !strings.Contains(got, "outer_tee_total 1") {
+		t.Fatalf("outer registry serves:\n%s", got)
+	}
+	if got := scrape(t, g); !strings.Contains(got, "\ntee_total 1") {
+		t.Fatalf("own registry serves:\n%s", got)
+	}
+	if err := reg.Register(c); err == nil {
+		t.Fatal("registering twice succeeded")
+	}
+	if !reg.Unregister(c) || strings.Contains(scrape(t, outer), "tee_total") || strings.Contains(scrape(t, g), "tee_total") {
+		t.Fatal("unregister left the counter behind")
 	}
 }

@@ -80,7 +80,7 @@ func serve(redisAddr string) error {
 	// The client as cmd/comet builds it.
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64,
 		ContextTimeoutEnabled: true, ReadBufferSize: 4096, WriteBufferSize: 4096})
-	s, err := comet.New(cfg, route.New(rdb), nil, nil)
+	s, err := comet.New(cfg, comet.Deps{Store: route.New(rdb)})
 	if err != nil {
 		return err
 	}
