@@ -36,7 +36,7 @@ type frameConn struct {
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control
-// frame (125 bytes of payload) several times over.
+// frame (at most 125 bytes of payload) several times over.
 const frameBufSize = 512
 
 var frameBufPool = sync.Pool{New: func() any { return new([frameBufSize]byte) }}
@@ -60,72 +60,93 @@ func newFrameConn(c net.Conn) (*frameConn, error) {
 	return &frameConn{Conn: c, raw: raw}, nil
 }
 
-// header parses a frame header at the start of b: its total frame length
-// and opcode, and whether the payload is masked. ok is false when b does
-// not hold the whole header yet.
-func header(b []byte) (frameLen int64, opcode byte, masked, ok bool) {
+// frameHeader is what frameConn needs of a WebSocket frame header
+// (RFC 6455 section 5.2).
+type frameHeader struct {
+	frameLen int64 // the whole frame: header, masking key and payload
+	hdrLen   int   // header bytes, masking key included
+	opcode   byte
+	masked   bool
+}
+
+// payloadLen is the length of the frame's payload.
+func (h frameHeader) payloadLen() int64 { return h.frameLen - int64(h.hdrLen) }
+
+// maxFrameLen caps the length a header may announce. Any longer frame is
+// far beyond gorilla's read limit, which rejects it.
+const maxFrameLen = 1 << 40
+
+// parseHeader parses the frame header at the start of b. ok is false
+// while b does not hold the header up to its masking key. The bytes come
+// from the client unchecked: any length, opcode or flag combination is
+// parsed, and judging it is left to the caller and to gorilla.
+func parseHeader(b []byte) (h frameHeader, ok bool) {
 	if len(b) < 2 {
-		return 0, 0, false, false
+		return frameHeader{}, false
 	}
-	opcode = b[0] & 0x0f
-	masked = b[1]&0x80 != 0
-	n := int64(b[1] & 0x7f)
-	hdr := 2
+	h.opcode = b[0] & 0x0f
+	h.masked = b[1]&0x80 != 0
+	n := uint64(b[1] & 0x7f)
+	h.hdrLen = 2
 	switch n {
 	case 126:
-		if len(b) < 4 {
-			return 0, 0, false, false
-		}
-		n, hdr = int64(binary.BigEndian.Uint16(b[2:4])), 4
+		h.hdrLen = 4
 	case 127:
-		if len(b) < 10 {
-			return 0, 0, false, false
-		}
-		u := binary.BigEndian.Uint64(b[2:10])
-		if u > 1<<40 {
-			u = 1 << 40 // absurd; gorilla's read limit rejects it
-		}
-		n, hdr = int64(u), 10
+		h.hdrLen = 10
 	}
-	if masked {
-		hdr += 4
+	if h.masked {
+		h.hdrLen += 4
 	}
-	return int64(hdr) + n, opcode, masked, true
+	if len(b) < h.hdrLen {
+		return frameHeader{}, false
+	}
+	switch n {
+	case 126:
+		n = uint64(binary.BigEndian.Uint16(b[2:4]))
+	case 127:
+		n = min(binary.BigEndian.Uint64(b[2:10]), maxFrameLen)
+	}
+	h.frameLen = int64(h.hdrLen) + int64(n)
+	return h, true
 }
 
 // consumeControl consumes the complete masked ping or pong frames at the
 // start of the buffer. It reports whether the buffer (at a frame boundary)
 // now starts with something for gorilla: a complete header of any other
-// frame.
+// frame, or of a control frame gorilla must reject (unmasked, or with a
+// payload over 125 bytes).
 func (f *frameConn) consumeControl() (dataReady bool) {
 	for f.remain == 0 && f.r < f.w {
 		b := f.buf[f.r:f.w]
-		n, op, masked, ok := header(b)
+		h, ok := parseHeader(b)
 		if !ok {
 			return false
 		}
-		if (op != opcodePing && op != opcodePong) || !masked || n > 14+125 {
+		if (h.opcode != opcodePing && h.opcode != opcodePong) || !h.masked || h.payloadLen() > maxControlPayload {
 			return true // gorilla reads (or rejects) it
 		}
-		if int64(len(b)) < n {
+		if int64(len(b)) < h.frameLen {
 			return false
 		}
-		if op == opcodePing && f.onPing != nil {
-			f.onPing(unmask(b[:n]))
+		if h.opcode == opcodePing && f.onPing != nil {
+			f.onPing(unmask(b[:h.frameLen], h.hdrLen))
 		}
-		f.r += int(n)
+		f.r += int(h.frameLen)
 	}
 	f.release()
 	return false
 }
 
-// unmask returns the payload of a complete masked control frame.
-func unmask(frame []byte) []byte {
-	plen := int(frame[1] & 0x7f)
-	key := frame[2:6]
-	p := make([]byte, plen)
+// maxControlPayload is the largest payload RFC 6455 allows a control frame.
+const maxControlPayload = 125
+
+// unmask returns the payload of a complete masked frame whose header,
+// masking key included, is hdrLen bytes long.
+func unmask(frame []byte, hdrLen int) []byte {
+	key := frame[hdrLen-4 : hdrLen]
+	p := make([]byte, len(frame)-hdrLen)
 	for i := range p {
-		p[i] = frame[6+i] ^ key[i&3]
+		p[i] = frame[hdrLen+i] ^ key[i&3]
 	}
 	return p
 }
@@ -180,8 +201,8 @@ func (f *frameConn) pending() bool {
 func (f *frameConn) Read(p []byte) (int, error) {
 	for f.remain == 0 {
 		if f.consumeControl() {
-			n, _, _, _ := header(f.buf[f.r:f.w])
-			f.remain = n
+			h, _ := parseHeader(f.buf[f.r:f.w])
+			f.remain = h.frameLen
 			break
 		}
 		if err := f.fill(); err != nil {
@@ -240,7 +261,10 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	fc, err := newFrameConn(c)
 	if err != nil {
-		return c, brw, nil // not a socket (tests with pipes): plain reads
+		// Not a socket (a TLS connection, when an embedding server
+		// terminates TLS): gorilla reads it directly and the viewer's
+		// reader runs serveFrames.
+		return c, brw, nil
 	}
 	h.fc = fc
 	return fc, brw, nil
