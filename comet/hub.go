@@ -170,8 +170,10 @@ func (h *hub) fresh(id string, msgs []danmaku.Message) (out []danmaku.Message, f
 	return out, true
 }
 
-// remember filters out the ids already seen. It returns msgs itself when
-// nothing was dropped, so the caller can tell whether to re-encode.
+// remember filters out the ids already seen and records the others. When
+// nothing is dropped it returns msgs itself, without copying; otherwise a
+// new slice with the fresh messages in their order. The caller encodes
+// whatever it returns into one frame.
 func (r *room) remember(msgs []danmaku.Message, capacity int) []danmaku.Message {
 	if capacity == 0 {
 		return msgs

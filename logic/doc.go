@@ -59,4 +59,11 @@
 // script per request): Config.RateLimit messages per second, up to
 // Config.RateBurst at once. A request of n messages takes n tokens or none.
 // Instances share the budget because the bucket lives in Redis.
+//
+// # Running it
+//
+// New builds a Server from Config and Deps (the route store, logger,
+// metrics registerer and Kafka section). Start serves Handler and /metrics
+// on Config.Listen; a binary that serves several roles on one port mounts
+// Handler instead. Shutdown drains requests and flushes the producer.
 package logic

@@ -46,7 +46,7 @@ func newIDGen(node int) *idGen {
 	return &idGen{node: uint64(node), now: time.Now}
 }
 
-// next returns a new id and the millisecond it was stamped with.
+// next returns a new id, greater than every id g returned before.
 func (g *idGen) next() string {
 	now := uint64(g.now().UnixMilli()) << 16
 	for {
