@@ -34,7 +34,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,8 +43,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
@@ -356,116 +353,12 @@ func (s *Server) pingLoop() {
 	}
 }
 
-// serveWS checks a viewer's request, upgrades it and starts its reader.
-// Every refusal happens before the upgrade, with a JSON error.
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	uid, err := s.admit(r)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	room := r.URL.Query().Get("room")
-	var badRoom error
-	if room != "" {
-		if err := danmaku.CheckID("room", room); err != nil {
-			badRoom, room = err, ""
-		}
-	}
-	ip := remoteIP(r)
-	if !s.limiter.acquire(ip) {
-		s.metrics.rejected("ip_limit")
-		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
-		return
-	}
-	c := s.upgrade(w, r, uid, ip)
-	if c == nil {
-		s.limiter.release(ip)
-		return
-	}
-	s.metrics.accept()
-	s.hub.addConn(c)
-	go c.readLoop(room, badRoom)
-}
-
-// admit checks that a viewer may connect: the comet is not shutting down,
-// the origin is allowed, the uid is valid and, with token auth on, the
-// token is. It returns the uid, or the error to answer with (counted).
-func (s *Server) admit(r *http.Request) (uid string, err error) {
-	if s.isClosing() {
-		s.metrics.rejected("shutting_down")
-		return "", danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
-	}
-	if !originAllowed(s.cfg.AllowedOrigins, r) {
-		s.metrics.rejected("origin")
-		return "", danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
-	}
-	q := r.URL.Query()
-	uid = q.Get("uid")
-	if uid != "" {
-		if err := danmaku.CheckID("uid", uid); err != nil {
-			s.metrics.rejected("bad_uid")
-			return "", err
-		}
-	}
-	if s.tokenKey != nil {
-		if uid == "" {
-			s.metrics.rejected("token")
-			return "", danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required")
-		}
-		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
-			s.metrics.rejected("token")
-			return "", err
-		}
-	}
-	return uid, nil
-}
-
-// upgrade completes the WebSocket handshake and returns the new viewer,
-// counted among the readers Shutdown waits for. It returns nil when the
-// handshake failed or the comet started shutting down meanwhile (that
-// viewer is closed with 1001).
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string) *conn {
-	hj := &hijacker{ResponseWriter: w}
-	ws, err := s.upgrader.Upgrade(hj, r, nil)
-	if err != nil {
-		s.metrics.rejected("handshake")
-		return nil
-	}
-	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
-	if c.fc != nil {
-		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
-	}
-	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
-
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(closeGrace))
-		ws.Close()
-		return nil
-	}
-	s.readers.Add(1)
-	s.mu.Unlock()
-	return c
-}
-
-// release removes every trace of a connection whose reader ended.
-func (s *Server) release(c *conn) {
-	c.w.markClosed()
-	c.ws.Close()
-	if c.roomID != "" {
-		s.hub.leave(c, c.roomID)
-		s.reg.unregisterAsync(c, c.roomID)
-	}
-	s.hub.removeConn(c)
-	s.limiter.release(c.ip)
-	s.readers.Done()
-}
-
 // Shutdown stops the comet gracefully: it stops accepting viewers, closes
 // every viewer with 1001 (going away) so it reconnects elsewhere, waits for
 // pending registry calls, removes this comet's routes and lease from Redis
-// and stops the internal listener. It is safe to call more than once.
+// and stops the internal listener. ctx and Config.ShutdownTimeout bound
+// the wait for viewers and listeners; the Redis cleanup after it has its
+// own bound (leaveRedis). It is safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
 	return s.shutdownErr
@@ -482,7 +375,23 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}
 	s.publicSrv.Shutdown(ctx)
 	close(s.quit)
+	s.closeViewers(ctx)
+	// No reader is left to submit registry work; finish what is queued so no
+	// registration lands after the comet's routes were removed.
+	s.reg.stop()
+	err := s.leaveRedis(ctx)
+	if err := s.internalSrv.Shutdown(ctx); err != nil {
+		s.internalSrv.Close()
+	}
+	s.bg.Wait()
+	s.log.Info("comet stopped", zap.String("id", s.id))
+	return err
+}
 
+// closeViewers closes every viewer with 1001 and waits for their readers
+// to finish; once ctx ends, viewers that did not answer the close are cut
+// off.
+func (s *Server) closeViewers(ctx context.Context) {
 	for i := range numShards {
 		s.hub.forEachConn(i, nil, func(c *conn) { c.kill(websocket.CloseGoingAway, "server shutting down") })
 	}
@@ -491,19 +400,20 @@ func (s *Server) shutdown(ctx context.Context) error {
 	select {
 	case <-readersDone:
 	case <-ctx.Done():
-		// Viewers that did not answer the close are cut off.
 		for i := range numShards {
 			s.hub.forEachConn(i, nil, func(c *conn) { c.ws.Close() })
 		}
 		<-readersDone
 	}
-	// No reader is left to submit registry work; finish what is queued so no
-	// registration lands after the comet's routes were removed.
-	s.reg.stop()
+}
 
+// leaveRedis removes this comet's routes and lease. It gets two Redis
+// timeouts of its own even when ctx has ended, so a slow shutdown does not
+// leave routes behind that job would push to.
+func (s *Server) leaveRedis(ctx context.Context) error {
 	var errs []error
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.cfg.RedisTimeout)
-	defer rcancel()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.cfg.RedisTimeout)
+	defer cancel()
 	if n, err := s.rt.RemoveComet(rctx, s.id); err != nil {
 		errs = append(errs, fmt.Errorf("remove routes: %w", err))
 	} else {
@@ -512,10 +422,5 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if err := s.rt.ReleaseLease(rctx, s.id); err != nil {
 		errs = append(errs, fmt.Errorf("release lease: %w", err))
 	}
-	if err := s.internalSrv.Shutdown(ctx); err != nil {
-		s.internalSrv.Close()
-	}
-	s.bg.Wait()
-	s.log.Info("comet stopped", zap.String("id", s.id))
 	return errors.Join(errs...)
 }

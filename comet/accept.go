@@ -1,0 +1,118 @@
+package comet
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+)
+
+// serveWS checks a viewer's request, upgrades it and starts its reader.
+// Every refusal happens before the upgrade, with a JSON error.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	uid, err := s.admit(r)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	room := r.URL.Query().Get("room")
+	var badRoom error
+	if room != "" {
+		if err := danmaku.CheckID("room", room); err != nil {
+			badRoom, room = err, ""
+		}
+	}
+	ip := remoteIP(r)
+	if !s.limiter.acquire(ip) {
+		s.metrics.rejected("ip_limit")
+		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
+		return
+	}
+	c := s.upgrade(w, r, uid, ip)
+	if c == nil {
+		s.limiter.release(ip)
+		return
+	}
+	s.metrics.accept()
+	s.hub.addConn(c)
+	go c.readLoop(room, badRoom)
+}
+
+// admit checks that a viewer may connect: the comet is not shutting down,
+// the origin is allowed, the uid is valid and, with token auth on, the
+// token is. It returns the uid, or the error to answer with (counted).
+func (s *Server) admit(r *http.Request) (uid string, err error) {
+	if s.isClosing() {
+		s.metrics.rejected("shutting_down")
+		return "", danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
+	}
+	if !originAllowed(s.cfg.AllowedOrigins, r) {
+		s.metrics.rejected("origin")
+		return "", danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
+	}
+	q := r.URL.Query()
+	uid = q.Get("uid")
+	if uid != "" {
+		if err := danmaku.CheckID("uid", uid); err != nil {
+			s.metrics.rejected("bad_uid")
+			return "", err
+		}
+	}
+	if s.tokenKey != nil {
+		if uid == "" {
+			s.metrics.rejected("token")
+			return "", danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required")
+		}
+		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
+			s.metrics.rejected("token")
+			return "", err
+		}
+	}
+	return uid, nil
+}
+
+// upgrade completes the WebSocket handshake and returns the new viewer,
+// counted among the readers Shutdown waits for. It returns nil when the
+// handshake failed or the comet started shutting down meanwhile (that
+// viewer is closed with 1001).
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string) *conn {
+	hj := &hijacker{ResponseWriter: w}
+	ws, err := s.upgrader.Upgrade(hj, r, nil)
+	if err != nil {
+		s.metrics.rejected("handshake")
+		return nil
+	}
+	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
+	if c.fc != nil {
+		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
+	}
+	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
+
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(closeGrace))
+		ws.Close()
+		return nil
+	}
+	s.readers.Add(1)
+	s.mu.Unlock()
+	return c
+}
+
+// release removes every trace of a connection whose reader ended.
+func (s *Server) release(c *conn) {
+	c.w.markClosed()
+	c.ws.Close()
+	if c.roomID != "" {
+		s.hub.leave(c, c.roomID)
+		s.reg.unregisterAsync(c, c.roomID)
+	}
+	s.hub.removeConn(c)
+	s.limiter.release(c.ip)
+	s.readers.Done()
+}
