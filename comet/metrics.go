@@ -29,43 +29,43 @@ type metrics struct {
 	leaseErrors    prometheus.Counter
 }
 
+// opts names a comet series danmaku_comet_<name>.
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts(opts(name, help)))
+}
+
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), []string{label})
+}
+
 func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 	m := &metrics{
-		framesWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "frames_written_total", Help: "Frames written to viewers (messages, welcome, errors, pongs)."}),
-		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "bytes_written_total", Help: "Payload bytes of the frames written to viewers (before compression)."}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "write_errors_total", Help: "Writes to viewers that failed; the viewer is disconnected."}),
-		slowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "slow_consumer_disconnects_total", Help: "Viewers disconnected because their send queue was full."}),
-		accepted: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "connections_accepted_total", Help: "WebSocket connections accepted."}),
-		rejectedConns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "connections_rejected_total", Help: "Connections refused or closed for a policy reason."}, []string{"reason"}),
-		badFrames: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "bad_frames_total", Help: "Client frames answered with an error frame, by code."}, []string{"code"}),
-		pushBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "push_batches_total", Help: "Batches received on the internal push endpoint, by result."}, []string{"result"}),
+		framesWritten:  counter("frames_written_total", "Frames written to viewers (messages, welcome, errors, pongs)."),
+		bytesWritten:   counter("bytes_written_total", "Payload bytes of the frames written to viewers (before compression)."),
+		writeErrors:    counter("write_errors_total", "Writes to viewers that failed; the viewer is disconnected."),
+		slowConsumers:  counter("slow_consumer_disconnects_total", "Viewers disconnected because their send queue was full."),
+		accepted:       counter("connections_accepted_total", "WebSocket connections accepted."),
+		rejectedConns:  counterVec("connections_rejected_total", "Connections refused or closed for a policy reason.", "reason"),
+		badFrames:      counterVec("bad_frames_total", "Client frames answered with an error frame, by code.", "code"),
+		pushBatches:    counterVec("push_batches_total", "Batches received on the internal push endpoint, by result.", "result"),
+		deliveries:     counter("deliveries_total", "Batch frames handed to viewer queues."),
+		duplicateMsgs:  counter("duplicate_messages_total", "Pushed messages dropped because this comet already sent them to the room."),
+		registryErrors: counter("registry_errors_total", "Failed registry (Redis) calls for viewers."),
+		leaseErrors:    counter("lease_errors_total", "Failed lease renewals."),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds", Help: "Time from receiving a push to having handed it to every local viewer.",
+			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
+			Help:    "Time from receiving a push to having handed it to every local viewer.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
-		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "deliveries_total", Help: "Batch frames handed to viewer queues."}),
-		duplicateMsgs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "duplicate_messages_total", Help: "Pushed messages dropped because this comet already sent them to the room."}),
-		registryErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "registry_errors_total", Help: "Failed registry (Redis) calls for viewers."}),
-		leaseErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "lease_errors_total", Help: "Failed lease renewals."}),
 	}
-	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: subsystem, Name: "connections", Help: "Open viewer connections."}, func() float64 {
+	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("connections", "Open viewer connections.")), func() float64 {
 		_, n := h.counts()
 		return float64(n)
 	})
-	rooms := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: subsystem, Name: "rooms", Help: "Rooms with at least one local viewer."}, func() float64 {
+	rooms := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("rooms", "Rooms with at least one local viewer.")), func() float64 {
 		n, _ := h.counts()
 		return float64(n)
 	})
