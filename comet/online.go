@@ -66,8 +66,7 @@ func (s *Server) sendOnline(rooms []string, prev map[string]int64) map[string]in
 		f := onlineFrame{Op: opOnline, Room: id, Online: n}
 		_, slow := s.hub.deliver(id, item{pm: prepare(f), size: len(id) + 40}, nil)
 		for _, c := range slow {
-			s.metrics.slowConsumer()
-			c.kill(CloseSlowConsumer, "slow consumer")
+			c.slowConsumer()
 		}
 	}
 	return now

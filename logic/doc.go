@@ -63,7 +63,8 @@
 // # Running it
 //
 // New builds a Server from Config and Deps (the route store, logger,
-// metrics registerer and Kafka section). Start serves Handler and /metrics
-// on Config.Listen; a binary that serves several roles on one port mounts
-// Handler instead. Shutdown drains requests and flushes the producer.
+// metrics registerer and Kafka section). Start listens on Config.Listen,
+// creates the topic when it is missing and serves Handler and /metrics; a
+// binary that serves several roles on one port mounts Handler instead (and
+// calls EnsureTopic). Shutdown drains requests and flushes the producer.
 package logic
