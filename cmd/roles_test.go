@@ -60,6 +60,12 @@ func TestRolesSeparately(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	// The welcome frame comes once the viewer is registered; a message sent
+	// before that finds no comet for the room.
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+		t.Fatalf("welcome: %s %v", data, err)
+	}
 	text := "from the role binaries"
 	postJSON(t, logicURL+"/logic/send", `{"roomId":"`+room+`","userId":77,"userName":"roles","messages":[{"content":"`+text+`"}]}`)
 	ws.SetReadDeadline(time.Now().Add(40 * time.Second))
