@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/gorilla/websocket"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }

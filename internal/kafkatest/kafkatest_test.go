@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/danmaku/danmaku/internal/kafkatest"
 )
 
 func writer(b *kafkatest.Broker, topic string) *kafka.Writer {

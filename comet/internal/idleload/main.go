@@ -31,10 +31,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/danmaku/danmaku/comet"
-	"github.com/danmaku/danmaku/route"
 	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/route"
 )
 
 func main() {
