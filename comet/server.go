@@ -103,11 +103,10 @@ type Deps struct {
 	Registerer prometheus.Registerer
 }
 
-// New returns a comet. It does no network I/O; Start does.
+// New returns a comet for cfg, which the caller has validated (the binaries
+// do it once, with section-prefixed errors, before building any role). It
+// does no network I/O; Start does.
 func New(cfg Config, d Deps) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if d.Store == nil {
 		return nil, errors.New("comet: Deps.Store is nil")
 	}

@@ -66,14 +66,10 @@ type Job struct {
 	stopWork context.CancelFunc
 }
 
-// New checks cfg and deps and builds a Job; Start runs it. It does no I/O.
+// New builds a Job for cfg and deps.Kafka, which the caller has validated
+// (the binaries do it once, with section-prefixed errors, before building any
+// role); Start runs it. It does no I/O.
 func New(cfg Config, deps Deps) (*Job, error) {
-	if err := config.Validate(&cfg); err != nil {
-		return nil, err
-	}
-	if err := config.Validate(&deps.Kafka); err != nil {
-		return nil, err
-	}
 	if len(deps.Kafka.Brokers) == 0 {
 		return nil, &config.FieldError{Field: "kafka.brokers", Message: "must not be empty"}
 	}

@@ -64,12 +64,11 @@ type Server struct {
 	shutdownErr  error
 }
 
-// New builds a Server. It does no network I/O: the producer connects on
-// first use, and EnsureTopic creates the topic when asked to.
+// New builds a Server for cfg, which the caller has validated (the binaries
+// do it once, with section-prefixed errors, before building any role). It
+// does no network I/O: the producer connects on first use, and EnsureTopic
+// creates the topic when asked to.
 func New(cfg Config, d Deps) (*Server, error) {
-	if err := config.Validate(&cfg); err != nil {
-		return nil, err
-	}
 	if d.Store == nil {
 		return nil, errors.New("logic: Deps.Store is nil")
 	}
