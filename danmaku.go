@@ -29,6 +29,12 @@ type Message struct {
 	Content string `json:"content"`
 	// TS is the server time in Unix milliseconds at which logic accepted it.
 	TS int64 `json:"ts"`
+	// Pos is the message's position in its room's timeline: 1 for the first
+	// message of an epoch, one more for each message after it, in the order
+	// viewers are meant to see them. Zero (left out of the JSON) where the
+	// message has no position yet: in the Kafka envelope and in the stored
+	// history, whose positions follow from the element's place.
+	Pos int64 `json:"pos,omitempty"`
 }
 
 // Envelope is the Kafka record value: one message of one room. The record key
@@ -70,9 +76,19 @@ func UnmarshalEnvelope(b []byte) (Envelope, error) {
 // the pushed batch, drops the ids it already showed in the room, and encodes
 // what is left once for all of the room's viewers.
 type Batch struct {
-	Op   string    `json:"op"` // always "msgs"
-	Room string    `json:"room"`
-	Msgs []Message `json:"msgs"`
+	Op   string `json:"op"` // always "msgs"
+	Room string `json:"room"`
+	// Epoch names the room's timeline the positions of Msgs belong to. It
+	// changes only when the room's history was lost (Redis emptied, the
+	// history expired, a failover lost writes), and positions start at 1
+	// again: a client that knows the epoch can tell a resume from a fresh
+	// start.
+	Epoch string `json:"epoch,omitempty"`
+	// Replay is set on frames that replay stored messages (history on join,
+	// recovery after a resume, a slow viewer's catch-up) rather than carry
+	// live ones.
+	Replay bool      `json:"replay,omitempty"`
+	Msgs   []Message `json:"msgs"`
 }
 
 // OpMsgs is the op of a frame carrying messages.

@@ -97,7 +97,9 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 		return 0, dups
 	}
 	// Encoded once, in the canonical frame form, whatever the body looked like.
-	data, err := json.Marshal(danmaku.NewBatch(b.Room, fresh))
+	frame := danmaku.NewBatch(b.Room, fresh)
+	frame.Epoch = b.Epoch
+	data, err := json.Marshal(frame)
 	if err != nil {
 		return 0, dups
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/route"
 )
 
 // Policies for messages that arrive while a room's cooldown window runs.
@@ -50,6 +51,13 @@ type Config struct {
 	LockTTL  time.Duration `yaml:"lock_ttl" help:"lock:broadcast"` // lock:broadcast, 5s
 	// LockRetry is how soon a room whose lock is held elsewhere is tried again.
 	LockRetry time.Duration `yaml:"lock_retry" help:"how soon a room whose lock is held elsewhere is tried again"`
+	// HistorySize is how many of a room's latest messages Redis keeps with
+	// their positions (room:history:{room}), for comets that repair a gap
+	// or replay to a resuming viewer and for GET /logic/history.
+	HistorySize int `yaml:"history_size" help:"latest messages kept per room for replay and gap repair"`
+	// HistoryTTL is how long a room's timeline and history live after its
+	// last message; a room quiet for longer starts a new epoch.
+	HistoryTTL time.Duration `yaml:"history_ttl" help:"a room's history lives this long after its last message"`
 	// RetryMin and RetryMax bound the backoff after a failed delivery.
 	RetryMin time.Duration `yaml:"retry_min" help:"shortest backoff after a failed delivery"`
 	RetryMax time.Duration `yaml:"retry_max" help:"longest backoff after a failed delivery"`
@@ -115,6 +123,10 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics_addr" help:"cmd/job's /metrics and /healthz (all-in-one: unused, metrics are on the public port)"`
 }
 
+// maxHistorySize bounds history_size: the history is one Redis list per
+// room, and its memory is about this many messages per active room.
+const maxHistorySize = 100000
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -127,6 +139,8 @@ func DefaultConfig() Config {
 		ClaimTTL:            5 * time.Second,
 		LockTTL:             5 * time.Second,
 		LockRetry:           50 * time.Millisecond,
+		HistorySize:         route.DefaultHistorySize,
+		HistoryTTL:          route.DefaultHistoryTTL,
 		RetryMin:            100 * time.Millisecond,
 		RetryMax:            2 * time.Second,
 		PushSecret:          config.PlaceholderSecret,
@@ -170,6 +184,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("processed_ttl", "must be at least 1s")
 	case c.LockTTL < 100*time.Millisecond:
 		return config.Invalid("lock_ttl", "must be at least 100ms")
+	case c.HistorySize < 1 || c.HistorySize > maxHistorySize:
+		return config.Invalid("history_size", "must be between 1 and %d, got %d", maxHistorySize, c.HistorySize)
+	case c.HistoryTTL < time.Second:
+		return config.Invalid("history_ttl", "must be at least 1s, got %v", c.HistoryTTL)
 	case c.PushTimeout <= 0:
 		return config.Invalid("push_timeout", "must be positive")
 	case c.PushAttempts < 1:

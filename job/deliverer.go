@@ -14,9 +14,10 @@ import (
 // delivery is the scheduler's request to deliver one room batch.
 type delivery struct {
 	room   string
-	msgs   []pending // oldest first, at most Budget
-	drain  bool      // shutdown drain: skip the cooldown window
-	giveUp bool      // deliver to the comets that take it, count the rest as dropped
+	msgs   []pending  // oldest first, at most Budget
+	drain  bool       // shutdown drain: skip the cooldown window
+	giveUp bool       // deliver to the comets that take it, count the rest as dropped
+	known  route.Head // the room's timeline head as this job last assigned it
 }
 
 // outcome is what became of a delivery. Every message of the delivery is in
@@ -27,6 +28,7 @@ type outcome struct {
 	retry  []pending     // to deliver again, before what arrived since
 	wait   time.Duration // no retry before this
 	failed bool          // Redis or every comet failed: the scheduler backs off
+	head   route.Head    // the timeline head after this delivery's positions; zero if none were assigned
 }
 
 // verdict is what a delivery decided for one message; the zero value
@@ -73,8 +75,8 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if ctx.Err() != nil {
 		return req.result(v, 0, false)
 	}
-	ids, idx, repeats := distinctIDs(req.msgs)
-	b, err := d.begin(ctx, req, ids)
+	msgs, idx, repeats := distinct(req.msgs)
+	b, err := d.begin(ctx, req, msgs)
 	if err != nil {
 		d.log.Debug("delivery postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
@@ -100,11 +102,13 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 		return req.result(v, d.cfg.LockRetry, false)
 	}
 	var claimed []int
+	var pos []int64
 	var wait time.Duration
 	for k, st := range b.States {
 		switch st {
 		case route.Claimed:
 			claimed = append(claimed, idx[k])
+			pos = append(pos, b.Pos[k])
 		case route.Processed:
 			d.m.duplicates.Inc()
 			v[idx[k]] = finished
@@ -119,16 +123,22 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if b.Status != route.Acquired {
 		return req.result(v, wait, false)
 	}
-	if !d.pushAndEnd(ctx, req, b, claimed) {
+	// The positions are in the history now, whatever the pushes do: the
+	// room's next batch continues after them.
+	if !d.pushAndEnd(ctx, req, b, claimed, pos) {
 		d.m.retries.WithLabelValues("push").Inc()
-		return req.result(v, wait, true) // the scheduler sets the backoff
+		o := req.result(v, wait, true) // the scheduler sets the backoff
+		o.head = b.Head()
+		return o
 	}
 	markAll(v, claimed, finished)
-	return req.result(v, wait, false)
+	o := req.result(v, wait, false)
+	o.head = b.Head()
+	return o
 }
 
-// begin runs BeginBroadcast for ids of req.
-func (d *deliverer) begin(ctx context.Context, req *delivery, ids []string) (route.Begin, error) {
+// begin runs BeginBroadcast for msgs, the distinct messages of req.
+func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Message) (route.Begin, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RedisTimeout)
 	defer cancel()
 	// The Redis window is a little shorter than the scheduler's: the key is
@@ -138,24 +148,27 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, ids []string) (rou
 	if req.drain {
 		window = 0 // shutdown drain: deliver now
 	}
-	return d.store.BeginBroadcast(ctx, req.room, ids, route.BeginOptions{
-		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ClaimTTL, LockTTL: d.cfg.LockTTL})
+	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
+		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ClaimTTL, LockTTL: d.cfg.LockTTL,
+		HistorySize: d.cfg.HistorySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
 }
 
-// pushAndEnd pushes the claimed messages (indexes into req.msgs) to the
-// room's comets and ends the broadcast: on success it marks them delivered
+// pushAndEnd pushes the claimed messages (indexes into req.msgs, with the
+// positions BeginBroadcast gave them) to the room's comets and ends the
+// broadcast: on success it marks them delivered
 // and releases the lock; on failure it only releases the lock, and the
 // claims stay until the retry refreshes them (comets drop the ids they
 // already showed, so a retry to every comet is safe). It reports whether
 // the messages count as delivered.
-func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, claimed []int) bool {
+func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, claimed []int, pos []int64) bool {
 	msgs := make([]danmaku.Message, len(claimed))
 	ids := make([]string, len(claimed))
 	for k, i := range claimed {
 		msgs[k], ids[k] = req.msgs[i].msg, req.msgs[i].msg.ID
+		msgs[k].Pos = pos[k]
 	}
 	locked := time.Now()
-	ok := d.push(ctx, b.Lock, req.room, msgs, b.Comets, req.giveUp)
+	ok := d.push(ctx, b.Lock, req.room, b.Epoch, msgs, b.Comets, req.giveUp)
 	unlocked := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
 	defer cancel()
@@ -182,22 +195,22 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 	return true
 }
 
-// distinctIDs returns the ids of msgs without repeats, the index in msgs
-// of each, and the indexes of the repeats.
-func distinctIDs(msgs []pending) (ids []string, idx, repeats []int) {
-	ids = make([]string, 0, len(msgs))
-	idx = make([]int, 0, len(msgs))
-	seen := make(map[string]struct{}, len(msgs))
-	for i, p := range msgs {
+// distinct returns the messages of ps without repeated ids, the index in
+// ps of each, and the indexes of the repeats.
+func distinct(ps []pending) (msgs []danmaku.Message, idx, repeats []int) {
+	msgs = make([]danmaku.Message, 0, len(ps))
+	idx = make([]int, 0, len(ps))
+	seen := make(map[string]struct{}, len(ps))
+	for i, p := range ps {
 		if _, dup := seen[p.msg.ID]; dup {
 			repeats = append(repeats, i)
 			continue
 		}
 		seen[p.msg.ID] = struct{}{}
-		ids = append(ids, p.msg.ID)
+		msgs = append(msgs, p.msg)
 		idx = append(idx, i)
 	}
-	return ids, idx, repeats
+	return msgs, idx, repeats
 }
 
 func markAll(v []verdict, idx []int, to verdict) {

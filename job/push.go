@@ -18,18 +18,21 @@ type Pusher interface {
 	Push(ctx context.Context, addr string, body []byte) (int, error)
 }
 
-// push sends msgs, encoded once, to every comet of room (cometID ->
+// push sends msgs (with their positions in epoch), encoded once as the
+// room's msgs frame, to every comet of room (cometID ->
 // viewers) that holds a lease and is not left out, in parallel, renewing
 // the lock while pushes run. It reports whether the batch counts as
 // delivered: every comet took it, or some did (the ones that failed are
 // left out for a while and their share counted as dropped), or giveUp is
 // set. When every comet failed the batch is to be retried as a whole.
-func (d *deliverer) push(ctx context.Context, lock *route.Lock, room string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
+func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
 	targets := d.comets.targets(counts)
 	if len(targets) == 0 {
 		return true // nobody watching: delivered to all zero viewers
 	}
-	body, err := json.Marshal(danmaku.NewBatch(room, msgs))
+	batch := danmaku.NewBatch(room, msgs)
+	batch.Epoch = epoch
+	body, err := json.Marshal(batch)
 	if err != nil {
 		return false
 	}

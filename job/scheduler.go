@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/route"
 )
 
 // scheduler owns every room buffer, every room's window and the offsets of
@@ -21,6 +22,7 @@ type scheduler struct {
 	crashed <-chan struct{}     // closed by a crash: stop at once, commit nothing
 
 	rooms    map[string]*roomState
+	heads    map[string]knownHead // per room: the timeline head this job last assigned
 	due      dueHeap
 	ready    []*roomState
 	offsets  *offsets
@@ -38,6 +40,16 @@ type roomState struct {
 	due       time.Time // scheduled dispatch; zero when none
 	inflight  bool
 	failures  int // failed deliveries in a row
+}
+
+// knownHead is a room's timeline head as this job's last delivery of the
+// room left it, and when. It is passed to the room's next BeginBroadcast so
+// Redis can tell a timeline that went backwards (a failover lost writes).
+// It is kept for HistoryTTL: by then the timeline it names has expired
+// unless another job wrote to it, and either way it says nothing any more.
+type knownHead struct {
+	route.Head
+	at time.Time
 }
 
 // pending is one consumed message waiting for its room's delivery.
@@ -216,7 +228,7 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		}
 		n := min(len(r.queue), s.cfg.Budget)
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
-			giveUp: r.failures >= s.cfg.GiveUpAfter}
+			giveUp: r.failures >= s.cfg.GiveUpAfter, known: s.heads[r.name].Head}
 		r.queue = r.queue[n:]
 		if len(r.queue) > 0 {
 			s.m.deferred.Add(float64(len(r.queue)))
@@ -242,6 +254,9 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 	s.inflight--
 	r := s.rooms[o.room]
 	r.inflight = false
+	if o.head.Epoch != "" {
+		s.heads[o.room] = knownHead{Head: o.head, at: now}
+	}
 	for _, p := range o.done {
 		s.offsets.finished(p.part, p.off)
 	}
@@ -271,11 +286,17 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 	s.schedule(r, at)
 }
 
-// sweep forgets idle rooms whose window has ended.
+// sweep forgets idle rooms whose window has ended, and timeline heads
+// older than HistoryTTL.
 func (s *scheduler) sweep(now time.Time) {
 	for name, r := range s.rooms {
 		if !r.inflight && len(r.queue) == 0 && r.due.IsZero() && now.After(r.windowEnd) {
 			delete(s.rooms, name)
+		}
+	}
+	for name, h := range s.heads {
+		if now.Sub(h.at) > s.cfg.HistoryTTL {
+			delete(s.heads, name)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -74,7 +75,8 @@ func (s Status) String() string {
 	return "unknown"
 }
 
-// BeginOptions are the durations of BeginBroadcast.
+// BeginOptions are the durations of BeginBroadcast and the limits of the
+// room's history.
 type BeginOptions struct {
 	// Window is the cooldown to open; 0 skips the cooldown check (a
 	// shutdown drain delivers what it holds at once).
@@ -82,6 +84,15 @@ type BeginOptions struct {
 	Owner    string
 	ClaimTTL time.Duration
 	LockTTL  time.Duration
+	// HistorySize is the most messages room:history:{room} keeps
+	// (DefaultHistorySize when 0); HistoryTTL how long the room's timeline
+	// lives after its last write (DefaultHistoryTTL when 0).
+	HistorySize int
+	HistoryTTL  time.Duration
+	// Known is the head of the room's timeline as the caller last assigned
+	// it (Begin.Head), zero when it knows none. A stored timeline of the
+	// same epoch that is behind it lost writes, and a new epoch starts.
+	Known Head
 }
 
 // Begin is the outcome of BeginBroadcast; Status says which fields are set.
@@ -90,32 +101,52 @@ type Begin struct {
 	Lock   *Lock            // with Acquired
 	Comets map[string]int64 // cometID -> viewers, with Acquired
 	Wait   time.Duration    // with InWindow
-	States []ClaimState     // one per id, with Acquired and NoneClaimable
+	States []ClaimState     // one per message, with Acquired and NoneClaimable
+	// Epoch is the room's timeline the positions belong to, with Acquired.
+	Epoch string
+	// Pos holds one position per message, with Acquired: consecutive, in
+	// the batch's order, for the Claimed ones; 0 for the others.
+	Pos []int64
+}
+
+// Head is the timeline head after this batch: its epoch and the last
+// position it assigned (zero without Acquired). The caller passes it back
+// as BeginOptions.Known in the room's next BeginBroadcast.
+func (b Begin) Head() Head {
+	h := Head{Epoch: b.Epoch}
+	for _, p := range b.Pos {
+		h.Last = max(h.Last, p)
+	}
+	if h.Last == 0 {
+		return Head{}
+	}
+	return h
 }
 
 // BeginBroadcast runs the guards of one room batch in a single atomic
-// script: the lock must be free, the cooldown window is opened, the ids are
-// claimed for owner, and only if at least one was claimed the lock is taken
-// and room:comets:{room} is read. One round trip for the cooldown, the
-// claims, the lock and the route lookup; it never opens a window or claims
-// ids while another owner holds the lock.
-func (s *Store) BeginBroadcast(ctx context.Context, room string, ids []string, o BeginOptions) (Begin, error) {
+// script: the lock must be free, the cooldown window is opened, the
+// messages' ids are claimed for owner, and only if at least one was claimed
+// the lock is taken, room:comets:{room} is read, and the claimed messages
+// get the next positions of the room's timeline and are appended to its
+// history. One round trip for the cooldown, the claims, the lock, the route
+// lookup and the history; it never opens a window, claims ids or assigns
+// positions while another owner holds the lock. The ids of msgs must be
+// distinct.
+func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.Message, o BeginOptions) (Begin, error) {
 	var b Begin
-	keys, err := processedKeys(room, ids)
+	keys, args, err := beginArgs(room, msgs, &o)
 	if err != nil {
 		return b, err
 	}
-	if err := danmaku.CheckID("owner", o.Owner); err != nil {
-		return b, err
-	}
-	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room)}, keys...)
 	token := newToken()
-	res, err := beginBroadcastScript.Run(ctx, s.rdb, keys,
-		o.Window.Milliseconds(), o.Owner, o.ClaimTTL.Milliseconds(), token, o.LockTTL.Milliseconds()).Slice()
+	args = append([]any{o.Window.Milliseconds(), o.Owner, o.ClaimTTL.Milliseconds(), token,
+		o.LockTTL.Milliseconds(), o.HistorySize, o.HistoryTTL.Milliseconds(), newEpoch(),
+		o.Known.Epoch, o.Known.Last}, args...)
+	res, err := beginBroadcastScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return b, wrap("begin broadcast", err)
 	}
-	if len(res) != 4 {
+	if len(res) != 6 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -129,6 +160,15 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, ids []string, o
 	case Acquired:
 		b.Lock = &Lock{Room: room, Token: token}
 		b.Comets = parseCounts(res[3])
+		b.Epoch, _ = res[4].(string)
+		next, _ := res[5].(int64)
+		b.Pos = make([]int64, len(b.States))
+		for i, st := range b.States {
+			if st == Claimed {
+				b.Pos[i] = next
+				next++
+			}
+		}
 	case InWindow:
 		ms, _ := res[1].(int64)
 		b.Wait = time.Duration(ms) * time.Millisecond
@@ -137,6 +177,47 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, ids []string, o
 		return Begin{}, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned status %d", status)
 	}
 	return b, nil
+}
+
+// beginArgs checks room, msgs and o, fills o's defaults, and returns the
+// script's keys and the message JSON (without positions) in msgs' order.
+func beginArgs(room string, msgs []danmaku.Message, o *BeginOptions) (keys []string, args []any, err error) {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	pk, err := processedKeys(room, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := danmaku.CheckID("owner", o.Owner); err != nil {
+		return nil, nil, err
+	}
+	if o.HistorySize == 0 {
+		o.HistorySize = DefaultHistorySize
+	}
+	if o.HistoryTTL == 0 {
+		o.HistoryTTL = DefaultHistoryTTL
+	}
+	if o.HistorySize < 0 || o.HistoryTTL < time.Millisecond {
+		return nil, nil, danmaku.Errorf(danmaku.EINVALID, "history", "history size and TTL must be positive")
+	}
+	seen := make(map[string]struct{}, len(ids))
+	args = make([]any, len(msgs))
+	for i, m := range msgs {
+		if _, dup := seen[m.ID]; dup {
+			return nil, nil, danmaku.Errorf(danmaku.EINVALID, "msgId", "message id %s repeated in one batch", m.ID)
+		}
+		seen[m.ID] = struct{}{}
+		m.Pos = 0 // a stored element's position follows from its place
+		js, err := json.Marshal(m)
+		if err != nil {
+			return nil, nil, danmaku.Errorf(danmaku.EINVALID, "msg", "encode message %s: %v", m.ID, err)
+		}
+		args[i] = js
+	}
+	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room), timelineKey(room), historyKey(room)}, pk...)
+	return keys, args, nil
 }
 
 // parseCounts turns an HGETALL reply of room:comets:{room} into cometID ->

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
@@ -24,7 +25,7 @@ func TestBeginEndBroadcast(t *testing.T) {
 		ids := []string{testutil.Uniq("m"), testutil.Uniq("m")}
 		opts := route.BeginOptions{Window: time.Second, Owner: "a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 
-		b, err := s.BeginBroadcast(ctx, room, ids, opts)
+		b, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), opts)
 		if err != nil || b.Status != route.Acquired || b.Lock == nil {
 			t.Fatalf("begin = %+v, %v", b, err)
 		}
@@ -38,7 +39,7 @@ func TestBeginEndBroadcast(t *testing.T) {
 		// neither the window nor the claims.
 		other := testutil.Uniq("m")
 		rdb.Del(ctx, "room:cooldown:{"+room+"}")
-		b2, err := s.BeginBroadcast(ctx, room, []string{other}, route.BeginOptions{Window: time.Second, Owner: "b", ClaimTTL: time.Second, LockTTL: time.Second})
+		b2, err := s.BeginBroadcast(ctx, room, msgsOf(other), route.BeginOptions{Window: time.Second, Owner: "b", ClaimTTL: time.Second, LockTTL: time.Second})
 		if err != nil || b2.Status != route.LockedElsewhere || b2.Lock != nil {
 			t.Fatalf("begin while locked = %+v, %v", b2, err)
 		}
@@ -65,12 +66,12 @@ func TestBeginEndBroadcast(t *testing.T) {
 		if ok, _, err := s.Cooldown(ctx, room, time.Second); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		b3, err := s.BeginBroadcast(ctx, room, []string{other}, opts)
+		b3, err := s.BeginBroadcast(ctx, room, msgsOf(other), opts)
 		if err != nil || b3.Status != route.InWindow || b3.Wait <= 0 || b3.Wait > time.Second || b3.Lock != nil {
 			t.Fatalf("begin inside the window = %+v, %v", b3, err)
 		}
 		// Without a window and only delivered ids: nothing claimable, no lock.
-		b4, err := s.BeginBroadcast(ctx, room, ids, route.BeginOptions{Owner: "a", ClaimTTL: time.Second, LockTTL: time.Second})
+		b4, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), route.BeginOptions{Owner: "a", ClaimTTL: time.Second, LockTTL: time.Second})
 		if err != nil || b4.Status != route.NoneClaimable || b4.Lock != nil || b4.States[0] != route.Processed || b4.States[1] != route.Processed {
 			t.Fatalf("begin of delivered ids = %+v, %v", b4, err)
 		}
@@ -86,11 +87,12 @@ func BenchmarkBeginEndBroadcast(b *testing.B) {
 		s := route.New(rdb)
 		prefix := testutil.Uniq("room")
 		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
+		msgs := msgsOf(ids...)
 		opts := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "bench", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			room := prefix + "-" + itoa(i)
-			bg, err := s.BeginBroadcast(ctx, room, ids, opts)
+			bg, err := s.BeginBroadcast(ctx, room, msgs, opts)
 			if err != nil || bg.Status != route.Acquired || bg.Lock == nil {
 				b.Fatal(bg, err)
 			}
@@ -103,6 +105,15 @@ func BenchmarkBeginEndBroadcast(b *testing.B) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// msgsOf returns one message per id, as job hands them to BeginBroadcast.
+func msgsOf(ids ...string) []danmaku.Message {
+	out := make([]danmaku.Message, len(ids))
+	for i, id := range ids {
+		out[i] = danmaku.Message{ID: id, UID: int64(i + 1), Name: "n", Content: "c-" + id, TS: 1}
+	}
+	return out
+}
 
 // BenchmarkSeparateGuards is what BeginBroadcast + EndBroadcast replace:
 // the same work in six round trips.

@@ -20,6 +20,8 @@ func processedKey(room, msgID string) string { return "msg:processed:{" + room +
 func cooldownKey(room string) string         { return "room:cooldown:{" + room + "}" }
 func lockKey(room string) string             { return "lock:broadcast:{" + room + "}" }
 func rateKey(user string) string             { return "ratelimit:user:{" + user + "}" }
+func timelineKey(room string) string         { return "room:timeline:{" + room + "}" }
+func historyKey(room string) string          { return "room:history:{" + room + "}" }
 
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{id}.
