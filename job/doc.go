@@ -2,7 +2,7 @@
 // the room topic as a member of a Kafka consumer group and, for every room,
 // delivers its messages to the comets that hold the room's viewers:
 //
-//	consume -> buffer per room -> cooldown -> claim (dedup) -> lock -> route -> push -> mark processed -> commit
+//	consume -> buffer per room -> cooldown -> claim (dedup) -> lock -> route -> positions -> push -> mark processed -> commit
 //
 // # Semantics
 //
@@ -36,6 +36,30 @@
 // counted (reason "comet_failed"); when every comet of a room fails the
 // batch is retried with backoff. A janitor removes the routes of comets
 // whose lease expired.
+//
+// Timeline: BeginBroadcast gives the claimed messages of a batch the next
+// positions of the room's timeline and appends them to the room's history
+// (HistorySize messages, HistoryTTL after the last write) in the same round
+// trip, under the room's lock. The push body is the room's msgs frame: the
+// epoch and every message with its position, consecutive within a batch.
+// The scheduler remembers, per room, the head (epoch, last position) its
+// deliveries were given, for HistoryTTL after the room's last delivery, and
+// passes it to the room's next BeginBroadcast, so a timeline that went back
+// in Redis (a failover that lost writes) starts a new epoch instead of
+// handing out positions twice. Invariants, whatever crashes:
+//
+//   - A push carries only positions BeginBroadcast returned, so every
+//     position a comet sees is in the history (until trimmed or expired) or
+//     belongs to an epoch that ended; a comet that finds a gap before a
+//     push can always fill it from the history or learn that the epoch
+//     changed.
+//   - Positions advance even when the pushes fail: the retry of a batch,
+//     or the redelivery after a job died between BeginBroadcast and
+//     EndBroadcast, gives the same messages new positions. Both copies are
+//     in the history; comets and clients drop an id they already showed.
+//   - One job delivers a room at a time (the lock), so pushes of a room
+//     leave in position order; a push delayed past the lock's TTL arrives
+//     after later positions, and comets drop what they already showed.
 //
 // Offsets: each partition is committed up to its oldest message not yet
 // finished (delivered, skipped as duplicate, or dropped by policy), so a

@@ -197,7 +197,9 @@ type viewer struct {
 	mu     sync.Mutex
 	seen   map[string]int
 	frames []int
-	rooms  map[string]bool // rooms named by received frames
+	rooms  map[string]bool   // rooms named by received frames
+	got    []danmaku.Message // every message received, in order, with its position
+	epochs []string          // the epoch of the frame of each message of got
 }
 
 func (e *env) viewer(c *comet.Server, room string) *viewer {
@@ -234,7 +236,9 @@ func (v *viewer) read() {
 		v.rooms[f.Room] = true
 		for _, m := range f.Msgs {
 			v.seen[m.ID]++
+			v.epochs = append(v.epochs, f.Epoch)
 		}
+		v.got = append(v.got, f.Msgs...)
 		v.mu.Unlock()
 	}
 }

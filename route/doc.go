@@ -1,8 +1,9 @@
 // Package route is the Redis data model of the broadcast service and the
 // only package that knows Redis keys and Lua scripts. It serves three
-// callers: comet registers connections and keeps its lease, job guards
-// deliveries and looks up which comets hold a room, logic rate-limits users
-// and reads online counts.
+// callers: comet registers connections, keeps its lease and reads room
+// histories, job guards deliveries, assigns timeline positions and looks up
+// which comets hold a room, logic rate-limits users and reads online counts
+// and histories.
 //
 // # Keys
 //
@@ -17,6 +18,8 @@
 //	room:cooldown:{room}           one broadcast window, PX (1000 ms by default)
 //	lock:broadcast:{room}          unique token, PX 5000, compare-and-delete
 //	ratelimit:user:{user}          token bucket: tokens, ts
+//	room:timeline:{room}           hash epoch, seq; TTL history_ttl, refreshed per batch
+//	room:history:{room}            list of message JSON, oldest first; same TTL
 //
 // Braces are literal Redis Cluster hash tags: every key of one room is on one
 // shard, so the per-room scripts (register, unregister, the delivery guards)
@@ -85,8 +88,9 @@
 // BeginBroadcast checks that no other owner holds the room's lock, opens the
 // cooldown window (NX PX) or reports how long the running one lasts, claims
 // the message ids for the owner (short TTL), and, when at least one id was
-// claimed, takes the lock with a token unique to the acquisition and reads
-// room:comets:{room}. Its Status says which of these happened. EndBroadcast
+// claimed, takes the lock with a token unique to the acquisition, reads
+// room:comets:{room} and gives the claimed messages their timeline
+// positions (see Timeline). Its Status says which of these happened. EndBroadcast
 // marks the delivered ids "done" (60 s by default) and releases the lock by
 // compare-and-delete. RenewLock and ReleaseLock are compare-and-set scripts
 // too and return ErrNotHolder rather than touch somebody else's lock.
@@ -98,6 +102,43 @@
 //
 // Each Lua script lives in lua/ and is declared next to the Go function that
 // runs it.
+//
+// # Timeline
+//
+// Every room has a timeline: an epoch (a random id) and a sequence of
+// positions 1, 2, 3... in the order viewers are meant to see the messages.
+// BeginBroadcast assigns them, in the same script and round trip as the
+// guards, while it takes the room's lock: the claimed messages, in the
+// batch's order, get the positions after room:timeline:{room}'s seq and are
+// appended to room:history:{room}, which is trimmed to its newest
+// HistorySize elements; both keys get HistoryTTL again. The history stores
+// each message's JSON without its position: element i (0-based) has
+// position seq - LLEN + 1 + i. History reads a range of it with the head in
+// one script; Heads reads the heads of many rooms in one pipeline (one HMGET
+// per room, so it runs on a cluster).
+//
+// A new epoch starts at seq 0, with an empty history, when the hash is
+// missing (never written, expired, Redis emptied) or when the caller's
+// known head (BeginOptions.Known, the last position it assigned) is of the
+// stored epoch and beyond the stored seq (a failover to a replica that
+// missed writes, a restore of an old snapshot).
+//
+// Invariants, for any crash of any caller at any point:
+//
+//   - A position exists only in the history first: positions are assigned
+//     and their messages written by one atomic script, before anybody can
+//     push them, so a position handed to a comet is in the history until
+//     it is trimmed or expires, or its epoch is no longer the room's.
+//   - Positions of one epoch are contiguous and never assigned twice: seq
+//     and the list change together, and an epoch that lost positions it
+//     handed out (the known-head check) is abandoned rather than reused.
+//   - Only ids claimed by this call get positions; an id found "done" or
+//     claimed by another owner gets none and the timeline does not move.
+//   - A message may hold more than one position: a caller that dies after
+//     BeginBroadcast, or whose pushes all failed, leaves it claimed, and the
+//     redelivery claims it again and gives it the next free position. Both
+//     are in the history; readers (comets, clients) drop an id they have
+//     already shown.
 //
 // # Rate limit
 //
