@@ -9,6 +9,8 @@
 //	POST /logic/send            {"roomId","userId","userName","messages":[{"content","msgId"?}]}
 //	                            202 {"msgIds":[...]} in request order
 //	GET  /logic/online?roomId=  200 {"roomId","online"}
+//	GET  /logic/history?roomId=R[&since=P][&limit=N]
+//	                            200 {"roomId","epoch","pos","messages":[...]} (history.go)
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
 //
