@@ -10,6 +10,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -58,7 +59,7 @@ func (e *testEnv) history(t *testing.T, query string) (HistoryResponse, response
 
 func TestHistoryEndpoint(t *testing.T) {
 	e := newEnv(t)
-	room := uniqueRoom(t)
+	room := testutil.Uniq("r")
 	// 130 positions, the newest 100 kept: 31..130.
 	ids := writeHistory(t, e, room, 130, 100)
 	epoch := ""
@@ -101,7 +102,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 
 	// A room without history: 200, empty messages, epoch "" and pos 0.
-	r := e.do(t, http.MethodGet, "/logic/history?roomId="+uniqueRoom(t), "", nil)
+	r := e.do(t, http.MethodGet, "/logic/history?roomId="+testutil.Uniq("r"), "", nil)
 	if r.status != http.StatusOK || !json.Valid(r.body) {
 		t.Fatalf("empty room: %v", errStatus(r))
 	}
@@ -114,7 +115,7 @@ func TestHistoryEndpoint(t *testing.T) {
 
 func TestHistoryEndpointRejects(t *testing.T) {
 	e := newEnv(t)
-	room := uniqueRoom(t)
+	room := testutil.Uniq("r")
 	for _, c := range []struct{ query, field string }{
 		{"", "roomId"},
 		{"roomId=", "roomId"},
@@ -146,7 +147,7 @@ func TestHistoryEndpointRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, withRedis(srv.Addr), func(c *Config, _ *testEnv) { c.RedisTimeout = 300 * time.Millisecond })
-	room := uniqueRoom(t)
+	room := testutil.Uniq("r")
 	writeHistory(t, e, room, 3, 10)
 	if h, r := e.history(t, "roomId="+room); r.status != http.StatusOK || h.Pos != 3 || len(h.Messages) != 3 {
 		t.Fatalf("before: %v %+v", errStatus(r), h)
