@@ -21,7 +21,8 @@ type cometDirectory struct {
 	store *route.Store
 	log   *zap.Logger
 
-	live atomic.Pointer[map[string]route.CometInfo]
+	live      atomic.Pointer[map[string]route.CometInfo]
+	refreshed atomic.Int64 // unix nanoseconds of the last on-demand reread
 
 	mu          sync.Mutex
 	quarantined map[string]time.Time // comet id -> left out until
@@ -89,9 +90,19 @@ func (d *cometDirectory) removeDead(ctx context.Context) {
 }
 
 // targets returns the comets among a room's (cometID -> viewers) that hold
-// a current lease and are not left out.
-func (d *cometDirectory) targets(room map[string]int64) []route.CometInfo {
+// a current lease and are not left out. A comet the cache does not know may
+// have started since the last refresh: the cache is reread first (at most
+// once per refreshGap), so a new comet's first viewers are not taken for
+// nobody.
+func (d *cometDirectory) targets(ctx context.Context, room map[string]int64) []route.CometInfo {
 	live := *d.live.Load()
+	for id := range room {
+		if _, ok := live[id]; !ok {
+			d.refreshSoon(ctx)
+			live = *d.live.Load()
+			break
+		}
+	}
 	var out []route.CometInfo
 	for id := range room {
 		if c, ok := live[id]; ok && !d.isQuarantined(id) {
@@ -99,6 +110,22 @@ func (d *cometDirectory) targets(room map[string]int64) []route.CometInfo {
 		}
 	}
 	return out
+}
+
+// refreshGap bounds the on-demand rereads of the live comets: a room routed
+// to a comet whose lease is gone costs one reread per refreshGap, not one
+// per delivery.
+const refreshGap = 100 * time.Millisecond
+
+// refreshSoon rereads the live comets unless that was done within
+// refreshGap; concurrent callers let one of them do it.
+func (d *cometDirectory) refreshSoon(ctx context.Context) {
+	last := d.refreshed.Load()
+	now := time.Now().UnixNano()
+	if now-last < int64(refreshGap) || !d.refreshed.CompareAndSwap(last, now) {
+		return
+	}
+	d.refresh(ctx)
 }
 
 // quarantine leaves the comets out of deliveries for Quarantine.

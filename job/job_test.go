@@ -408,3 +408,20 @@ func TestShutdownBoundedByContext(t *testing.T) {
 		t.Fatalf("second Shutdown = %v", err)
 	}
 }
+
+// A comet that starts after the job has read the live comets gets its first
+// viewers' messages: the job rereads the leases when a room names a comet it
+// does not know, instead of taking the room for one nobody watches.
+func TestCometStartedAfterJob(t *testing.T) {
+	e := newEnv(t, 0)
+	cfg := jobConfig()
+	cfg.CometRefresh = time.Hour // only the on-demand reread can find the new comet
+	e.startJob(cfg, nil) // Start reads the live comets once: none yet
+
+	c := e.addComet()
+	room := testutil.Uniq("room")
+	v := e.viewer(c, room)
+	e.waitOnline(room, 1)
+	ids := e.send(room, 1, "first", "second")
+	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: ids})
+}

@@ -26,7 +26,7 @@ type Pusher interface {
 // left out for a while and their share counted as dropped), or giveUp is
 // set. When every comet failed the batch is to be retried as a whole.
 func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
-	targets := d.comets.targets(counts)
+	targets := d.comets.targets(ctx, counts)
 	if len(targets) == 0 {
 		return true // nobody watching: delivered to all zero viewers
 	}
