@@ -1,6 +1,7 @@
 package comet
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,13 +20,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	room := r.URL.Query().Get("room")
-	var badRoom error
-	if room != "" {
-		if err := danmaku.CheckID("room", room); err != nil {
-			badRoom, room = err, ""
-		}
-	}
+	req, badRoom := joinRequest(r)
 	ip := remoteIP(r)
 	if !s.limiter.acquire(ip) {
 		s.metrics.rejected("ip_limit")
@@ -39,7 +34,30 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.accept()
 	s.hub.addConn(c)
-	go c.readLoop(room, badRoom)
+	go c.readLoop(req, badRoom)
+}
+
+// joinRequest reads the join of the URL: room, and since and epoch for a
+// resume. An invalid room is reported (an error frame after the upgrade);
+// a since that is not a non-negative integer makes a fresh join.
+func joinRequest(r *http.Request) (joinReq, error) {
+	q := r.URL.Query()
+	req := joinReq{room: q.Get("room")}
+	if req.room == "" {
+		return req, nil
+	}
+	if err := danmaku.CheckID("room", req.room); err != nil {
+		return joinReq{}, err
+	}
+	if v := q.Get("since"); v != "" {
+		if p, err := strconv.ParseInt(v, 10, 64); err == nil && p >= 0 {
+			req.resume, req.since = true, p
+		}
+	}
+	if req.epoch = q.Get("epoch"); len(req.epoch) > maxEpochLen {
+		req.epoch = ""
+	}
+	return req, nil
 }
 
 // admit checks that a viewer may connect: the comet is not shutting down,
@@ -87,6 +105,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string)
 		return nil
 	}
 	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
+	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
 		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
 	}
@@ -115,4 +134,21 @@ func (s *Server) release(c *conn) {
 	s.hub.removeConn(c)
 	s.limiter.release(c.ip)
 	s.readers.Done()
+}
+
+// boundSendBuffer caps the kernel send buffer of a viewer's socket at
+// Config.SendBuffer (Linux reserves twice the value for bookkeeping): a
+// viewer that stops reading fills it quickly, its writes then block and
+// the write deadline (WriteWait) cuts it, instead of the kernel absorbing
+// megabytes of frames while pings keep the connection alive.
+func (s *Server) boundSendBuffer(nc net.Conn) {
+	if s.cfg.SendBuffer <= 0 {
+		return
+	}
+	if fc, ok := nc.(*frameConn); ok {
+		nc = fc.Conn
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(s.cfg.SendBuffer)
+	}
 }

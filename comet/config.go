@@ -42,11 +42,24 @@ type Config struct {
 	// QueueSize is the number of frames a viewer may have waiting; a viewer
 	// whose queue is full is disconnected as a slow consumer.
 	QueueSize int `yaml:"queue_size" help:"frames a viewer may have waiting; full: close 4008"`
-	// RecentIDs is how many message ids per room are remembered to drop
-	// redelivered messages.
-	RecentIDs int `yaml:"recent_ids" help:"message ids remembered per room to drop redeliveries"`
-	// WriteWait bounds one write to a viewer.
-	WriteWait time.Duration `yaml:"write_wait" help:"bound of one write to a viewer"`
+	// RingSize is how many recent messages the comet keeps per room: they
+	// serve resumes, history on join and slow viewers' catch-ups without
+	// Redis, and their ids drop redelivered messages. A room with no local
+	// viewer drops its ring after half a minute.
+	RingSize int `yaml:"ring_size" help:"recent messages kept per room (resume, history on join, slow-viewer catch-up, redelivery filter); memory: up to this many messages per room with viewers"`
+	// HistoryOnJoin is how many of the room's last messages a fresh join
+	// gets after its welcome (one replay frame); 0 sends none.
+	HistoryOnJoin int `yaml:"history_on_join" help:"last messages sent to a viewer after its welcome on a fresh join; 0: none"`
+	// GapCheck is how often the heads of quiet rooms (no push for that
+	// long) are read from Redis, so a lost push is repaired without a
+	// later one; 0 turns the check off.
+	GapCheck time.Duration `yaml:"gap_check" help:"how often rooms without a recent push have their timeline head read (one pipeline) and gaps repaired; 0: never"`
+	// WriteWait bounds one write to a viewer: a viewer that takes longer to
+	// accept a frame (it stopped reading) is disconnected.
+	WriteWait time.Duration `yaml:"write_wait" help:"bound of one write to a viewer; a viewer that stops reading is cut after it"`
+	// SendBuffer is the kernel send buffer of each viewer socket (SO_SNDBUF;
+	// Linux reserves twice it); 0 keeps the system's auto-tuned buffer.
+	SendBuffer int `yaml:"send_buffer" help:"kernel send buffer per viewer socket in bytes (SO_SNDBUF, the kernel reserves twice it); 0: system default (auto-tuned, up to megabytes)"`
 	// PingPeriod is how often viewers are pinged; it is the heartbeatMs of
 	// the welcome frame.
 	PingPeriod time.Duration `yaml:"ping_period" help:"ping interval = heartbeatMs of the welcome frame"`
@@ -83,8 +96,11 @@ func DefaultConfig() Config {
 		MaxFrameBytes:   4096,
 		MaxPushBytes:    4 << 20,
 		QueueSize:       64,
-		RecentIDs:       8192,
+		RingSize:        4096,
+		HistoryOnJoin:   20,
+		GapCheck:        time.Second,
 		WriteWait:       10 * time.Second,
+		SendBuffer:      64 << 10,
 		PingPeriod:      25 * time.Second,
 		PongWait:        60 * time.Second,
 		OnlinePeriod:    10 * time.Second,
@@ -115,8 +131,16 @@ func (c *Config) Validate() error {
 		return config.Invalid("max_push_bytes", "must be at least 1024")
 	case c.QueueSize < 1:
 		return config.Invalid("queue_size", "must be at least 1")
-	case c.RecentIDs < 0:
-		return config.Invalid("recent_ids", "must not be negative")
+	case c.RingSize < 16 || c.RingSize > 1<<20:
+		return config.Invalid("ring_size", "must be between 16 and 1048576")
+	case c.HistoryOnJoin < 0 || c.HistoryOnJoin > c.RingSize:
+		return config.Invalid("history_on_join", "must be between 0 and ring_size (%d)", c.RingSize)
+	case c.GapCheck < 0:
+		return config.Invalid("gap_check", "must not be negative")
+	case c.SendBuffer < 0:
+		return config.Invalid("send_buffer", "must not be negative")
+	case c.SendBuffer > 0 && c.SendBuffer < 4096:
+		return config.Invalid("send_buffer", "must be 0 or at least 4096")
 	case c.WriteWait <= 0:
 		return config.Invalid("write_wait", "must be positive")
 	case c.PingPeriod <= 0:

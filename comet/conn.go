@@ -1,12 +1,15 @@
 package comet
 
 import (
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
 )
 
 // closeGrace is how long a closing connection waits for the peer's close
@@ -30,8 +33,9 @@ type conn struct {
 	// goroutine touches it.
 	roomID string
 
-	// room and idx place the viewer in hub; guarded by the room's shard lock.
-	room *room
+	// room is the room the viewer is in (nil: none); idx its place in
+	// room.conns, guarded by the room's lock.
+	room roomPtr
 	idx  int
 
 	w writer
@@ -59,6 +63,14 @@ func (c *conn) writeFrame(it item) bool {
 		// The reader gets the peer's close reply, or gives up soon.
 		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
 		return false
+	case it.batch != nil:
+		data, merr := json.Marshal(it.batch)
+		if merr != nil {
+			return true
+		}
+		it.size = len(data)
+		c.ws.SetWriteDeadline(deadline)
+		err = c.ws.WriteMessage(websocket.TextMessage, data)
 	default:
 		c.ws.SetWriteDeadline(deadline)
 		err = c.ws.WritePreparedMessage(it.pm)
@@ -91,6 +103,44 @@ func (c *conn) kill(code int, text string) {
 		// Let the reader receive the peer's close reply, but not forever.
 		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
 	}()
+}
+
+// catchUp sends a viewer whose queue overflowed what it missed since the
+// last position it got, as one frame from the room's ring, when its writer
+// is free again; live frames after it queue behind it (the room's lock is
+// held). A gap the ring no longer covers disconnects it with 4008.
+func (c *conn) catchUp() {
+	r := c.room.Load()
+	if r == nil {
+		c.w.mu.Lock()
+		c.w.behind = false
+		c.w.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	w := &c.w
+	w.mu.Lock()
+	if !w.behind || w.closed {
+		w.mu.Unlock()
+		r.mu.Unlock()
+		return
+	}
+	if c.room.Load() != r || !r.tl.covers(w.gotEpoch, w.got) {
+		w.mu.Unlock()
+		r.mu.Unlock()
+		c.slowConsumer()
+		return
+	}
+	w.behind = false
+	msgs := r.tl.after(w.got, r.tl.ring.n)
+	if len(msgs) > 0 {
+		b := danmaku.NewBatch(r.id, msgs)
+		b.Epoch, b.Replay = r.tl.epoch, true
+		w.queue = append(w.queue, item{batch: &b, pos: msgs[len(msgs)-1].Pos, epoch: b.Epoch})
+	}
+	w.mu.Unlock()
+	r.mu.Unlock()
+	c.s.metrics.caughtUp()
 }
 
 // slowConsumer disconnects a viewer whose queue overflowed with 4008 and
@@ -136,13 +186,13 @@ func (c *conn) sendError(code, message string) {
 // a deeper stack — gorilla's frame reading, JSON, joining — runs on a
 // short-lived goroutine (deep) whose stack is gone when it is done. A
 // stack that grew once is never shrunk below 4 KiB by the runtime.
-func (c *conn) readLoop(room string, badRoom error) {
+func (c *conn) readLoop(req joinReq, badRoom error) {
 	defer c.s.release(c)
 	if c.fc == nil {
-		c.serveFrames(room, badRoom)
+		c.serveFrames(req, badRoom)
 		return
 	}
-	if !c.deep(func() bool { c.start(room, badRoom); return true }) {
+	if !c.deep(func() bool { c.start(req, badRoom); return true }) {
 		return
 	}
 	for {
@@ -171,7 +221,7 @@ func (c *conn) deep(fn func() bool) bool {
 }
 
 // start prepares the connection and handles the room of the URL.
-func (c *conn) start(room string, badRoom error) {
+func (c *conn) start(req joinReq, badRoom error) {
 	ws := c.ws
 	ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
 	c.alive()
@@ -179,8 +229,8 @@ func (c *conn) start(room string, badRoom error) {
 	switch {
 	case badRoom != nil:
 		c.sendError(codeBadRoom, badRoomText(badRoom))
-	case room != "":
-		c.join(room)
+	case req.room != "":
+		c.join(req)
 	}
 }
 
@@ -206,8 +256,8 @@ func (c *conn) readReady() bool {
 
 // serveFrames is the plain loop for a connection that is not a socket:
 // the reader waits inside gorilla.
-func (c *conn) serveFrames(room string, badRoom error) {
-	c.start(room, badRoom)
+func (c *conn) serveFrames(req joinReq, badRoom error) {
+	c.start(req, badRoom)
 	for c.readMessage() {
 	}
 }
@@ -245,17 +295,25 @@ func (c *conn) readMessage() bool {
 	case opPing:
 		c.send(pongFrame, pongFrameLen)
 	case opJoin:
-		c.join(f.Room)
+		req := joinReq{room: f.Room, epoch: f.Epoch}
+		if f.Since != nil {
+			req.resume, req.since = true, *f.Since
+		}
+		c.join(req)
 	}
 	return true
 }
 
-// join registers the viewer in room (leaving its current room), sends the
-// welcome frame and only then starts delivering the room's batches, so the
+// join registers the viewer in req.room (leaving its current room), sends
+// the welcome frame and the replay (history on join, or what a resume
+// missed), and only then starts delivering the room's batches, so the
 // welcome is always the first frame of a room. A viewer that cannot be
-// registered gets an error frame and is closed with 1013 (try again later).
-func (c *conn) join(room string) {
+// registered gets an error frame and is closed with 1013 (try again
+// later). A join of the room the viewer is in is answered with a welcome
+// only.
+func (c *conn) join(req joinReq) {
 	s := c.s
+	room := req.room
 	old := c.roomID
 	if old != "" && old != room {
 		s.hub.leave(c, old)
@@ -278,12 +336,14 @@ func (c *conn) join(room string) {
 		Op: opWelcome, ConnID: c.id, Room: room, Online: online,
 		HeartbeatMs: s.cfg.PingPeriod.Milliseconds(),
 	}
-	welcome := item{pm: prepare(w), size: len(c.id) + len(room) + 64}
-	if old == room {
-		c.sendItem(welcome)
+	if old != room {
+		s.enter(c, req, w)
 		return
 	}
-	if s.hub.join(c, room, welcome) == queueFull {
-		c.slowConsumer()
+	if r := c.room.Load(); r != nil {
+		r.mu.Lock()
+		w.Epoch, w.Pos = r.tl.epoch, r.tl.last
+		r.mu.Unlock()
 	}
+	c.sendItem(item{pm: prepare(w), size: len(c.id) + len(room) + 96})
 }

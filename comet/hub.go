@@ -2,8 +2,8 @@ package comet
 
 import (
 	"sync"
-
-	"github.com/danmaku/danmaku"
+	"sync/atomic"
+	"time"
 )
 
 // numShards is the number of hub shards. A power of two; 64 keeps lock
@@ -12,13 +12,14 @@ const numShards = 64
 
 // hub holds the rooms and connections of this comet in memory.
 //
-// Lock order: shard.mu, then room.mu, then conn.mu. No code holds two shard
-// locks at once (a room switch leaves the old shard before entering the new
-// one), and nothing blocks while holding any of them: enqueueing is a
-// non-blocking append, socket writes happen in the connection's writer.
+// Lock order: room.sync, then shard.mu, then room.mu, then the writer's
+// lock of a conn. No code holds two shard locks or two room locks at once,
+// and nothing blocks on the network while holding shard.mu or room.mu:
+// enqueueing is a non-blocking append, socket writes happen in the
+// connection's writer, Redis reads hold only room.sync.
 type hub struct {
-	shards    [numShards]shard
-	recentIDs int
+	shards   [numShards]shard
+	ringSize int
 }
 
 // shard is one bucket of rooms, picked by FNV-1a of the room id, plus the
@@ -30,21 +31,27 @@ type shard struct {
 	conns map[*conn]struct{}
 }
 
-// room is the local viewers of one room and the ids of the messages
-// recently sent to them.
+// room is the local viewers of one room and the comet's view of its
+// timeline. A room whose last viewer left stays (ring and all) for
+// roomLinger, so a viewer that comes straight back resumes from memory;
+// the gap check then drops it.
 type room struct {
-	id    string
-	conns []*conn // conn.idx is the position; guarded by the shard lock
+	id string
 
-	mu     sync.Mutex // guards seen, ring, next
-	seen   map[string]struct{}
-	ring   []string
-	next   int
-	filled bool
+	// sync is held while the room's timeline is read from Redis and
+	// applied: one read per room at a time, whatever the number of viewers
+	// waiting for it.
+	sync sync.Mutex
+
+	mu         sync.Mutex // guards the fields below
+	conns      []*conn    // conn.idx is the position
+	dead       bool       // removed from its shard; look the room up again
+	emptySince time.Time
+	tl         timeline
 }
 
-func newHub(recentIDs int) *hub {
-	h := &hub{recentIDs: recentIDs}
+func newHub(ringSize int) *hub {
+	h := &hub{ringSize: ringSize}
 	for i := range h.shards {
 		h.shards[i].rooms = map[string]*room{}
 		h.shards[i].conns = map[*conn]struct{}{}
@@ -83,147 +90,143 @@ func (h *hub) removeConn(c *conn) {
 	sh.mu.Unlock()
 }
 
-// join adds c to the local viewers of id and queues first, its welcome
-// frame, under the shard lock: a broadcast to the room (which holds the
-// read lock while it enqueues) lands either wholly before the viewer
-// joined or after its welcome. c must not be in a room.
-func (h *hub) join(c *conn, id string, first item) enqueueResult {
+// room returns the room id, or nil when this comet holds no state for it.
+func (h *hub) room(id string) *room {
 	sh := h.roomShard(id)
-	sh.mu.Lock()
-	res := c.enqueue(first)
+	sh.mu.RLock()
 	r := sh.rooms[id]
-	if r == nil {
-		r = &room{id: id}
-		sh.rooms[id] = r
-	}
-	c.room, c.idx = r, len(r.conns)
-	r.conns = append(r.conns, c)
-	sh.mu.Unlock()
-	return res
+	sh.mu.RUnlock()
+	return r
 }
 
-// leave removes c from its room, if any, and reports whether the room
-// became empty (and was dropped).
-func (h *hub) leave(c *conn, id string) (emptied bool) {
+// roomFor returns the room id, creating it when needed.
+func (h *hub) roomFor(id string) *room {
+	if r := h.room(id); r != nil {
+		return r
+	}
 	sh := h.roomShard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r := c.room
+	r := sh.rooms[id]
+	if r == nil {
+		r = &room{id: id, tl: newTimeline(h.ringSize), emptySince: time.Now()}
+		sh.rooms[id] = r
+	}
+	return r
+}
+
+// lockRoom returns room id, created when needed, with its lock held and
+// not dead.
+func (h *hub) lockRoom(id string) *room {
+	for {
+		r := h.roomFor(id)
+		r.mu.Lock()
+		if !r.dead {
+			return r
+		}
+		r.mu.Unlock()
+	}
+}
+
+// addLocked makes c a viewer of r; r.mu is held.
+func (r *room) addLocked(c *conn) {
+	c.room.Store(r)
+	c.idx = len(r.conns)
+	r.conns = append(r.conns, c)
+}
+
+// leave removes c from room id, if it is there.
+func (h *hub) leave(c *conn, id string) {
+	r := c.room.Load()
 	if r == nil || r.id != id {
-		return false
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.room.Load() != r {
+		return
 	}
 	last := len(r.conns) - 1
 	r.conns[c.idx] = r.conns[last]
 	r.conns[c.idx].idx = c.idx
 	r.conns[last] = nil
 	r.conns = r.conns[:last]
-	c.room, c.idx = nil, 0
+	c.room.Store(nil)
+	c.idx = 0
 	if len(r.conns) == 0 {
-		delete(sh.rooms, id)
-		return true
+		r.conns = nil
+		r.emptySince = time.Now()
+		return
 	}
 	// Give memory back after a crowd left.
 	if cap(r.conns) > 64 && len(r.conns) < cap(r.conns)/4 {
 		r.conns = append([]*conn(nil), r.conns...)
 	}
-	return false
 }
 
 // local returns the number of local viewers of id.
 func (h *hub) local(id string) int {
-	sh := h.roomShard(id)
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	if r := sh.rooms[id]; r != nil {
-		return len(r.conns)
+	r := h.room(id)
+	if r == nil {
+		return 0
 	}
-	return 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns)
 }
 
-// counts returns the number of rooms and of connections.
+// counts returns the number of rooms with local viewers and of
+// connections.
 func (h *hub) counts() (rooms, conns int) {
+	var buf []*room
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.RLock()
-		rooms += len(sh.rooms)
 		conns += len(sh.conns)
 		sh.mu.RUnlock()
+		buf = h.rooms(i, buf[:0])
+		for _, r := range buf {
+			r.mu.Lock()
+			if len(r.conns) > 0 {
+				rooms++
+			}
+			r.mu.Unlock()
+		}
 	}
 	return rooms, conns
 }
 
-// fresh returns the messages of msgs this room has not been sent recently
-// and remembers them. With no local viewers it returns nil: nothing is
-// remembered for a room nobody watches here.
-func (h *hub) fresh(id string, msgs []danmaku.Message) (out []danmaku.Message, found bool) {
-	sh := h.roomShard(id)
+// rooms appends the rooms of shard i to buf.
+func (h *hub) rooms(i int, buf []*room) []*room {
+	sh := &h.shards[i]
 	sh.mu.RLock()
-	r := sh.rooms[id]
-	if r == nil {
-		sh.mu.RUnlock()
-		return nil, false
+	for _, r := range sh.rooms {
+		buf = append(buf, r)
 	}
-	r.mu.Lock()
-	out = r.remember(msgs, h.recentIDs)
-	r.mu.Unlock()
 	sh.mu.RUnlock()
-	return out, true
+	return buf
 }
 
-// remember filters out the ids already seen and records the others. When
-// nothing is dropped it returns msgs itself, without copying; otherwise a
-// new slice with the fresh messages in their order. The caller encodes
-// whatever it returns into one frame.
-func (r *room) remember(msgs []danmaku.Message, capacity int) []danmaku.Message {
-	if capacity == 0 {
-		return msgs
+// drop removes r from its shard when it has had no viewer for linger.
+func (h *hub) drop(r *room, linger time.Duration, now time.Time) bool {
+	sh := h.roomShard(r.id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.conns) > 0 || now.Sub(r.emptySince) < linger || r.dead {
+		return false
 	}
-	if r.seen == nil {
-		r.seen = make(map[string]struct{}, min(capacity, 64))
-	}
-	out := msgs
-	copied := false
-	for i, m := range msgs {
-		_, dup := r.seen[m.ID]
-		if !dup {
-			// Also catch a duplicate inside the batch itself.
-			r.add(m.ID, capacity)
-		}
-		switch {
-		case dup && !copied:
-			out = append(make([]danmaku.Message, 0, len(msgs)-1), msgs[:i]...)
-			copied = true
-		case !dup && copied:
-			out = append(out, m)
-		}
-	}
-	return out
+	r.dead = true
+	delete(sh.rooms, r.id)
+	return true
 }
 
-// add records id in the ring, evicting the oldest once full.
-func (r *room) add(id string, capacity int) {
-	if len(r.ring) < capacity {
-		r.ring = append(r.ring, id)
-	} else {
-		delete(r.seen, r.ring[r.next])
-		r.ring[r.next] = id
-		r.next = (r.next + 1) % capacity
-	}
-	r.seen[id] = struct{}{}
-}
-
-// deliver enqueues it to every local viewer of id without blocking. It
-// returns the number of viewers the frame was handed to and appends the
-// viewers whose queue overflowed to slow (the caller disconnects them after
-// the shard lock is released).
-func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
-	sh := h.roomShard(id)
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	r := sh.rooms[id]
-	if r == nil {
-		return 0, slow
-	}
+// deliverLocked enqueues it to every viewer of r without blocking; r.mu
+// is held. It returns the number of viewers the frame was handed to and
+// appends the viewers to cut to slow (the caller disconnects them after
+// the lock is released).
+func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
 	n := 0
 	for _, c := range r.conns {
 		switch c.enqueue(it) {
@@ -234,6 +237,17 @@ func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
 		}
 	}
 	return n, slow
+}
+
+// deliver enqueues it to every local viewer of id; see deliverLocked.
+func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
+	r := h.room(id)
+	if r == nil {
+		return 0, slow
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deliverLocked(it, slow)
 }
 
 // forEachConn calls fn for every connection of shard i, outside the lock.
@@ -251,3 +265,6 @@ func (h *hub) forEachConn(i int, buf []*conn, fn func(*conn)) []*conn {
 	clear(buf)
 	return buf
 }
+
+// roomPtr is the room a conn is in; the writer reads it for a catch-up.
+type roomPtr = atomic.Pointer[room]

@@ -27,7 +27,21 @@ type metrics struct {
 	duplicateMsgs  prometheus.Counter
 	registryErrors prometheus.Counter
 	leaseErrors    prometheus.Counter
+	replays        *prometheus.CounterVec
+	resumes        *prometheus.CounterVec
+	gapRepairs     *prometheus.CounterVec
+	repairedMsgs   *prometheus.CounterVec
+	historyReads   *prometheus.CounterVec
+	catchUps       prometheus.Counter
+	staleMsgs      prometheus.Counter
 }
+
+// Reasons a room's history is read and gaps are repaired (label values).
+const (
+	repairPushGap = "push"  // a push whose first position was beyond the last delivered, or of a new epoch
+	repairCheck   = "check" // the gap check found the head beyond the last delivered
+	repairJoin    = "join"  // a join found the comet's view out of date
+)
 
 // opts names a comet series danmaku_comet_<name>.
 func opts(name, help string) prometheus.Opts {
@@ -47,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 		framesWritten:  counter("frames_written_total", "Frames written to viewers (messages, welcome, errors, pongs)."),
 		bytesWritten:   counter("bytes_written_total", "Payload bytes of the frames written to viewers (before compression)."),
 		writeErrors:    counter("write_errors_total", "Writes to viewers that failed; the viewer is disconnected."),
-		slowConsumers:  counter("slow_consumer_disconnects_total", "Viewers disconnected because their send queue was full."),
+		slowConsumers:  counter("slow_consumer_disconnects_total", "Viewers disconnected (4008) because their send queue overflowed and the ring no longer held what they missed."),
 		accepted:       counter("connections_accepted_total", "WebSocket connections accepted."),
 		rejectedConns:  counterVec("connections_rejected_total", "Connections refused or closed for a policy reason.", "reason"),
 		badFrames:      counterVec("bad_frames_total", "Client frames answered with an error frame, by code.", "code"),
@@ -56,6 +70,13 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 		duplicateMsgs:  counter("duplicate_messages_total", "Pushed messages dropped because this comet already sent them to the room."),
 		registryErrors: counter("registry_errors_total", "Failed registry (Redis) calls for viewers."),
 		leaseErrors:    counter("lease_errors_total", "Failed lease renewals."),
+		replays:        counterVec("replays_total", "Replay frames after a welcome (history on join, resume), by where the comet found them (ring, or redis when the join had to read).", "source"),
+		resumes:        counterVec("resumes_total", "Joins with since, by result: recovered, or unrecoverable (another epoch, or older than the kept history).", "result"),
+		gapRepairs:     counterVec("gap_repairs_total", "Gaps in a room's timeline filled from Redis before delivery, by trigger (push, check, join).", "trigger"),
+		repairedMsgs:   counterVec("repaired_messages_total", "Messages delivered to a room from Redis to fill a gap, by trigger.", "trigger"),
+		historyReads:   counterVec("history_reads_total", "Reads of room histories from Redis, by reason (push, check, join, backfill).", "reason"),
+		catchUps:       counter("slow_consumer_catchups_total", "Viewers whose send queue overflowed and that were caught up from the ring instead of disconnected."),
+		staleMsgs:      counter("stale_messages_total", "Pushed messages dropped because their epoch had ended."),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
@@ -71,7 +92,8 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 	})
 	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
-		m.registryErrors, m.leaseErrors, conns, rooms)
+		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
+		m.historyReads, m.catchUps, m.staleMsgs, conns, rooms)
 	return m
 }
 
@@ -87,6 +109,33 @@ func (m *metrics) rejected(reason string) { m.rejectedConns.WithLabelValues(reas
 func (m *metrics) badFrame(code string)   { m.badFrames.WithLabelValues(code).Inc() }
 func (m *metrics) registryError()         { m.registryErrors.Inc() }
 func (m *metrics) leaseError()            { m.leaseErrors.Inc() }
+func (m *metrics) caughtUp()              { m.catchUps.Inc() }
+func (m *metrics) stale(n int)            { m.staleMsgs.Add(float64(n)) }
+func (m *metrics) historyRead(why string) { m.historyReads.WithLabelValues(why).Inc() }
+
+// repaired counts one gap filled with n messages.
+func (m *metrics) repaired(trigger string, n int) {
+	m.gapRepairs.WithLabelValues(trigger).Inc()
+	m.repairedMsgs.WithLabelValues(trigger).Add(float64(n))
+}
+
+// joined counts a join's replay and, for a resume, its result.
+func (m *metrics) joined(recovered *bool, replayed, read bool) {
+	if replayed {
+		src := "ring"
+		if read {
+			src = "redis"
+		}
+		m.replays.WithLabelValues(src).Inc()
+	}
+	switch {
+	case recovered == nil:
+	case *recovered:
+		m.resumes.WithLabelValues("recovered").Inc()
+	default:
+		m.resumes.WithLabelValues("unrecoverable").Inc()
+	}
+}
 
 // observePush records one push: its result, its latency, the frames handed
 // out and the duplicate messages dropped.

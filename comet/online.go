@@ -64,7 +64,7 @@ func (s *Server) sendOnline(rooms []string, prev map[string]int64) map[string]in
 			continue
 		}
 		f := onlineFrame{Op: opOnline, Room: id, Online: n}
-		_, slow := s.hub.deliver(id, item{pm: prepare(f), size: len(id) + 40}, nil)
+		_, slow := s.hub.deliver(id, item{pm: prepare(f), size: len(id) + 40, lossy: true}, nil)
 		for _, c := range slow {
 			c.slowConsumer()
 		}
@@ -72,13 +72,15 @@ func (s *Server) sendOnline(rooms []string, prev map[string]int64) map[string]in
 	return now
 }
 
-// roomIDs appends the ids of the rooms of shard i to buf.
+// roomIDs appends the ids of the rooms of shard i with local viewers to
+// buf.
 func (h *hub) roomIDs(i int, buf []string) []string {
-	sh := &h.shards[i]
-	sh.mu.RLock()
-	for id := range sh.rooms {
-		buf = append(buf, id)
+	for _, r := range h.rooms(i, nil) {
+		r.mu.Lock()
+		if len(r.conns) > 0 {
+			buf = append(buf, r.id)
+		}
+		r.mu.Unlock()
 	}
-	sh.mu.RUnlock()
 	return buf
 }

@@ -39,7 +39,15 @@ const (
 type clientFrame struct {
 	Op   string `json:"op"`
 	Room string `json:"room,omitempty"`
+	// Since and Epoch ask a join to resume: every message of the room's
+	// timeline Epoch after position Since.
+	Since *int64 `json:"since,omitempty"`
+	Epoch string `json:"epoch,omitempty"`
 }
+
+// maxEpochLen bounds the epoch a client may send back; epochs are short
+// random ids.
+const maxEpochLen = 64
 
 // frameError is what parseFrame reports: the error frame to send.
 type frameError struct {
@@ -67,6 +75,12 @@ func parseFrame(b []byte) (clientFrame, error) {
 		if err := danmaku.CheckID("room", f.Room); err != nil {
 			return clientFrame{}, &frameError{codeBadRoom, badRoomText(err)}
 		}
+		if f.Since != nil && *f.Since < 0 {
+			return clientFrame{}, &frameError{codeBadJSON, "since must not be negative"}
+		}
+		if len(f.Epoch) > maxEpochLen {
+			return clientFrame{}, &frameError{codeBadJSON, "epoch is too long"}
+		}
 		return f, nil
 	case "":
 		return clientFrame{}, &frameError{codeUnknownOp, "op is missing"}
@@ -91,6 +105,15 @@ type welcomeFrame struct {
 	Room        string `json:"room"`
 	Online      int64  `json:"online"`
 	HeartbeatMs int64  `json:"heartbeatMs"`
+	// Epoch and Pos are the room's timeline head as this comet knows it
+	// when the viewer joined: the last position it was given (in the
+	// history frame that follows, or before). "" and 0: no timeline yet.
+	Epoch string `json:"epoch"`
+	Pos   int64  `json:"pos"`
+	// Recovered answers a join with since: true when every message after
+	// since follows, false when the comet sends the recent history instead
+	// (another epoch, or since older than the kept history).
+	Recovered *bool `json:"recovered,omitempty"`
 }
 
 // errorFrame reports a bad client frame; the connection stays open.

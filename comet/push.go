@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/push"
@@ -80,36 +78,12 @@ func readBatch(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Bat
 
 // Broadcast hands b to every local viewer of b.Room and returns the number
 // of viewers it was given to. Messages this comet already sent to the room
-// recently are dropped; a batch with nothing new is not sent. It never
-// blocks on a viewer: one whose queue is full is disconnected.
+// (ids in its ring, positions at or below the last one delivered) are
+// dropped; a batch with nothing new is not sent. Messages missing before
+// it (a gap in positions, a new epoch) are read from Redis and delivered
+// first, in the same frame. It never blocks on a viewer: one whose queue
+// is full is caught up later or disconnected.
 func (s *Server) Broadcast(b danmaku.Batch) int {
 	n, _ := s.broadcast(b)
 	return n
-}
-
-func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
-	fresh, ok := s.hub.fresh(b.Room, b.Msgs)
-	if !ok {
-		return 0, 0
-	}
-	dups = len(b.Msgs) - len(fresh)
-	if len(fresh) == 0 {
-		return 0, dups
-	}
-	// Encoded once, in the canonical frame form, whatever the body looked like.
-	frame := danmaku.NewBatch(b.Room, fresh)
-	frame.Epoch = b.Epoch
-	data, err := json.Marshal(frame)
-	if err != nil {
-		return 0, dups
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
-		return 0, dups
-	}
-	n, slow := s.hub.deliver(b.Room, item{pm: pm, size: len(data)}, nil)
-	for _, c := range slow {
-		c.slowConsumer()
-	}
-	return n, dups
 }

@@ -122,7 +122,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		rt:        d.Store,
 		log:       log,
 		gatherer:  gatherer,
-		hub:       newHub(cfg.RecentIDs),
+		hub:       newHub(cfg.RingSize),
 		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
 		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
 		quit:      make(chan struct{}),
@@ -199,12 +199,13 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("take lease: %w", err)
 	}
 	s.publicSrv, s.internalSrv = s.httpServers()
-	s.bg.Add(5)
+	s.bg.Add(6)
 	go s.serve(s.publicSrv, s.publicLn, "public")
 	go s.serve(s.internalSrv, s.internalLn, "internal")
 	go s.leaseLoop()
 	go s.pingLoop()
 	go s.onlineLoop()
+	go s.checkLoop()
 	s.log.Info("comet started", zap.String("id", s.id), zap.String("public", s.PublicAddr()),
 		zap.String("internal", s.InternalAddr()), zap.String("advertise", s.advertise))
 	return nil

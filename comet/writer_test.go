@@ -25,6 +25,8 @@ func newRecordSink() *recordSink {
 	return &recordSink{stopAt: -1, started: make(chan struct{}, 1024)}
 }
 
+func (r *recordSink) catchUp() {}
+
 func (r *recordSink) writeFrame(it item) bool {
 	r.started <- struct{}{}
 	if r.gate != nil {
@@ -212,6 +214,8 @@ type concurrencySink struct {
 	overlap bool
 	written []int
 }
+
+func (c *concurrencySink) catchUp() {}
 
 func (c *concurrencySink) writeFrame(it item) bool {
 	c.mu.Lock()

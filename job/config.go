@@ -45,7 +45,7 @@ type Config struct {
 	// ClaimTTL bounds how long a crashed consumer's claims delay the
 	// redelivery of its messages. Must exceed a flush's worst case. A
 	// message pushed just before a crash may be pushed again about ClaimTTL
-	// later; comets remember each room's recent ids (comet.recent_ids) and
+	// later; comets remember each room's recent messages (comet.ring_size) and
 	// drop it, so keep ClaimTTL short against a hot room's message rate.
 	ClaimTTL time.Duration `yaml:"claim_ttl" help:"how long a crashed consumer's claims delay redelivery"`
 	LockTTL  time.Duration `yaml:"lock_ttl" help:"lock:broadcast"` // lock:broadcast, 5s

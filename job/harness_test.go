@@ -80,7 +80,7 @@ func (e *env) addComet() *comet.Server {
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Secret = pushSecret
 	cfg.QueueSize = 1024
-	cfg.RecentIDs = 4096
+	cfg.RingSize = 4096
 	cfg.LeaseRenew, cfg.LeaseTTL = time.Second, 10*time.Second
 	cfg.MaxConnsPerIP = 0
 	s, err := comet.New(cfg, comet.Deps{Store: e.store})

@@ -1,0 +1,208 @@
+package comet
+
+import (
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/route"
+)
+
+// joinReq is a join: the room, and whether it resumes after position
+// since of epoch.
+type joinReq struct {
+	room   string
+	resume bool
+	since  int64
+	epoch  string
+}
+
+// joinNeed is what a join needs from Redis before it can be served.
+type joinNeed struct {
+	sync bool  // read the room's head (and what its viewers lack)
+	want int64 // the ring should cover positions after want (-1: nothing)
+}
+
+// needLocked works out what req needs; r.mu is held.
+func (s *Server) needLocked(r *room, req joinReq, now time.Time) joinNeed {
+	t := &r.tl
+	n := joinNeed{want: -1}
+	switch {
+	case !t.known:
+		n.sync = true
+	case len(r.conns) == 0 && now.Sub(t.seen) >= s.cfg.GapCheck:
+		n.sync = true // nobody here kept it current
+	case req.resume && req.epoch == t.epoch && req.since > t.last:
+		n.sync = true // the viewer saw more elsewhere
+	case req.resume && req.epoch != t.epoch && now.Sub(t.seen) >= freshFor:
+		n.sync = true // perhaps the epoch changed
+	}
+	switch {
+	case req.resume && req.epoch == t.epoch && t.epoch != "":
+		n.want = req.since
+	case s.cfg.HistoryOnJoin > 0 && t.epoch != "":
+		n.want = max(0, t.last-int64(s.cfg.HistoryOnJoin))
+	}
+	return n
+}
+
+// direct is a range read for one resume that the ring cannot hold.
+type direct struct {
+	h     route.History
+	since int64
+}
+
+// prepareJoin makes r's timeline ready to serve req: it reads the head
+// when the comet's view may be out of date, and older history the ring
+// lacks. Reads hold r.sync, and each joiner checks again once it holds
+// it, so a crowd joining at once shares one read. It reports whether a
+// read was made for this join, and the range read for a resume the ring
+// cannot hold.
+func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
+	now := time.Now()
+	r.mu.Lock()
+	need := s.needLocked(r, req, now)
+	syncs := r.tl.syncs
+	quick := !need.sync && (need.want < 0 || need.want >= r.tl.from || r.tl.from <= r.tl.floor)
+	r.mu.Unlock()
+	if quick {
+		return false, nil
+	}
+	r.sync.Lock()
+	defer r.sync.Unlock()
+	r.mu.Lock()
+	need = s.needLocked(r, req, now)
+	doSync := need.sync && (r.tl.syncs == syncs || !r.tl.known)
+	r.mu.Unlock()
+	if doSync {
+		s.syncRoom(r, repairJoin)
+		read = true
+	}
+	r.mu.Lock()
+	t := &r.tl
+	need = s.needLocked(r, req, now)
+	want, from, floor := need.want, t.from, t.floor
+	if want < 0 || want >= from || from <= floor {
+		r.mu.Unlock()
+		return read, nil
+	}
+	free := int64(t.ring.max - t.ring.n)
+	canPrepend := t.old == 0 && from-free <= want
+	epoch := t.epoch
+	t.syncs++
+	r.mu.Unlock()
+
+	since := max(floor, want)
+	if canPrepend {
+		since = max(floor, from-free)
+	} else if !req.resume {
+		return read, nil
+	}
+	h, err := s.readHistory(r.id, since, int(from-since), "backfill")
+	if err != nil || h.Epoch != epoch {
+		return true, nil
+	}
+	r.mu.Lock()
+	if r.tl.epoch == epoch {
+		r.tl.floor = max(r.tl.floor, h.First-1)
+		if canPrepend {
+			r.tl.prepend(h.Msgs, max(since, h.First-1))
+		}
+	}
+	r.mu.Unlock()
+	if canPrepend {
+		return true, nil
+	}
+	return true, &direct{h: h, since: since}
+}
+
+// joinPlan is what a joining viewer is sent after its welcome.
+type joinPlan struct {
+	recovered *bool
+	msgs      []danmaku.Message // replayed, oldest first
+	history   bool              // msgs are the history on join
+	base      int64             // the position the viewer has before msgs
+}
+
+// planLocked works out the replay for req; r.mu is held.
+func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
+	t := &r.tl
+	var p joinPlan
+	if req.resume {
+		ok := true
+		switch {
+		case t.covers(req.epoch, req.since):
+			p.msgs = t.after(req.since, t.ring.n)
+		case req.epoch == t.epoch && req.since > t.last:
+			// Ahead of what Redis and this comet hold: nothing to send.
+		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
+			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.from:
+			p.msgs = append(d.h.Msgs, t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)
+		default:
+			ok = false
+		}
+		p.recovered = &ok
+		if ok {
+			p.base = req.since
+			return p
+		}
+	}
+	p.history = true
+	p.base = t.last
+	if s.cfg.HistoryOnJoin > 0 {
+		p.msgs = t.recent(s.cfg.HistoryOnJoin)
+		if len(p.msgs) > 0 {
+			p.base = p.msgs[0].Pos - 1
+		}
+	}
+	return p
+}
+
+// historyItemLocked returns the history-on-join frame for msgs, encoded
+// once per head of the room; r.mu is held.
+func (r *room) historyItemLocked(msgs []danmaku.Message) item {
+	t := &r.tl
+	if t.joinFrame.pm != nil && t.joinFrameLast == t.last && t.joinFrameEp == t.epoch {
+		return t.joinFrame
+	}
+	b := danmaku.NewBatch(r.id, msgs)
+	b.Epoch, b.Replay = t.epoch, true
+	it, ok := encodeItem(b)
+	if !ok {
+		return item{}
+	}
+	t.joinFrame, t.joinFrameLast, t.joinFrameEp = it, t.last, t.epoch
+	return it
+}
+
+// enter makes c a viewer of req.room and queues its welcome and replay
+// under the room's lock, so every live frame of the room comes after them
+// and carries only positions after the replay's.
+func (s *Server) enter(c *conn, req joinReq, w welcomeFrame) {
+	read, d := s.prepareJoin(s.hub.roomFor(req.room), req)
+	r := s.hub.lockRoom(req.room)
+	p := s.planLocked(r, req, d)
+	t := &r.tl
+	w.Epoch, w.Pos, w.Recovered = t.epoch, t.last, p.recovered
+	c.w.setGot(t.epoch, p.base)
+	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
+	r.addLocked(c)
+	switch {
+	case len(p.msgs) == 0:
+	case p.history:
+		if it := r.historyItemLocked(p.msgs); it.pm != nil && res == enqueued {
+			res = c.enqueue(it)
+		}
+	default:
+		for msgs := p.msgs; len(msgs) > 0 && res == enqueued; msgs = msgs[min(len(msgs), replayChunk):] {
+			n := min(len(msgs), replayChunk)
+			b := danmaku.NewBatch(req.room, msgs[:n])
+			b.Epoch, b.Replay = t.epoch, true
+			res = c.enqueue(item{batch: &b, pos: b.Msgs[n-1].Pos, epoch: t.epoch})
+		}
+	}
+	r.mu.Unlock()
+	s.metrics.joined(p.recovered, len(p.msgs) > 0, read)
+	if res == queueFull {
+		c.slowConsumer()
+	}
+}
