@@ -90,6 +90,11 @@ type frame struct {
 	Code    string            `json:"code"`
 	Message string            `json:"message"`
 	Msgs    []danmaku.Message `json:"msgs"`
+	Epoch   string            `json:"epoch"`
+	Pos     int64             `json:"pos"`
+	Replay  bool              `json:"replay"`
+	// Recovered is nil when the welcome has no recovered field.
+	Recovered *bool `json:"recovered"`
 }
 
 func mustRead(tb testing.TB, ws *websocket.Conn) frame {
