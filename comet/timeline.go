@@ -69,24 +69,22 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 
 // pushNeedsRead reports whether push b needs the room's history read
 // first; r.mu is held. A room the comet knows nothing of starts at the
-// push.
-func (r *room) pushNeedsRead(b danmaku.Batch) bool {
+// push, and a room without a timeline at an epoch's first position: both
+// report started.
+func (r *room) pushNeedsRead(b danmaku.Batch) (need, started bool) {
 	t := &r.tl
 	if len(b.Msgs) == 0 || b.Epoch == "" || b.Msgs[0].Pos <= 0 {
-		return false
+		return false, false
 	}
 	first := b.Msgs[0].Pos
 	switch {
-	case !t.known:
+	case !t.known, t.epoch == "" && first == 1:
 		t.switchEpoch(b.Epoch)
-		return false
+		return false, true
 	case b.Epoch == t.epoch:
-		return first > t.last+1
-	case t.epoch == "" && first == 1:
-		t.switchEpoch(b.Epoch)
-		return false
+		return first > t.last+1, false
 	}
-	return true
+	return true, false
 }
 
 // pushLocked delivers b; r.mu is held and b needs no read.
@@ -111,11 +109,12 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 		r.mu.Unlock()
 		return 0, 0
 	}
-	if r.pushNeedsRead(b) {
+	need, started := r.pushNeedsRead(b)
+	if need {
 		r.mu.Unlock()
 		return s.repairPush(r, b)
 	}
-	n, dups, slow := r.pushLocked(b, false, time.Now())
+	n, dups, slow := r.pushLocked(b, started, time.Now())
 	r.mu.Unlock()
 	s.cut(slow)
 	return n, dups
@@ -137,8 +136,12 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	defer r.sync.Unlock()
 	now := time.Now()
 	r.mu.Lock()
-	if r.dead || !r.pushNeedsRead(b) {
-		n, dups, slow := r.pushLocked(b, false, now)
+	if r.dead {
+		r.mu.Unlock()
+		return 0, 0
+	}
+	if need, started := r.pushNeedsRead(b); !need {
+		n, dups, slow := r.pushLocked(b, started, now)
 		r.mu.Unlock()
 		s.cut(slow)
 		return n, dups
