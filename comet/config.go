@@ -39,9 +39,11 @@ type Config struct {
 	// MaxPushBytes is the largest push body accepted on the internal
 	// listener.
 	MaxPushBytes int64 `yaml:"max_push_bytes" help:"largest push body"`
-	// QueueSize is the number of frames a viewer may have waiting; a viewer
-	// whose queue is full is disconnected as a slow consumer.
-	QueueSize int `yaml:"queue_size" help:"frames a viewer may have waiting; full: close 4008"`
+	// QueueSize is the number of frames a viewer may have waiting. A queue
+	// that overflows drops its msgs frames and the viewer is caught up from
+	// the room's ring once its writer is free; a viewer whose gap the ring
+	// no longer holds is disconnected as a slow consumer (4008).
+	QueueSize int `yaml:"queue_size" help:"frames a viewer may have waiting; overflow: caught up from the ring, or close 4008 beyond it"`
 	// RingSize is how many recent messages the comet keeps per room: they
 	// serve resumes, history on join and slow viewers' catch-ups without
 	// Redis, and their ids drop redelivered messages. A room with no local

@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 		badFrames:      counterVec("bad_frames_total", "Client frames answered with an error frame, by code.", "code"),
 		pushBatches:    counterVec("push_batches_total", "Batches received on the internal push endpoint, by result.", "result"),
 		deliveries:     counter("deliveries_total", "Batch frames handed to viewer queues."),
-		duplicateMsgs:  counter("duplicate_messages_total", "Pushed messages dropped because this comet already sent them to the room."),
+		duplicateMsgs:  counter("duplicate_messages_total", "Pushed messages dropped because this comet already sent them to the room (same id, or a position at or below the last delivered)."),
 		registryErrors: counter("registry_errors_total", "Failed registry (Redis) calls for viewers."),
 		leaseErrors:    counter("lease_errors_total", "Failed lease renewals."),
 		replays:        counterVec("replays_total", "Replay frames after a welcome (history on join, resume), by where the comet found them (ring, or redis when the join had to read).", "source"),

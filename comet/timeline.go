@@ -19,6 +19,11 @@ import (
 // reads the heads of quiet rooms so a lost push is repaired even when no
 // later one comes. Every read of a room holds room.sync, so a room costs at
 // most one Redis read at a time however many viewers wait for it.
+//
+// Memory: a room with local viewers keeps up to RingSize messages (the
+// ring grows by doubling, so a quiet room holds few); a room without
+// viewers drops its ring after roomLinger. The gap check costs one HMGET
+// per quiet room per GapCheck, pipelined.
 
 // roomLinger is how long a room without local viewers keeps its ring.
 const roomLinger = 30 * time.Second
