@@ -138,17 +138,10 @@ func steady(t *testing.T, s *stack) {
 
 // jitter: every viewer drops once for about a second during sending
 // (-jitter 1s) and a quarter of them once more for up to half a second
-// (-churn 0.25); each comes back, and its sessions are accounted as one
-// whole-time viewer.
-//
-// Today's comets pass job's epoch and positions on but ignore since, so the
-// viewers rejoin with a resume dial that nobody answers (the welcome has no
-// "recovered") and miss what was sent while they were away: the
-// accounting must REPORT those losses (about 100 msg/s x the room's share x
-// 1 s per viewer, 7,500 pairs in all for the jitter alone), or it would pass
-// a broken resume silently. Once the comets resume (positions, history,
-// recovery), every rejoin is a resume dial answered recovered:true and the
-// expectation becomes 0 lost, 0 duplicates and a passing report.
+// (-churn 0.25); each comes back with a resume dial (since and epoch) and
+// its sessions are accounted as one whole-time viewer. The comets answer
+// every resume recovered:true and replay what was missed, so nothing is
+// lost and nothing shown twice.
 func jitter(t *testing.T, s *stack) {
 	c := s.config("jitter")
 	c.Jitter, c.Churn, c.ChurnDrops, c.ChurnAway = time.Second, 0.25, 1, 500*time.Millisecond
@@ -172,19 +165,18 @@ func jitter(t *testing.T, s *stack) {
 	if rep.Send.Accepted != 500 || rep.Duplicates != 0 || rep.Misrouted != 0 {
 		t.Errorf("accepted %d, duplicates %d, misrouted %d", rep.Send.Accepted, rep.Duplicates, rep.Misrouted)
 	}
-	// Today: resume dials that are not recovered, gaps reported.
-	if r.ResumeDials == 0 || r.ResumeDials+r.FreshDials != r.Reconnects || r.RecoveredTrue != 0 || r.RecoveredMissing != r.ResumeDials {
-		t.Errorf("resume dials %d (recovered true/false/missing %d/%d/%d), fresh %d; today's comets send an epoch and ignore since",
+	if r.ResumeDials == 0 || r.ResumeDials+r.FreshDials != r.Reconnects || r.RecoveredTrue != r.ResumeDials || r.RecoveredFalse != 0 || r.RecoveredMissing != 0 {
+		t.Errorf("resume dials %d (recovered true/false/missing %d/%d/%d), fresh %d; want every resume recovered",
 			r.ResumeDials, r.RecoveredTrue, r.RecoveredFalse, r.RecoveredMissing, r.FreshDials)
 	}
-	if rep.Lost < 3000 || rep.Lost > rep.ExpectedExact/2 {
-		t.Errorf("lost %d of %d expected pairs; want the gaps of about a second per viewer reported", rep.Lost, rep.ExpectedExact)
+	if rep.Lost != 0 {
+		t.Errorf("lost %d of %d expected pairs; resumed viewers must miss nothing", rep.Lost, rep.ExpectedExact)
 	}
 	if rep.ExactDelivered+rep.Lost != rep.ExpectedExact {
 		t.Errorf("delivered %d + lost %d != expected %d", rep.ExactDelivered, rep.Lost, rep.ExpectedExact)
 	}
-	if rep.Pass {
-		t.Error("report passes despite the losses")
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
 	}
 }
 
