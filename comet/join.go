@@ -29,7 +29,7 @@ func (s *Server) needLocked(r *room, req joinReq, now time.Time) joinNeed {
 	switch {
 	case !t.known:
 		n.sync = true
-	case len(r.conns) == 0 && now.Sub(t.seen) >= s.cfg.GapCheck:
+	case len(r.conns) == 0 && now.Sub(t.seen) >= s.staleAfter():
 		n.sync = true // nobody here kept it current
 	case req.resume && req.epoch == t.epoch && req.since > t.last:
 		n.sync = true // the viewer saw more elsewhere
@@ -161,7 +161,8 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 // once per head of the room; r.mu is held.
 func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	t := &r.tl
-	if t.joinFrame.pm != nil && t.joinFrameLast == t.last && t.joinFrameEp == t.epoch {
+	first, last := msgs[0].Pos, msgs[len(msgs)-1].Pos
+	if t.joinFrame.pm != nil && t.joinFrameFirst == first && t.joinFrameLast == last && t.joinFrameEp == t.epoch {
 		return t.joinFrame
 	}
 	b := danmaku.NewBatch(r.id, msgs)
@@ -170,7 +171,7 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	if !ok {
 		return item{}
 	}
-	t.joinFrame, t.joinFrameLast, t.joinFrameEp = it, t.last, t.epoch
+	t.joinFrame, t.joinFrameFirst, t.joinFrameLast, t.joinFrameEp = it, first, last, t.epoch
 	return it
 }
 

@@ -85,11 +85,11 @@ type timeline struct {
 	// can tell whether one started after it arrived.
 	syncs uint64
 
-	// joinFrame caches the history-on-join frame for the head it was
-	// built at.
-	joinFrame     item
-	joinFrameLast int64
-	joinFrameEp   string
+	// joinFrame caches the history-on-join frame for the range of
+	// positions it holds.
+	joinFrame                     item
+	joinFrameFirst, joinFrameLast int64
+	joinFrameEp                   string
 }
 
 func newTimeline(size int) timeline {
@@ -212,9 +212,6 @@ func (t *timeline) recent(n int) []danmaku.Message {
 	}
 	return t.after(t.ring.at(i).Pos-1, n)
 }
-
-// room counts the ring's entries of the current epoch.
-func (t *timeline) current() int { return t.ring.n - t.old }
 
 // prepend puts older messages of the current epoch (oldest first, all at
 // or below from) in front of the ring while it has room, and lowers from

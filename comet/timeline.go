@@ -245,6 +245,15 @@ func (s *Server) syncRoom(r *room, reason string) {
 	}
 }
 
+// staleAfter is how long a room's view stays current without a push or a
+// read: GapCheck, or a second with the gap check off.
+func (s *Server) staleAfter() time.Duration {
+	if s.cfg.GapCheck > 0 {
+		return s.cfg.GapCheck
+	}
+	return time.Second
+}
+
 // initLoad is how many messages a room new to this comet is loaded with.
 func (s *Server) initLoad() int {
 	return min(s.cfg.RingSize, max(s.cfg.HistoryOnJoin, 100))
@@ -279,13 +288,11 @@ func (r *room) applyLocked(h route.History, _ string) (int, []*conn) {
 // checkLoop is the gap check: every GapCheck it reads, in one pipeline,
 // the timeline heads of the rooms with local viewers that had no push for
 // that long, and repairs each room whose head is beyond what this comet
-// delivered. It also drops rooms that have had no viewer for roomLinger.
+// delivered. It also drops rooms that have had no viewer for roomLinger
+// (with the check off it runs for that alone).
 func (s *Server) checkLoop() {
 	defer s.bg.Done()
-	if s.cfg.GapCheck <= 0 {
-		return
-	}
-	t := time.NewTicker(s.cfg.GapCheck)
+	t := time.NewTicker(s.staleAfter())
 	defer t.Stop()
 	var buf []*room
 	for {
@@ -306,7 +313,7 @@ func (s *Server) checkRooms(buf []*room, now time.Time) []*room {
 		for _, r := range buf {
 			r.mu.Lock()
 			idle := len(r.conns) == 0
-			stale := !idle && now.Sub(r.tl.seen) >= s.cfg.GapCheck
+			stale := !idle && s.cfg.GapCheck > 0 && now.Sub(r.tl.seen) >= s.cfg.GapCheck
 			r.mu.Unlock()
 			switch {
 			case idle:
