@@ -14,7 +14,7 @@
 # Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
-# jitter (every viewer drops once and resumes; only when named, see below).
+# jitter (every viewer drops once and resumes).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
@@ -25,11 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SCALE=${SCALE:-1}
-# R1 is left out of the default list while the comets do not resume a viewer
-# from its position (they ignore since): every dropped viewer misses what was
-# sent while it was away, so R1 fails and would fail the default run. Run it
-# with SCENARIOS=R1; it joins the default list once resume is served.
-SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5"}
+SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1"}
 OUT=${OUT:-/tmp/danmaku-bench}
 WRITE_MD=${WRITE_MD:-1}
 PB=${PORT_BASE:-17000}
