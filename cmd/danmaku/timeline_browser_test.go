@@ -309,25 +309,55 @@ func TestBrowserHistoryOnJoin(t *testing.T) {
 	poll(t, tab, "live comment on the stage", `document.querySelector('#layer .bullet[data-id="`+live[0]+`"]') !== null`)
 }
 
+// cutPage is a demo page that reaches the all-in-one server through a
+// cutProxy, and a WebSocket viewer of the same room connected directly,
+// which tells when a comment has been broadcast.
+type cutPage struct {
+	m      *Main
+	proxy  *cutProxy
+	room   string
+	viewer *websocket.Conn
+	tab    context.Context
+}
+
+func newCutPage(t *testing.T, roomPrefix string) *cutPage {
+	t.Helper()
+	p := &cutPage{m: startMain(t), room: testutil.Uniq(roomPrefix)}
+	p.proxy = newCutProxy(t, p.m.Addr())
+	p.viewer = dial(t, p.m, p.room)
+	p.tab = openPage(t, newBrowser(t), p.proxy.URL(), p.room, true)
+	hookPage(t, p.tab)
+	waitOnline(t, p.m, p.room, 2)
+	return p
+}
+
+// sendShown sends contents, waits until the page's chat log shows them,
+// and returns their ids with the page's position after them.
+func (p *cutPage) sendShown(t *testing.T, contents ...string) ([]string, map[string]any) {
+	t.Helper()
+	ids := send(t, p.m, p.room, contents...)
+	readIDs(t, p.viewer, ids)
+	waitLogOnce(t, p.tab, "sent while connected", ids)
+	return ids, evalTo[map[string]any](t, p.tab, `danmakuDemo.client.position()`)
+}
+
+// goDown cuts the page's path and keeps it down until setDown(false).
+func (p *cutPage) goDown(t *testing.T) {
+	t.Helper()
+	p.proxy.setDown(true)
+	p.proxy.cut()
+	poll(t, p.tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
+}
+
 // TestBrowserResumeAfterCut: the network path of a page goes down while
 // comments keep being sent. The page reconnects with since/epoch and its
 // chat log ends with every comment exactly once: the ones sent while it was
 // cut are replayed, and the seam between the replay and live comments has
 // no gap and no duplicate.
 func TestBrowserResumeAfterCut(t *testing.T) {
-	m := startMain(t)
-	proxy := newCutProxy(t, m.Addr())
-	room := testutil.Uniq("resume_")
-	viewer := dial(t, m, room)
-	browser := newBrowser(t)
-	tab := openPage(t, browser, proxy.URL(), room, true)
-	hookPage(t, tab)
-	waitOnline(t, m, room, 2)
-
-	ids := send(t, m, room, "before the cut 1", "before the cut 2")
-	readIDs(t, viewer, ids)
-	waitLogOnce(t, tab, "before the cut", ids)
-	before := evalTo[map[string]any](t, tab, `danmakuDemo.client.position()`)
+	p := newCutPage(t, "resume_")
+	m, proxy, room, viewer, tab := p.m, p.proxy, p.room, p.viewer, p.tab
+	ids, before := p.sendShown(t, "before the cut 1", "before the cut 2")
 
 	// A steady stream, each comment from its own user (the rate limit is
 	// per user), through the cut, the outage and the reconnect.
@@ -355,9 +385,7 @@ func TestBrowserResumeAfterCut(t *testing.T) {
 		}
 	}()
 	time.Sleep(300 * time.Millisecond)
-	proxy.setDown(true)
-	proxy.cut()
-	poll(t, tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
+	p.goDown(t)
 	time.Sleep(time.Second)
 	proxy.setDown(false)
 	poll(t, tab, "page reconnects", `danmakuDemo.client.state === "open"`)
@@ -409,23 +437,10 @@ func TestBrowserResumeAfterCut(t *testing.T) {
 // the epoch and position it asked for and the room's new timeline, the page
 // says so, and the comment sent after the loss is shown exactly once.
 func TestBrowserGapAfterHistoryLost(t *testing.T) {
-	m := startMain(t)
-	proxy := newCutProxy(t, m.Addr())
-	room := testutil.Uniq("gap_")
-	viewer := dial(t, m, room)
-	browser := newBrowser(t)
-	tab := openPage(t, browser, proxy.URL(), room, true)
-	hookPage(t, tab)
-	waitOnline(t, m, room, 2)
-
-	ids := send(t, m, room, "before the loss")
-	readIDs(t, viewer, ids)
-	waitLogOnce(t, tab, "before the loss", ids)
-	before := evalTo[map[string]any](t, tab, `danmakuDemo.client.position()`)
-
-	proxy.setDown(true)
-	proxy.cut()
-	poll(t, tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
+	p := newCutPage(t, "gap_")
+	m, room, tab := p.m, p.room, p.tab
+	ids, before := p.sendShown(t, "before the loss")
+	p.goDown(t)
 	ctx := context.Background()
 	keys, err := m.rdb.Keys(ctx, "*"+room+"*").Result()
 	if err != nil {
@@ -444,8 +459,8 @@ func TestBrowserGapAfterHistoryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := send(t, m, room, "after the loss")
-	readIDs(t, viewer, after)
-	proxy.setDown(false)
+	readIDs(t, p.viewer, after)
+	p.proxy.setDown(false)
 
 	poll(t, tab, "onGap", `__gaps.length > 0`)
 	gaps := evalTo[[]map[string]any](t, tab, `__gaps`)
