@@ -248,6 +248,17 @@ func getOnline(t *testing.T, m *Main, room string) int64 {
 // send posts contents to room and returns the accepted message ids.
 func send(t *testing.T, m *Main, room string, contents ...string) []string {
 	t.Helper()
+	ids, err := postAs(m.Addr(), room, 4242, contents...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// postAs posts contents to room as user uid (each user has its own rate
+// limit) and returns the accepted message ids. It does not need a test's
+// goroutine.
+func postAs(addr, room string, uid int64, contents ...string) ([]string, error) {
 	type msg struct {
 		Content string `json:"content"`
 	}
@@ -256,30 +267,30 @@ func send(t *testing.T, m *Main, room string, contents ...string) []string {
 		UserID   int64  `json:"userId"`
 		UserName string `json:"userName"`
 		Messages []msg  `json:"messages"`
-	}{RoomID: room, UserID: 4242, UserName: "Tester"}
+	}{RoomID: room, UserID: uid, UserName: "Tester"}
 	for _, c := range contents {
 		req.Messages = append(req.Messages, msg{c})
 	}
 	b, _ := json.Marshal(req)
-	resp, err := http.Post("http://"+m.Addr()+"/logic/send", "application/json", bytes.NewReader(b))
+	resp, err := http.Post("http://"+addr+"/logic/send", "application/json", bytes.NewReader(b))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("send: %d %s", resp.StatusCode, raw)
+		return nil, fmt.Errorf("send: %d %s", resp.StatusCode, raw)
 	}
 	var ok struct {
 		IDs []string `json:"msgIds"`
 	}
 	if err := json.Unmarshal(raw, &ok); err != nil {
-		t.Fatalf("send answer %s: %v", raw, err)
+		return nil, fmt.Errorf("send answer %s: %w", raw, err)
 	}
 	if len(ok.IDs) != len(contents) {
-		t.Fatalf("send answer %s: want %d ids", raw, len(contents))
+		return nil, fmt.Errorf("send answer %s: want %d ids", raw, len(contents))
 	}
-	return ok.IDs
+	return ok.IDs, nil
 }
 
 // TestAPIRequestsHaveDeadlines: the public server has no global read

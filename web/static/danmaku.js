@@ -5,10 +5,12 @@
  *
  *   const client = new DanmakuClient({
  *     room: "lobby",
- *     onMessage(msg) { show(msg.name, msg.content) }, // {id, uid, name, content, ts}
+ *     onMessage(msg, meta) { show(msg.name, msg.content, meta.replay) },
+ *                                    // msg {id, uid, name, content, ts, pos}
  *     onState(state, info) { ... },  // "connecting" | "open" | "reconnecting" | "closed"
- *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs}
+ *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs, epoch, pos, recovered}
  *     onOnline(n, room) { ... },     // the room's viewer count changed
+ *     onGap(info) { ... },           // comments may have been missed (see below)
  *   });
  *   client.connect();
  *   client.join("another-room");     // throws on an invalid room id
@@ -24,6 +26,23 @@
  *    restarts is not hit by all its viewers in the same millisecond;
  *  - duplicate suppression: a message id already shown is dropped (bounded
  *    memory, oldest ids forgotten first);
+ *  - resume: for each room it keeps the timeline's epoch and the last
+ *    position received (welcome `epoch`/`pos`, `msgs` frames' `epoch` and
+ *    each message's `pos`; position(room) returns them). Every reconnect
+ *    asks for what it missed with ?since=POS&epoch=EPOCH on the /ws URL, and
+ *    a join of a room it had been in carries "since" and "epoch" too;
+ *  - replay: frames of stored messages (`replay:true`: the room's recent
+ *    history after a join, the missed messages after a resume) are not
+ *    paced: their messages go to onMessage at once, in order, after any
+ *    live message still waiting, with meta {replay: true}; live messages
+ *    come with meta {replay: false}. A page shows replayed messages in its
+ *    chat log and keeps them off its stage;
+ *  - gaps: onGap(info) is called when comments may have been missed for
+ *    good: the welcome of a resume says recovered:false (info.reason
+ *    "resume"), or a live frame starts a new epoch (info.reason "epoch":
+ *    the room's history was lost while connected). info is {room, reason,
+ *    epoch, pos} (what the client had) and {serverEpoch, serverPos} (where
+ *    the room's timeline is now); the client carries on from the latter;
  *  - pacing: the server coalesces a room's messages into one batch per
  *    window; the batch is replayed over the window following the messages'
  *    own timestamps, so it does not land on screen as one clump.
@@ -48,8 +67,15 @@
     onState: null,
     onWelcome: null,
     onOnline: null,       // (online, room): the room's viewer count changed
+    onGap: null,          // ({room, reason, epoch, pos, serverEpoch, serverPos})
     onError: null
   };
+
+  // Rooms whose timeline position is kept; the least recently used is
+  // forgotten beyond this (a later join of it starts fresh).
+  var TIMELINE_ROOMS = 64;
+  var LIVE = Object.freeze({ replay: false });
+  var REPLAY = Object.freeze({ replay: true });
 
   /** Bounded set of ids: remembers the last `cap` ids added. */
   function SeenSet(cap) {
@@ -82,6 +108,8 @@
     this.attempt = 0;          // failed connects in a row (backoff exponent)
     this.wanted = false;       // connect() called and close() not yet
     this.seen = new SeenSet(this.opts.seenIds);
+    this.timeline = new Map(); // room -> {epoch, pos}, least recently used first
+    this.asked = new Map();    // room -> {epoch, pos} of a resume not yet answered
     this.queue = [];           // paced messages, ordered by due time
     this.playTimer = null;
     this.lastDue = 0;          // due time of the last queued message
@@ -113,7 +141,11 @@
       u = (loc.protocol === "https:" ? "wss://" : "ws://") + loc.host + "/ws";
     }
     var q = [];
-    if (this.room) q.push("room=" + encodeURIComponent(this.room));
+    if (this.room) {
+      q.push("room=" + encodeURIComponent(this.room));
+      var r = this._resume(this.room);
+      if (r) q.push("since=" + r.pos, "epoch=" + encodeURIComponent(r.epoch));
+    }
     if (this.opts.uid !== "" && this.opts.uid != null) q.push("uid=" + encodeURIComponent(this.opts.uid));
     if (this.opts.token) q.push("token=" + encodeURIComponent(this.opts.token));
     return q.length ? u + (u.indexOf("?") < 0 ? "?" : "&") + q.join("&") : u;
@@ -141,7 +173,7 @@
       self.lastHeard = Date.now();
       self._startHeartbeat();
       // join() while the socket was still opening: the URL named the old room.
-      if (self.room && self.room !== urlRoom) ws.send(JSON.stringify({ op: "join", room: self.room }));
+      if (self.room && self.room !== urlRoom) ws.send(JSON.stringify(self._joinFrame(self.room)));
     };
     ws.onmessage = function (ev) {
       if (self.ws !== ws) return;
@@ -175,14 +207,19 @@
           this.heartbeatMs = f.heartbeatMs;
           this._startHeartbeat();
         }
+        var gap = this._welcomed(f);
         this._setState("open", { room: f.room, online: f.online, connId: f.connId });
         this._emit("onWelcome", f);
+        if (gap) this._emit("onGap", gap);
         break;
       case "msgs":
         // After a room switch the old room's last batch may still arrive.
         if (f.room !== this.room || !Array.isArray(f.msgs)) return;
-        this._emit("onBatch", f.room, f.msgs);
-        this._pace(f.msgs);
+        var jump = this._advance(f);
+        if (jump) this._emit("onGap", jump);
+        this._emit("onBatch", f.room, f.msgs, f.replay === true ? REPLAY : LIVE);
+        if (f.replay === true) this._replay(f.msgs);
+        else this._pace(f.msgs);
         break;
       case "online":
         if (f.room !== this.room || typeof f.online !== "number") return;
@@ -202,6 +239,116 @@
     }
   };
 
+  /** The room's timeline as last seen: {epoch, pos}, or null. */
+  DanmakuClient.prototype.position = function (room) {
+    var tl = this.timeline.get(room === undefined ? this.room : room);
+    return tl ? { epoch: tl.epoch, pos: tl.pos } : null;
+  };
+
+  DanmakuClient.prototype._remember = function (room, epoch, pos) {
+    this.timeline.delete(room);
+    this.timeline.set(room, { epoch: epoch, pos: pos });
+    if (this.timeline.size > TIMELINE_ROOMS) this.timeline.delete(this.timeline.keys().next().value);
+  };
+
+  /**
+   * Where a (re)join of room resumes from, or null for a fresh join (no
+   * epoch known: the room was never joined, or the server has no
+   * timeline). Records the attempt, so the welcome can tell a failed
+   * resume.
+   */
+  DanmakuClient.prototype._resume = function (room) {
+    var tl = this.timeline.get(room);
+    if (!tl || !tl.epoch) {
+      this.asked.delete(room);
+      return null;
+    }
+    this.asked.set(room, { epoch: tl.epoch, pos: tl.pos });
+    return tl;
+  };
+
+  DanmakuClient.prototype._joinFrame = function (room) {
+    var f = { op: "join", room: room };
+    var r = this._resume(room);
+    if (r) {
+      f.since = r.pos;
+      f.epoch = r.epoch;
+    }
+    return f;
+  };
+
+  /**
+   * Takes the timeline from a welcome. A recovered resume keeps the
+   * client's position (the replay that follows moves it on); otherwise the
+   * room starts at the welcome's position, and a resume that was refused
+   * is returned as the gap to report.
+   */
+  DanmakuClient.prototype._welcomed = function (w) {
+    var asked = this.asked.get(w.room);
+    this.asked.delete(w.room);
+    if (typeof w.epoch !== "string" || !w.epoch) return null;
+    var tl = this.timeline.get(w.room);
+    var pos = typeof w.pos === "number" ? w.pos : 0;
+    if (w.recovered === true && tl && tl.epoch === w.epoch) {
+      this._remember(w.room, tl.epoch, tl.pos);
+      return null;
+    }
+    this._remember(w.room, w.epoch, pos);
+    if (w.recovered !== false || !asked) return null;
+    return { room: w.room, reason: "resume", epoch: asked.epoch, pos: asked.pos, serverEpoch: w.epoch, serverPos: pos };
+  };
+
+  /**
+   * Moves the room's position to the frame's last message. A frame of
+   * another epoch than the one the client holds means the room's history
+   * was lost: it is returned as the gap to report, and the new epoch is
+   * followed from there.
+   */
+  DanmakuClient.prototype._advance = function (f) {
+    if (typeof f.epoch !== "string" || !f.epoch) return null;
+    var top = 0;
+    for (var i = 0; i < f.msgs.length; i++) {
+      var p = f.msgs[i] && f.msgs[i].pos;
+      if (typeof p === "number" && p > top) top = p;
+    }
+    var tl = this.timeline.get(f.room);
+    if (tl && tl.epoch === f.epoch) {
+      if (top > tl.pos) this._remember(f.room, f.epoch, top);
+      return null;
+    }
+    this._remember(f.room, f.epoch, top);
+    if (!tl || !tl.epoch) return null;
+    return { room: f.room, reason: "epoch", epoch: tl.epoch, pos: tl.pos, serverEpoch: f.epoch, serverPos: top };
+  };
+
+  /**
+   * Hands a replayed batch to the app at once: live messages still waiting
+   * to be paced are older and go first, then the batch's new messages in
+   * timeline order.
+   */
+  DanmakuClient.prototype._replay = function (msgs) {
+    var fresh = this._fresh(msgs);
+    if (!fresh.length) return;
+    clearTimeout(this.playTimer);
+    this.playTimer = null;
+    while (this.queue.length) this._emit("onMessage", this.queue.shift().msg, LIVE);
+    this.lastDue = 0;
+    fresh.sort(function (a, b) {
+      return (typeof a.pos === "number" && typeof b.pos === "number") ? a.pos - b.pos : a.ts - b.ts;
+    });
+    for (var i = 0; i < fresh.length; i++) this._emit("onMessage", fresh[i], REPLAY);
+  };
+
+  /** The messages of msgs whose id was not seen before (and marks them seen). */
+  DanmakuClient.prototype._fresh = function (msgs) {
+    var fresh = [];
+    for (var i = 0; i < msgs.length; i++) {
+      var m = msgs[i];
+      if (m && m.id && this.seen.add(m.id)) fresh.push(m);
+    }
+    return fresh;
+  };
+
   /**
    * Queues a batch for display. Message i is due at
    *   start + (ts_i - ts_first) * scale
@@ -211,11 +358,7 @@
    * whole queue.
    */
   DanmakuClient.prototype._pace = function (msgs) {
-    var fresh = [];
-    for (var i = 0; i < msgs.length; i++) {
-      var m = msgs[i];
-      if (m && m.id && this.seen.add(m.id)) fresh.push(m);
-    }
+    var fresh = this._fresh(msgs);
     if (!fresh.length) return;
     fresh.sort(function (a, b) { return a.ts - b.ts; });
     var first = fresh[0].ts || 0, last = fresh[fresh.length - 1].ts || first;
@@ -238,7 +381,7 @@
     if (this.playTimer) return;
     var now = Date.now();
     while (this.queue.length && this.queue[0].due <= now + 4) {
-      this._emit("onMessage", this.queue.shift().msg);
+      this._emit("onMessage", this.queue.shift().msg, LIVE);
     }
     if (!this.queue.length) return;
     var self = this;
@@ -292,9 +435,10 @@
   var ROOM_ID = /^[A-Za-z0-9_.\-]{1,64}$/;
 
   /**
-   * Switches to room; the next welcome confirms it. An invalid room id
-   * throws an Error (code "invalid_argument", field "room") and changes
-   * nothing: the client stays in its room.
+   * Switches to room; the next welcome confirms it. A room the client
+   * was in before is resumed where it left it (since/epoch). An invalid
+   * room id throws an Error (code "invalid_argument", field "room") and
+   * changes nothing: the client stays in its room.
    */
   DanmakuClient.prototype.join = function (room) {
     if (typeof room !== "string" || !ROOM_ID.test(room)) {
@@ -307,7 +451,7 @@
     this.lastDue = 0;
     if (this.ws && this.ws.readyState === WebSocket.OPEN) {
       this._setState("connecting", { room: room });
-      this.ws.send(JSON.stringify({ op: "join", room: room }));
+      this.ws.send(JSON.stringify(this._joinFrame(room)));
     } else if (this.wanted && !this.ws) {
       this.attempt = 0;
       this.connect();

@@ -2,6 +2,9 @@
  * The demo page: a video-like stage where comments fly across in lanes,
  * a composer, a room switcher, the room's online count and the state of
  * the connection. Everything network-related goes through DanmakuClient.
+ * Live comments fly across the stage and go to the chat log; replayed ones
+ * (the room's recent history on entering it, comments missed while the
+ * connection was down) go to the chat log only.
  */
 (function () {
   "use strict";
@@ -11,6 +14,7 @@
   var LANE_GAP_PX = 32;      // free space kept behind a comment in its lane
   var MAX_WAITING = 200;     // comments waiting for a lane; beyond: skipped
   var MAX_LOG = 150;         // chat lines kept in the side panel
+  var MAX_STASHED = 16;      // rooms whose chat is kept for coming back
   var SAMPLES = [
     "666", "wwwww", "前方高能！", "this is so good", "GG", "好耶", "LOL",
     "first time here 👋", "8888888", "哈哈哈哈哈", "clip it!", "草",
@@ -74,7 +78,7 @@
     room: room,
     uid: userId,
     baseUrl: apiBase,
-    onMessage: function (m) { show(m); },
+    onMessage: function (m, meta) { show(m, meta.replay); },
     onState: function (state, info) { setConn(state, info); },
     // The welcome carries the room's count, online frames keep it current:
     // nothing is polled.
@@ -83,6 +87,10 @@
       system("joined #" + w.room);
     },
     onOnline: function (n) { setOnline(n); },
+    onGap: function (g) {
+      system(g.reason === "epoch" ? "the room's history was reset; some comments may be missing"
+        : "some comments of #" + g.room + " sent while offline could not be recovered");
+    },
     onError: function (e) { hint("server: " + e.message, true); }
   });
 
@@ -196,12 +204,14 @@
     $("waiting").textContent = String(waiting.length);
   }, 500);
 
-  function show(m) {
-    // With the stage switched off comments still go to the chat log.
-    if ($("dm-toggle").checked) fly(m);
+  function show(m, replay) {
+    // With the stage switched off comments still go to the chat log; a
+    // replayed comment is not live and stays off the stage.
+    if (!replay && $("dm-toggle").checked) fly(m);
     var li = document.createElement("li");
     li.dataset.id = m.id;
-    if (m.uid === userId) li.className = "mine";
+    if (m.uid === userId) li.classList.add("mine");
+    if (replay) li.classList.add("replay");
     var at = document.createElement("span");
     at.className = "at";
     at.textContent = new Date(m.ts).toLocaleTimeString([], { hour12: false });
@@ -214,11 +224,12 @@
     li.appendChild(document.createTextNode(m.content));
     appendLog(li);
     shown++;
+    $("count").textContent = shown + (shown === 1 ? " message" : " messages");
+    if (replay) return;
     var now = Date.now();
     shownAt.push(now);
     delays.push(Math.max(0, now - m.ts));
     if (delays.length > 100) delays.shift();
-    $("count").textContent = shown + (shown === 1 ? " message" : " messages");
   }
 
   function system(text) {
@@ -259,18 +270,27 @@
     document.title = "#" + room + " · danmaku live";
   }
 
+  var stash = new Map(); // room -> {lines, shown}, least recently left first
   function switchRoom(r) {
     if (!validRoom(r) || r === room) return;
+    // The chat log shows one room. A room's lines are kept when leaving it
+    // and put back on coming back, where the client resumes the room.
+    stash.delete(room);
+    stash.set(room, { lines: Array.prototype.slice.call(log.children), shown: shown });
+    if (stash.size > MAX_STASHED) stash.delete(stash.keys().next().value);
     room = r;
     params.set("room", r);
     history.replaceState(null, "", "?" + params.toString());
     layer.textContent = "";
     lanes = [];
     waiting = [];
-    // The chat log shows one room.
     log.textContent = "";
-    shown = 0;
-    $("count").textContent = "0 messages";
+    var back = stash.get(r);
+    stash.delete(r);
+    shown = back ? back.shown : 0;
+    if (back) back.lines.forEach(function (li) { log.appendChild(li); });
+    log.scrollTop = log.scrollHeight;
+    $("count").textContent = shown + (shown === 1 ? " message" : " messages");
     renderRooms();
     client.join(r);
   }
