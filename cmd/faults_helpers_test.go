@@ -1,0 +1,65 @@
+package cmd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/danmaku/danmaku/internal/stacktest"
+)
+
+// firstShown reports an error until v showed n messages.
+func firstShown(v *stacktest.Viewer, n int) error {
+	if got := len(v.Shown()); got < n {
+		return fmt.Errorf("viewer shown %d messages, want %d", got, n)
+	}
+	return nil
+}
+
+// replayedFirst checks the msgs frames of v's connection conn: the replay
+// frames come before any live frame and start right after since.
+func replayedFirst(t *testing.T, v *stacktest.Viewer, conn int, since int64) {
+	t.Helper()
+	var frames []stacktest.Frame
+	for _, f := range v.Frames() {
+		if f.Conn == conn {
+			frames = append(frames, f)
+		}
+	}
+	if len(frames) == 0 || !frames[0].Replay || frames[0].First != since+1 {
+		t.Errorf("connection %d: first frame %+v, want a replay starting at pos %d", conn, first(frames), since+1)
+		return
+	}
+	live := false
+	for _, f := range frames {
+		if !f.Replay {
+			live = true
+		} else if live {
+			t.Errorf("connection %d: replay frame %+v after a live frame", conn, f)
+		}
+	}
+}
+
+func first(fs []stacktest.Frame) any {
+	if len(fs) == 0 {
+		return "none"
+	}
+	return fs[0]
+}
+
+// historyEpoch is the epoch GET /logic/history reports for room, or "".
+func historyEpoch(s *stacktest.Stack, room string) string {
+	resp, err := http.Get(s.LogicURL + "/logic/history?limit=1&roomId=" + room)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Epoch string `json:"epoch"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return ""
+	}
+	return h.Epoch
+}
