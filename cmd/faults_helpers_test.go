@@ -63,3 +63,24 @@ func historyEpoch(s *stacktest.Stack, room string) string {
 	}
 	return h.Epoch
 }
+
+// resumedOK checks that the second welcome of every viewer answered a
+// resume (since and epoch sent) with recovered equal to want.
+func resumedOK(t *testing.T, vs []*stacktest.Viewer, want bool) {
+	t.Helper()
+	bad := 0
+	var example stacktest.Welcome
+	for _, v := range vs {
+		ws := v.Welcomes()
+		if len(ws) >= 2 && ws[1].Since >= 0 && ws[1].Recovered != nil && *ws[1].Recovered == want {
+			continue
+		}
+		if bad == 0 && len(ws) >= 2 {
+			example = ws[1]
+		}
+		bad++
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d viewers did not resume with recovered:%v; for example %+v", bad, len(vs), want, example)
+	}
+}

@@ -3,6 +3,7 @@ package stacktest
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strconv"
 	"sync"
@@ -20,8 +21,9 @@ import (
 // reconnect, and drops a message id it already showed, counting it. It
 // records every message it shows, every welcome and every msgs frame.
 //
-// When its connection ends without Drop or Close it reconnects at once to
-// the next of its comets (the same one when it has one).
+// When its connection ends without Drop or Close it reconnects, after
+// danmaku.js's jittered backoff, to the next of its comets (the same one
+// when it has one).
 type Viewer struct {
 	Room string
 	urls []string
@@ -34,6 +36,7 @@ type Viewer struct {
 	ws       *websocket.Conn
 	next     int // index in urls of the next connection
 	conns    int // connections that got a welcome
+	attempt  int // connections in a row without a welcome
 	dropped  bool
 	epoch    string
 	pos      int64
@@ -131,9 +134,26 @@ func (v *Viewer) loop() {
 		select {
 		case <-v.quit:
 			return
-		case <-time.After(20 * time.Millisecond): // danmaku.js backs off too
+		case <-time.After(v.backoff()):
 		}
 	}
+}
+
+// Reconnect backoff as in danmaku.js: full jitter below
+// min(backoffMax, backoffMin * 2^attempts), attempts counting the
+// connections in a row that got no welcome. (danmaku.js caps it at 15 s;
+// tests do not wait that long.)
+const (
+	backoffMin = 500 * time.Millisecond
+	backoffMax = 2 * time.Second
+)
+
+func (v *Viewer) backoff() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ceil := min(backoffMax, backoffMin<<min(v.attempt, 8))
+	v.attempt++
+	return rand.N(ceil)
 }
 
 // session is one connection: dial with the resume position, read frames.
@@ -196,6 +216,7 @@ func (v *Viewer) welcomed(f inFrame, u string, since int64) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.conns++
+	v.attempt = 0
 	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered})
 	if f.Epoch != "" && !(f.Recovered != nil && *f.Recovered && f.Epoch == v.epoch) {
 		v.epoch, v.pos = f.Epoch, f.Pos
