@@ -1,9 +1,7 @@
 package cmd_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 
 	"github.com/danmaku/danmaku/internal/stacktest"
@@ -48,22 +46,6 @@ func first(fs []stacktest.Frame) any {
 	return fs[0]
 }
 
-// historyEpoch is the epoch GET /logic/history reports for room, or "".
-func historyEpoch(s *stacktest.Stack, room string) string {
-	resp, err := http.Get(s.LogicURL + "/logic/history?limit=1&roomId=" + room)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var h struct {
-		Epoch string `json:"epoch"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
-		return ""
-	}
-	return h.Epoch
-}
-
 // resumedOK checks that the second welcome of every viewer answered a
 // resume (since and epoch sent) with recovered equal to want.
 func resumedOK(t *testing.T, vs []*stacktest.Viewer, want bool) {
@@ -81,6 +63,6 @@ func resumedOK(t *testing.T, vs []*stacktest.Viewer, want bool) {
 		bad++
 	}
 	if bad > 0 {
-		t.Errorf("%d of %d viewers did not resume with recovered:%v; for example %+v", bad, len(vs), want, example)
+		t.Errorf("%d of %d viewers did not resume with recovered:%v; for example %v", bad, len(vs), want, example)
 	}
 }

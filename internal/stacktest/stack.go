@@ -67,8 +67,6 @@ const (
 	ReconcileInterval = 500 * time.Millisecond
 )
 
-func durFlag(d time.Duration) string { return d.String() }
-
 // New starts a stack and returns once a message sent through logic reaches
 // a viewer of every comet.
 func New(tb testing.TB, o Options) *Stack {
@@ -92,10 +90,12 @@ func New(tb testing.TB, o Options) *Stack {
 	for i := 0; i < o.Comets; i++ {
 		s.Comets = append(s.Comets, s.startComet(tb, o, i))
 	}
-	for i := 0; i < o.Jobs; i++ {
+	jobAddrs := make([]string, o.Jobs)
+	for i := range jobAddrs {
+		jobAddrs[i] = testutil.FreeAddr(tb)
 		s.Jobs = append(s.Jobs, Start(tb, "job", nil, append([]string{"-config", "configs/job.yaml",
-			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", testutil.FreeAddr(tb),
-			"-job.window", durFlag(Window), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
+			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", jobAddrs[i],
+			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
 			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
 			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
 			"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
@@ -103,9 +103,12 @@ func New(tb testing.TB, o Options) *Stack {
 			"-job.session_timeout", "2s", "-job.heartbeat_interval", "300ms", "-job.rebalance_timeout", "2s",
 		}, o.Job...)...))
 	}
-	GetOK(tb, s.LogicURL+"/readyz")
+	waitServing(tb, s.Logic, s.LogicURL+"/readyz")
 	for _, c := range s.Comets {
-		GetOK(tb, "http://"+c.Public+"/healthz")
+		waitServing(tb, c.Proc, "http://"+c.Public+"/healthz")
+	}
+	for i, j := range s.Jobs {
+		waitServing(tb, j, "http://"+jobAddrs[i]+"/healthz")
 	}
 	if !o.NoWarmUp {
 		s.warmUp(tb)
@@ -116,11 +119,11 @@ func New(tb testing.TB, o Options) *Stack {
 
 func (s *Stack) startComet(tb testing.TB, o Options, i int) *Comet {
 	c := &Comet{ID: testutil.Uniq(fmt.Sprintf("comet%d-", i)), Public: testutil.FreeAddr(tb), Internal: testutil.FreeAddr(tb)}
-	env := append([]string{"DANMAKU_COMET_RECONCILE_INTERVAL=" + durFlag(ReconcileInterval)}, o.CometEnv...)
+	env := append([]string{"DANMAKU_COMET_RECONCILE_INTERVAL=" + ReconcileInterval.String()}, o.CometEnv...)
 	c.Proc = Start(tb, "comet", env, append([]string{"-config", "configs/comet.yaml",
 		"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
 		"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
-		"-comet.lease_renew", durFlag(LeaseRenew), "-comet.lease_ttl", durFlag(LeaseTTL),
+		"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
 		"-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
 	}, o.Comet...)...)
 	return c
@@ -165,7 +168,7 @@ func (s *Stack) RestartComet(tb testing.TB, i int) {
 	tb.Helper()
 	c := s.Comets[i]
 	c.Restart(tb)
-	GetOK(tb, "http://"+c.Public+"/healthz")
+	waitServing(tb, c.Proc, "http://"+c.Public+"/healthz")
 }
 
 // Online is GET /logic/online of room.
@@ -219,6 +222,41 @@ func DevKafka(tb testing.TB) string {
 		return nil
 	})
 	return addr
+}
+
+// waitServing waits until url answers 200, failing tb at once when p
+// exits meanwhile (a configuration it refuses, a port taken).
+func waitServing(tb testing.TB, p *Proc, url string) {
+	tb.Helper()
+	err := testutil.Soon(30*time.Second, func() error {
+		select {
+		case <-p.Done():
+			return nil
+		default:
+		}
+		return get200(url)
+	})
+	select {
+	case <-p.Done():
+		tb.Fatalf("%s exited while starting: %v\n%s", p.Name, p.Err(), p.Logs())
+	default:
+	}
+	if err != nil {
+		tb.Fatalf("%s not serving after 30 s: %v", p.Name, err)
+	}
+}
+
+func get200(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }
 
 // GetOK polls url until it answers 200 and returns the body.

@@ -70,6 +70,14 @@ type Welcome struct {
 	Recovered *bool // nil when the welcome has no "recovered"
 }
 
+func (w Welcome) String() string {
+	rec := "absent"
+	if w.Recovered != nil {
+		rec = strconv.FormatBool(*w.Recovered)
+	}
+	return fmt.Sprintf("welcome{conn %d, since %d, epoch %q, pos %d, recovered %s, %s}", w.Conn, w.Since, w.Epoch, w.Pos, rec, w.URL)
+}
+
 // Frame is a msgs frame as received.
 type Frame struct {
 	Conn        int
