@@ -100,6 +100,43 @@ type inFrame struct {
 	} `json:"msgs"`
 }
 
+// decoded holds the last frames decoded, by their bytes: the viewers of a
+// room receive the same bytes (a comet encodes a batch once for all), so
+// each frame is decoded once however many viewers the test runs. The
+// decoded frames are shared and never modified.
+var decoded = struct {
+	sync.Mutex
+	m     map[string]*inFrame
+	order []string
+}{m: map[string]*inFrame{}}
+
+const decodedFrames = 1024
+
+func decode(data []byte) (*inFrame, error) {
+	decoded.Lock()
+	f, ok := decoded.m[string(data)]
+	decoded.Unlock()
+	if ok {
+		return f, nil
+	}
+	f = new(inFrame)
+	if err := json.Unmarshal(data, f); err != nil {
+		return nil, fmt.Errorf("bad frame %q: %v", data, err)
+	}
+	key := string(data)
+	decoded.Lock()
+	defer decoded.Unlock()
+	if _, ok := decoded.m[key]; !ok {
+		if len(decoded.order) == decodedFrames {
+			delete(decoded.m, decoded.order[0])
+			decoded.order = decoded.order[1:]
+		}
+		decoded.m[key] = f
+		decoded.order = append(decoded.order, key)
+	}
+	return f, nil
+}
+
 var dialer = &websocket.Dialer{HandshakeTimeout: 3 * time.Second}
 
 // Dial connects a viewer of room to the first of urls (comet /ws URLs)
@@ -192,9 +229,9 @@ func (v *Viewer) session() error {
 		if err != nil {
 			return err
 		}
-		var f inFrame
-		if err := json.Unmarshal(data, &f); err != nil {
-			return fmt.Errorf("bad frame %q: %v", data, err)
+		f, err := decode(data)
+		if err != nil {
+			return err
 		}
 		switch f.Op {
 		case "welcome":
@@ -220,7 +257,7 @@ func isClosed(c chan struct{}) bool {
 // welcomed takes the timeline from a welcome like danmaku.js: a recovered
 // resume keeps the client's position, anything else starts at the
 // welcome's.
-func (v *Viewer) welcomed(f inFrame, u string, since int64) int {
+func (v *Viewer) welcomed(f *inFrame, u string, since int64) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.conns++
@@ -233,7 +270,7 @@ func (v *Viewer) welcomed(f inFrame, u string, since int64) int {
 }
 
 // received shows a msgs frame's new messages and moves the position on.
-func (v *Viewer) received(f inFrame, conn int) {
+func (v *Viewer) received(f *inFrame, conn int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	fr := Frame{Conn: conn, Replay: f.Replay, Epoch: f.Epoch, N: len(f.Msgs)}
