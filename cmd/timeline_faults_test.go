@@ -182,7 +182,14 @@ func TestFaultResumeSeam(t *testing.T) {
 		vs = append(vs, s.Viewer(t, room, s.Comets[i%2], s.Comets[(i+1)%2]))
 	}
 	send := s.Send(t, room, 2000, 500)
-	testutil.SucceedsSoon(t, 10*time.Second, func() error { return firstShown(vs[len(vs)-1], 300) })
+	testutil.SucceedsSoon(t, 15*time.Second, func() error {
+		for _, v := range vs {
+			if err := firstShown(v, 300); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	for _, v := range vs {
 		v.Drop()
 	}

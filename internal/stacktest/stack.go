@@ -101,6 +101,9 @@ func New(tb testing.TB, o Options) *Stack {
 			"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
 			"-job.comet_refresh_timeout", "500ms", "-job.commit_interval", "100ms",
 			"-job.session_timeout", "2s", "-job.heartbeat_interval", "300ms", "-job.rebalance_timeout", "2s",
+			// 10 s of history at 500 msg/s: a resume slowed down by a loaded
+			// machine still finds what it missed.
+			"-job.history_size", "5000",
 		}, o.Job...)...))
 	}
 	waitServing(tb, s.Logic, s.LogicURL+"/readyz")
