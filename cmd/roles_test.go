@@ -13,6 +13,7 @@ import (
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/stacktest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/job"
 )
@@ -25,7 +26,7 @@ import (
 // preflight, and every binary stops cleanly on SIGTERM.
 func TestRolesSeparately(t *testing.T) {
 	redis := redistest.Standalone(t).Addr
-	kafka := devKafka(t)
+	kafka := stacktest.DevKafka(t)
 	logicAddr, cometAddr, cometInternal, jobAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	logicURL, cometURL := "http://"+logicAddr, "http://"+cometAddr
 	shared := []string{"-redis.addrs", redis}
@@ -78,13 +79,13 @@ func TestRolesSeparately(t *testing.T) {
 			break
 		}
 	}
-	if !logged(jobP, "kafka partitions assigned") {
+	if !jobP.Logged("kafka partitions assigned") {
 		t.Error("job did not log its partition assignment")
 	}
 	for _, p := range []*proc{logic, jobP, cometP} {
-		p.stop(t)
+		p.Stop(t)
 	}
-	if !logged(jobP, "job stopped") {
+	if !jobP.Logged("job stopped") {
 		t.Error("job did not log its stop")
 	}
 }
@@ -136,5 +137,5 @@ func TestQuickStart(t *testing.T) {
 	if body := getOK(t, "http://"+addr+"/logic/online?roomId=lobby"); !strings.Contains(string(body), `"online":0`) {
 		t.Fatalf("online: %s", body)
 	}
-	p.stop(t)
+	p.Stop(t)
 }

@@ -34,8 +34,12 @@ import (
 // Server is one redis-server process.
 type Server struct {
 	Addr string
-	cmd  *exec.Cmd
+	bin  string
+	args []string
 	dir  string
+
+	mu  sync.Mutex // guards cmd, replaced by Restart
+	cmd *exec.Cmd
 }
 
 // Cluster is a running Redis Cluster of three masters and no replicas.
@@ -160,14 +164,11 @@ func StartServer(extra ...string) (*Server, error) {
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--daemonize", "no", "--loglevel", "warning", "--protected-mode", "no",
 		}, extra...)
-		cmd := exec.Command(bin, args...)
-		logf, _ := os.Create(filepath.Join(dir, "redis.log"))
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, args: args, dir: dir}
+		if err := s.start(); err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("start redis-server: %w", err)
+			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
 		if err := s.waitReady(5 * time.Second); err != nil {
 			lastErr = fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "redis.log")))
 			s.Stop()
@@ -179,6 +180,30 @@ func StartServer(extra ...string) (*Server, error) {
 		return s, nil
 	}
 	return nil, lastErr
+}
+
+// start runs the process; its output goes to redis.log in its directory.
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, s.args...)
+	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) proc() *exec.Cmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd
 }
 
 func (s *Server) waitReady(d time.Duration) error {
@@ -195,7 +220,7 @@ func (s *Server) waitReady(d time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-server on %s not ready: %w", s.Addr, err)
 		}
-		if s.cmd.ProcessState != nil {
+		if s.proc().ProcessState != nil {
 			return fmt.Errorf("redis-server exited")
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -204,19 +229,60 @@ func (s *Server) waitReady(d time.Duration) error {
 
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
-	if s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-	}
+	s.Kill()
 	os.RemoveAll(s.dir)
+}
+
+// Kill ends the server with SIGKILL, as a crash or a lost machine would,
+// and waits for it to exit. The server keeps nothing on disk, so what it
+// held is gone; Restart brings up an empty one on the same address.
+func (s *Server) Kill() {
+	cmd := s.proc()
+	if cmd == nil || cmd.Process == nil || cmd.ProcessState != nil {
+		return
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// Restart starts an empty server on the same address after Kill (it
+// kills a running one first) and waits until it answers PING: what
+// clients see of a restart without persistence or a failover to a replica
+// that lost every write.
+func (s *Server) Restart() error {
+	s.Kill()
+	var err error
+	// A start that loses the port to another socket in between is retried.
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.start(); err != nil {
+			return err
+		}
+		if err = s.waitReady(5 * time.Second); err == nil {
+			return nil
+		}
+		s.Kill()
+	}
+	return fmt.Errorf("restart: %w; log: %s", err, tail(filepath.Join(s.dir, "redis.log")))
 }
 
 // Pause stops the server process (SIGSTOP) until Resume: clients then see
 // timeouts, as with a hung or partitioned Redis.
-func (s *Server) Pause() error { return s.cmd.Process.Signal(stopSignal) }
+func (s *Server) Pause() error { return s.proc().Process.Signal(stopSignal) }
 
 // Resume continues a paused server.
-func (s *Server) Resume() error { return s.cmd.Process.Signal(contSignal) }
+func (s *Server) Resume() error { return s.proc().Process.Signal(contSignal) }
+
+// New starts a server that belongs to tb alone, for tests that kill,
+// restart or pause it; it is stopped when tb ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := StartServer()
+	if err != nil {
+		tb.Fatalf("redis-server: %v", err)
+	}
+	tb.Cleanup(s.Stop) // SIGKILL ends a paused server too
+	return s
+}
 
 // StartCluster starts three cluster-enabled servers and joins them into a
 // cluster with redis-cli --cluster create, waiting for cluster_state:ok.

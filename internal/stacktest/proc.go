@@ -1,0 +1,186 @@
+package stacktest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proc is one running binary of cmd/. Its output (the roles log JSON
+// lines to stderr) is kept over restarts and printed when the test fails.
+type Proc struct {
+	Name string
+	args []string
+	env  []string
+	dir  string
+	bin  string
+
+	mu   sync.Mutex // guards log, cmd, done, err
+	log  bytes.Buffer
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start runs binary name with args in the module root. env adds
+// environment variables (KEY=VALUE) to the test's own. The process is
+// killed when tb ends.
+func Start(tb testing.TB, name string, env []string, args ...string) *Proc {
+	tb.Helper()
+	p := &Proc{Name: name, args: args, env: env, dir: Root(tb), bin: filepath.Join(Binaries(tb), name)}
+	if err := p.start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		p.Kill()
+		if tb.Failed() {
+			tb.Logf("%s output:\n%s", name, p.Logs())
+		}
+	})
+	return p
+}
+
+func (p *Proc) start() error {
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Dir = p.dir
+	cmd.Stdout, cmd.Stderr = p, p
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), p.env...)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.err = cmd, done, nil
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Write collects the process's output.
+func (p *Proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Write(b)
+}
+
+// Logs returns everything the process wrote so far.
+func (p *Proc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// LogLines returns the JSON log lines the process wrote, decoded, in
+// order; lines that are not JSON objects are left out.
+func (p *Proc) LogLines() []map[string]any {
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.Logs()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l map[string]any
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// Logged reports whether the process wrote a JSON log line whose "msg" is
+// msg.
+func (p *Proc) Logged(msg string) bool {
+	for _, l := range p.LogLines() {
+		if l["msg"] == msg {
+			return true
+		}
+	}
+	return false
+}
+
+// Done is closed when the current process exits; Err is then its exit
+// error.
+func (p *Proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Err is the exit error of the process after Done.
+func (p *Proc) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *Proc) signal(s os.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Signal(s)
+}
+
+// Kill ends the process with SIGKILL (no graceful shutdown: a crash) and
+// waits for it to exit. A paused process is killed too.
+func (p *Proc) Kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.Done()
+}
+
+// Stop sends SIGTERM and fails tb unless the process exits cleanly within
+// 20 s.
+func (p *Proc) Stop(tb testing.TB) {
+	tb.Helper()
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+		if err := p.Err(); err != nil {
+			tb.Errorf("%s exited with %v", p.Name, err)
+		}
+	case <-time.After(20 * time.Second):
+		tb.Errorf("%s did not stop within 20 s of SIGTERM", p.Name)
+	}
+}
+
+// Pause stops the process (SIGSTOP): its sockets stay open and nothing
+// is read or written, as in a long GC pause or CPU starvation.
+func (p *Proc) Pause(tb testing.TB) {
+	tb.Helper()
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		tb.Fatalf("pause %s: %v", p.Name, err)
+	}
+}
+
+// Continue resumes a paused process (SIGCONT).
+func (p *Proc) Continue(tb testing.TB) {
+	tb.Helper()
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		tb.Fatalf("continue %s: %v", p.Name, err)
+	}
+}
+
+// Restart starts the binary again with the same arguments and environment
+// after it exited (Kill or Stop).
+func (p *Proc) Restart(tb testing.TB) {
+	tb.Helper()
+	select {
+	case <-p.Done():
+	default:
+		tb.Fatalf("restart %s: still running", p.Name)
+	}
+	p.Write([]byte("--- stacktest: restarted ---\n"))
+	if err := p.start(); err != nil {
+		tb.Fatalf("restart %s: %v", p.Name, err)
+	}
+}

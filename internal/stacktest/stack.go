@@ -1,0 +1,282 @@
+package stacktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// Options shape a Stack. Extra flags come after the defaults, so a flag
+// given here wins.
+type Options struct {
+	Comets int // comets to start; default 2
+	Jobs   int // jobs to start; default 1
+
+	Logic, Job, Comet []string // extra flags of every logic, job, comet
+	// CometEnv adds environment variables to every comet. Knobs a comet may
+	// not know go here: an unknown DANMAKU_ variable is a warning, where an
+	// unknown flag stops the binary.
+	CometEnv []string
+	// NoWarmUp returns as soon as every process serves, without checking
+	// that a message gets through (for a stack that must not deliver).
+	NoWarmUp bool
+}
+
+// Stack is one running service: its own redis-server and devkafka, one
+// logic, Options.Jobs jobs and Options.Comets comets.
+type Stack struct {
+	Redis    *redistest.Server
+	Kafka    string
+	Logic    *Proc
+	LogicURL string
+	Jobs     []*Proc
+	Comets   []*Comet
+
+	rdb *redis.Client
+}
+
+// Comet is one comet process with its id and addresses.
+type Comet struct {
+	*Proc
+	ID       string
+	Public   string // host:port of /ws
+	Internal string // host:port of /push and /metrics
+}
+
+// WS is the comet's WebSocket URL (without query).
+func (c *Comet) WS() string { return "ws://" + c.Public + "/ws" }
+
+// Timings of the stack: short enough that a fault heals within a test,
+// long enough for a loaded 2-core machine.
+const (
+	Window     = 150 * time.Millisecond // job.window
+	LeaseRenew = 500 * time.Millisecond // comet.lease_renew
+	LeaseTTL   = 2 * time.Second        // comet.lease_ttl
+	// ReconcileInterval is comet.reconcile_interval.
+	ReconcileInterval = 500 * time.Millisecond
+)
+
+// New starts a stack and returns once a message sent through logic reaches
+// a viewer of every comet.
+func New(tb testing.TB, o Options) *Stack {
+	tb.Helper()
+	if o.Comets == 0 {
+		o.Comets = 2
+	}
+	if o.Jobs == 0 {
+		o.Jobs = 1
+	}
+	began := time.Now()
+	s := &Stack{Redis: redistest.New(tb)}
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr, MaxRetries: -1})
+	tb.Cleanup(func() { s.rdb.Close() })
+	s.Kafka = DevKafka(tb)
+	logicAddr := testutil.FreeAddr(tb)
+	s.LogicURL = "http://" + logicAddr
+	s.Logic = Start(tb, "logic", nil, append([]string{"-config", "configs/logic.yaml",
+		"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-logic.listen", logicAddr,
+		"-logic.rate_limit", "100000", "-logic.rate_burst", "100000"}, o.Logic...)...)
+	for i := 0; i < o.Comets; i++ {
+		s.Comets = append(s.Comets, s.startComet(tb, o, i))
+	}
+	jobAddrs := make([]string, o.Jobs)
+	for i := range jobAddrs {
+		jobAddrs[i] = testutil.FreeAddr(tb)
+		s.Jobs = append(s.Jobs, Start(tb, "job", nil, append([]string{"-config", "configs/job.yaml",
+			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", jobAddrs[i],
+			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
+			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
+			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
+			"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
+			"-job.comet_refresh_timeout", "500ms", "-job.commit_interval", "100ms",
+			"-job.session_timeout", "2s", "-job.heartbeat_interval", "300ms", "-job.rebalance_timeout", "2s",
+			// 10 s of history at 500 msg/s: a resume slowed down by a loaded
+			// machine still finds what it missed.
+			"-job.history_size", "5000",
+		}, o.Job...)...))
+	}
+	waitServing(tb, s.Logic, s.LogicURL+"/readyz")
+	for _, c := range s.Comets {
+		waitServing(tb, c.Proc, "http://"+c.Public+"/healthz")
+	}
+	for i, j := range s.Jobs {
+		waitServing(tb, j, "http://"+jobAddrs[i]+"/healthz")
+	}
+	if !o.NoWarmUp {
+		s.warmUp(tb)
+	}
+	tb.Logf("stack of %d comets and %d jobs up in %v", o.Comets, o.Jobs, time.Since(began).Round(time.Millisecond))
+	return s
+}
+
+func (s *Stack) startComet(tb testing.TB, o Options, i int) *Comet {
+	c := &Comet{ID: testutil.Uniq(fmt.Sprintf("comet%d-", i)), Public: testutil.FreeAddr(tb), Internal: testutil.FreeAddr(tb)}
+	env := append([]string{"DANMAKU_COMET_RECONCILE_INTERVAL=" + ReconcileInterval.String()}, o.CometEnv...)
+	c.Proc = Start(tb, "comet", env, append([]string{"-config", "configs/comet.yaml",
+		"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
+		"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
+		"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
+		"-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
+	}, o.Comet...)...)
+	return c
+}
+
+// warmUp waits until a message sent through logic reaches a viewer on
+// every comet: job has its partitions and sees every comet's lease.
+func (s *Stack) warmUp(tb testing.TB) {
+	tb.Helper()
+	room := testutil.Uniq("warmup-")
+	var vs []*Viewer
+	for _, c := range s.Comets {
+		v := s.Viewer(tb, room, c)
+		defer v.Close()
+		vs = append(vs, v)
+	}
+	// A message sent before job reads the room's comets reaches none of
+	// them; send again until one arrives everywhere.
+	testutil.SucceedsSoon(tb, 40*time.Second, func() error {
+		ids, err := s.post(room, "warm-up", 1)
+		if err != nil {
+			return err
+		}
+		return testutil.Soon(2*time.Second, func() error { return missing(ids, vs) })
+	})
+}
+
+// Viewer connects a viewer of room to comets (the first one first; a
+// reconnect moves on to the next) and waits for its welcome.
+func (s *Stack) Viewer(tb testing.TB, room string, comets ...*Comet) *Viewer {
+	tb.Helper()
+	var urls []string
+	for _, c := range comets {
+		urls = append(urls, c.WS())
+	}
+	return Dial(tb, room, urls...)
+}
+
+// RestartComet starts comet i again, with the same id and addresses,
+// after it was killed or stopped, and waits until it serves.
+func (s *Stack) RestartComet(tb testing.TB, i int) {
+	tb.Helper()
+	c := s.Comets[i]
+	c.Restart(tb)
+	waitServing(tb, c.Proc, "http://"+c.Public+"/healthz")
+}
+
+// Online is GET /logic/online of room.
+func (s *Stack) Online(room string) (int64, error) {
+	resp, err := http.Get(s.LogicURL + "/logic/online?roomId=" + room)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("online: %d %s", resp.StatusCode, body)
+	}
+	var o struct {
+		Online int64 `json:"online"`
+	}
+	if err := json.Unmarshal(body, &o); err != nil {
+		return 0, fmt.Errorf("online: %v: %s", err, body)
+	}
+	return o.Online, nil
+}
+
+// Redis returns a client of the stack's redis-server, for looking at keys.
+// It reconnects after a restart.
+func (s *Stack) RDB() *redis.Client { return s.rdb }
+
+// Keys returns the keys matching pattern (SCAN, for small test data sets).
+func (s *Stack) Keys(pattern string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var keys []string
+	iter := s.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys, iter.Err()
+}
+
+// DevKafka starts cmd/devkafka on a free port and returns its address.
+func DevKafka(tb testing.TB) string {
+	tb.Helper()
+	p := Start(tb, "devkafka", nil, "-addr", "127.0.0.1:0")
+	re := regexp.MustCompile(`listening on (\S+)`)
+	var addr string
+	testutil.SucceedsSoon(tb, 10*time.Second, func() error {
+		m := re.FindStringSubmatch(p.Logs())
+		if m == nil {
+			return fmt.Errorf("devkafka has not said where it listens: %q", p.Logs())
+		}
+		addr = m[1]
+		return nil
+	})
+	return addr
+}
+
+// waitServing waits until url answers 200, failing tb at once when p
+// exits meanwhile (a configuration it refuses, a port taken).
+func waitServing(tb testing.TB, p *Proc, url string) {
+	tb.Helper()
+	err := testutil.Soon(30*time.Second, func() error {
+		select {
+		case <-p.Done():
+			return nil
+		default:
+		}
+		return get200(url)
+	})
+	select {
+	case <-p.Done():
+		tb.Fatalf("%s exited while starting: %v\n%s", p.Name, p.Err(), p.Logs())
+	default:
+	}
+	if err != nil {
+		tb.Fatalf("%s not serving after 30 s: %v", p.Name, err)
+	}
+}
+
+func get200(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// GetOK polls url until it answers 200 and returns the body.
+func GetOK(tb testing.TB, url string) []byte {
+	tb.Helper()
+	var body []byte
+	testutil.SucceedsSoon(tb, 30*time.Second, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+	return body
+}
