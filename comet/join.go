@@ -16,6 +16,16 @@ type joinReq struct {
 	epoch  string
 }
 
+// in resolves req against the room's timeline t: a resume from position 0
+// of no epoch comes from a viewer that joined the room before it had a
+// timeline, so every message of the current epoch is new to it.
+func (req joinReq) in(t *timeline) joinReq {
+	if req.resume && req.epoch == "" && req.since == 0 {
+		req.epoch = t.epoch
+	}
+	return req
+}
+
 // joinNeed is what a join needs from Redis before it can be served.
 type joinNeed struct {
 	sync bool  // read the room's head (and what its viewers lack)
@@ -25,6 +35,7 @@ type joinNeed struct {
 // needLocked works out what req needs; r.mu is held.
 func (s *Server) needLocked(r *room, req joinReq, now time.Time) joinNeed {
 	t := &r.tl
+	req = req.in(t)
 	n := joinNeed{want: -1}
 	switch {
 	case !t.known:
@@ -126,14 +137,15 @@ type joinPlan struct {
 // planLocked works out the replay for req; r.mu is held.
 func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 	t := &r.tl
+	req = req.in(t)
 	var p joinPlan
 	if req.resume {
 		ok := true
 		switch {
 		case t.covers(req.epoch, req.since):
 			p.msgs = t.after(req.since, t.ring.n)
-		case req.epoch == t.epoch && req.since > t.last:
-			// Ahead of what Redis and this comet hold: nothing to send.
+		case req.epoch == t.epoch && req.since >= t.last:
+			// Up to or ahead of what Redis and this comet hold: nothing to send.
 		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
 			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.from:
 			p.msgs = append(d.h.Msgs, t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)

@@ -216,3 +216,23 @@ func TestGapCheckRepairsLostPush(t *testing.T) {
 		t.Errorf("check repairs %v, want 1", got)
 	}
 }
+
+// A viewer that joined a room before it had a timeline (welcome epoch "",
+// pos 0) resumes with since=0 and no epoch, and gets the current epoch from
+// its start: everything is new to it.
+func TestResumeFromBeforeTheTimeline(t *testing.T) {
+	s, store := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	w := newTLRoom(t, store)
+	ws, wel := joinWelcome(t, s, w.id, "")
+	if wel.Epoch != "" || wel.Pos != 0 {
+		t.Fatalf("welcome of a room without a timeline: %+v", wel)
+	}
+	ws.Close()
+	mustPush(t, p, s, w.write(5))
+	ws, wel = joinWelcome(t, s, w.id, resumeQuery("", 0))
+	if wel.Recovered == nil || !*wel.Recovered || wel.Epoch != w.head.Epoch || wel.Pos != 5 {
+		t.Fatalf("welcome %+v, want recovered in epoch %q at pos 5", wel, w.head.Epoch)
+	}
+	expectRange(t, positions(readMsgs(t, ws, 5)), 1, 5)
+}

@@ -269,7 +269,7 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos)}
+	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0)}
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
 		return nil, welcome{}, dialError(resp, err)

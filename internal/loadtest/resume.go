@@ -95,11 +95,13 @@ func lastPos(b []byte) (int64, bool) {
 // isReplay reports whether the frame replays stored messages.
 func isReplay(b []byte) bool { return findKey(b, replayTrue) >= 0 }
 
-// resumeQuery is the query of a viewer's dial: a fresh join while it knows
-// no epoch, a resume from its last position otherwise.
-func resumeQuery(room, epoch string, pos int64) string {
+// resumeQuery is the query of a viewer's dial: a fresh join before its
+// first welcome, a resume from its last position after it (with an empty
+// epoch and position 0 when the room had no timeline yet: the comet then
+// replays the current epoch from its start).
+func resumeQuery(room, epoch string, pos int64, joined bool) string {
 	q := "room=" + url.QueryEscape(room)
-	if epoch == "" {
+	if !joined {
 		return q
 	}
 	return q + "&since=" + strconv.FormatInt(pos, 10) + "&epoch=" + url.QueryEscape(epoch)
@@ -271,7 +273,7 @@ func (p *Pool) resume(v *viewer, away time.Duration, dropped time.Time) bool {
 			v.awayAtEnd = true
 			return false
 		}
-		resumed := v.epoch != ""
+		resumed := v.sessions > 0
 		start := time.Now()
 		var c *websocket.Conn
 		var w welcome

@@ -66,14 +66,17 @@ func TestFrameEpochAndPos(t *testing.T) {
 }
 
 func TestResumeQuery(t *testing.T) {
-	if got := resumeQuery("lt-room-0", "", 0); got != "room=lt-room-0" {
+	if got := resumeQuery("lt-room-0", "", 0, false); got != "room=lt-room-0" {
 		t.Errorf("fresh: %s", got)
 	}
-	if got := resumeQuery("lt-room-0", "ab+c", 0); got != "room=lt-room-0&since=0&epoch=ab%2Bc" {
+	if got := resumeQuery("lt-room-0", "ab+c", 0, true); got != "room=lt-room-0&since=0&epoch=ab%2Bc" {
 		t.Errorf("resume from 0: %s", got)
 	}
-	if got := resumeQuery("r", "e1", 12345); got != "room=r&since=12345&epoch=e1" {
+	if got := resumeQuery("r", "e1", 12345, true); got != "room=r&since=12345&epoch=e1" {
 		t.Errorf("resume: %s", got)
+	}
+	if got := resumeQuery("r", "", 0, true); got != "room=r&since=0&epoch=" {
+		t.Errorf("resume of a room that had no timeline at the welcome: %s", got)
 	}
 }
 
