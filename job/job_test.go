@@ -416,7 +416,7 @@ func TestCometStartedAfterJob(t *testing.T) {
 	e := newEnv(t, 0)
 	cfg := jobConfig()
 	cfg.CometRefresh = time.Hour // only the on-demand reread can find the new comet
-	e.startJob(cfg, nil) // Start reads the live comets once: none yet
+	e.startJob(cfg, nil)         // Start reads the live comets once: none yet
 
 	c := e.addComet()
 	room := testutil.Uniq("room")
