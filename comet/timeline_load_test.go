@@ -30,35 +30,39 @@ func stormViewers(tb testing.TB) int {
 	return 300
 }
 
-// Viewers resuming at once on a comet that never held their room cost a
-// handful of Redis reads in all, not one per viewer, and each gets exactly
-// what it missed.
+// Viewers resuming within a short time (one per millisecond, at most 2 s)
+// on a comet that never held their room cost a handful of Redis reads in
+// all, not one per viewer, and each gets exactly what it missed.
 func TestResumeStormSingleFlight(t *testing.T) {
-	s, store := mustStart(t, func(c *Config) { c.GapCheck = 0 })
+	s, store := mustStart(t, func(c *Config) { c.GapCheck = 0; c.RedisTimeout = 10 * time.Second })
 	w := newTLRoom(t, store)
 	w.write(500)
 	n := stormViewers(t)
 	before := redisCalls(t, "llen") // only the history script calls LLEN
 	start := time.Now()
 	errs := make(chan error, n)
+	hold := make(chan struct{}) // viewers stay until all caught up
 	var wg sync.WaitGroup
+	spread := min(2*time.Second, time.Duration(n)*time.Millisecond) // arrivals within 2 s
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- stormViewer(s, w.id, w.head.Epoch, int64(100+i%400), 500)
+			time.Sleep(spread * time.Duration(i) / time.Duration(n))
+			errs <- stormViewer(s, w.id, w.head.Epoch, int64(100+i%400), 500, hold)
 		}()
 	}
-	wg.Wait()
-	took := time.Since(start)
-	close(errs)
-	for err := range errs {
-		if err != nil {
+	for range n {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
+	took := time.Since(start)
+	close(hold)
+	wg.Wait()
 	reads := redisCalls(t, "llen") - before
-	t.Logf("%d viewers resumed and caught up in %v with %d history reads", n, took, reads)
+	t.Logf("%d viewers resumed and caught up in %v with %d history reads (join %v, backfill %v)", n, took, reads,
+		value(t, s.metrics.historyReads.WithLabelValues(repairJoin)), value(t, s.metrics.historyReads.WithLabelValues("backfill")))
 	if reads < 1 || reads > 4 {
 		t.Errorf("%d history reads for %d resuming viewers, want 1..4", reads, n)
 	}
@@ -67,14 +71,25 @@ func TestResumeStormSingleFlight(t *testing.T) {
 	}
 }
 
-// stormViewer resumes in room after since and checks it gets since+1..last.
-func stormViewer(s *Server, room, epoch string, since, last int64) error {
+// stormViewer resumes in room after since and checks it gets
+// since+1..last; it stays connected until hold is closed (nil: not at all).
+func stormViewer(s *Server, room, epoch string, since, last int64, hold chan struct{}) error {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
 	ws, _, err := d.Dial(wsURL(s, "room="+room+"&"+resumeQuery(epoch, since)), nil)
 	if err != nil {
 		return err
 	}
-	defer ws.Close()
+	err = readResume(ws, since, last)
+	if hold == nil || err != nil {
+		ws.Close()
+		return err
+	}
+	go func() { <-hold; ws.Close() }()
+	return nil
+}
+
+// readResume reads a resume's welcome and frames up to position last.
+func readResume(ws *websocket.Conn, since, last int64) error {
 	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
 	var wel frame
 	if err := ws.ReadJSON(&wel); err != nil {
@@ -129,7 +144,7 @@ func TestResumeSeamWhilePushing(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(900)) * time.Millisecond)
 			since := max(0, head.Load()-int64(rand.IntN(40)))
-			errs <- stormViewer(s, w.id, epoch, since, total)
+			errs <- stormViewer(s, w.id, epoch, since, total, nil)
 		}()
 	}
 	wg.Wait()
