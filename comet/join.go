@@ -99,7 +99,6 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 	free := int64(t.ring.max - t.ring.n)
 	canPrepend := t.old == 0 && from-free <= want
 	epoch := t.epoch
-	t.syncs++
 	r.mu.Unlock()
 
 	since := max(floor, want)

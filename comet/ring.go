@@ -81,8 +81,8 @@ type timeline struct {
 	floor int64
 	// seen is when a push or a Redis read last confirmed the head.
 	seen time.Time
-	// syncs counts the Redis reads started for the room, so a joiner
-	// can tell whether one started after it arrived.
+	// syncs counts the reads of the room's head started, so a joiner can
+	// tell whether one started after it arrived.
 	syncs uint64
 
 	// joinFrame caches the history-on-join frame for the range of

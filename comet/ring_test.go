@@ -1,0 +1,76 @@
+package comet
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/danmaku/danmaku"
+)
+
+func posMsgs(from, to int64) []danmaku.Message {
+	var out []danmaku.Message
+	for p := from; p <= to; p++ {
+		out = append(out, danmaku.Message{ID: "m" + strconv.FormatInt(p, 10), Pos: p})
+	}
+	return out
+}
+
+func msgPositions(msgs []danmaku.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Pos
+	}
+	return out
+}
+
+// The ring keeps the newest messages of the epoch, says from which
+// position it is complete, drops positions at or below the last and ids
+// it holds, and takes older messages in front while it has room.
+func TestTimelineRing(t *testing.T) {
+	tl := newTimeline(16)
+	tl.switchEpoch("e1")
+	if out, dropped := tl.accept(posMsgs(1, 10)); len(out) != 10 || dropped != 0 {
+		t.Fatalf("accepted %d, dropped %d", len(out), dropped)
+	}
+	out, dropped := tl.accept(posMsgs(8, 12)) // 8..10 again
+	expectRange(t, msgPositions(out), 11, 12)
+	if dropped != 3 || tl.last != 12 || !tl.covers("e1", 0) || tl.covers("e2", 0) {
+		t.Fatalf("dropped %d, last %d, covers %v", dropped, tl.last, tl.covers("e1", 0))
+	}
+	// A retry under a new position: the position advances, the id is not
+	// delivered again.
+	again := danmaku.Message{ID: "m5", Pos: 13}
+	if out, _ := tl.accept([]danmaku.Message{again}); len(out) != 0 || tl.last != 13 {
+		t.Fatalf("redelivered id: out %v, last %d", out, tl.last)
+	}
+	tl.accept(posMsgs(14, 30)) // wraps: 16 entries kept
+	if tl.ring.n != 16 || tl.covers("e1", tl.from-1) || !tl.covers("e1", tl.from) {
+		t.Fatalf("after wrap: %d entries, from %d", tl.ring.n, tl.from)
+	}
+	expectRange(t, msgPositions(tl.after(tl.from, 100)), tl.from+1, 30)
+	expectRange(t, msgPositions(tl.recent(5)), 26, 30)
+	// A hole moves from up.
+	tl.accept(posMsgs(40, 41))
+	if tl.from != 39 || tl.covers("e1", 30) {
+		t.Fatalf("after a hole from is %d", tl.from)
+	}
+	// Prepend fills in front while there is room.
+	small := newTimeline(8)
+	small.switchEpoch("e")
+	small.accept(posMsgs(20, 22))
+	if small.from != 19 {
+		t.Fatalf("from %d, want 19", small.from)
+	}
+	small.prepend(posMsgs(10, 19), 9)
+	if small.ring.n != 8 || small.from != 14 {
+		t.Fatalf("after prepend: %d entries, from %d; want 8 and 14", small.ring.n, small.from)
+	}
+	expectRange(t, msgPositions(small.after(14, 100)), 15, 22)
+	// A new epoch: the old entries only filter ids.
+	small.switchEpoch("f")
+	if out, _ := small.accept([]danmaku.Message{{ID: "m21", Pos: 1}, {ID: "x", Pos: 2}}); len(out) != 1 || out[0].ID != "x" {
+		t.Fatalf("new epoch accepted %v", out)
+	}
+	expectRange(t, msgPositions(small.after(0, 100)), 2, 2)
+	expectRange(t, msgPositions(small.recent(20)), 2, 2)
+}
