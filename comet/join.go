@@ -128,6 +128,7 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 // joinPlan is what a joining viewer is sent after its welcome.
 type joinPlan struct {
 	recovered *bool
+	ring      bool              // replay the ring after base
 	msgs      []danmaku.Message // replayed, oldest first
 	history   bool              // msgs are the history on join
 	base      int64             // the position the viewer has before msgs
@@ -142,7 +143,7 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 		ok := true
 		switch {
 		case t.covers(req.epoch, req.since):
-			p.msgs = t.after(req.since, t.ring.n)
+			p.ring = true
 		case req.epoch == t.epoch && req.since >= t.last:
 			// Up to or ahead of what Redis and this comet hold: nothing to send.
 		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
@@ -198,22 +199,26 @@ func (s *Server) enter(c *conn, req joinReq, w welcomeFrame) {
 	c.w.setGot(t.epoch, p.base)
 	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
 	r.addLocked(c)
+	var items []item
 	switch {
+	case p.ring:
+		items = r.replayLocked(p.base, nil)
 	case len(p.msgs) == 0:
 	case p.history:
-		if it := r.historyItemLocked(p.msgs); it.pm != nil && res == enqueued {
-			res = c.enqueue(it)
-		}
+		items = append(items, r.historyItemLocked(p.msgs))
 	default:
-		for msgs := p.msgs; len(msgs) > 0 && res == enqueued; msgs = msgs[min(len(msgs), replayChunk):] {
-			n := min(len(msgs), replayChunk)
-			b := danmaku.NewBatch(req.room, msgs[:n])
-			b.Epoch, b.Replay = t.epoch, true
-			res = c.enqueue(item{batch: &b, pos: b.Msgs[n-1].Pos, epoch: t.epoch})
+		for msgs := p.msgs; len(msgs) > 0; msgs = msgs[min(len(msgs), replayChunk):] {
+			it, _ := r.replayItem(msgs[:min(len(msgs), replayChunk)], false)
+			items = append(items, it)
+		}
+	}
+	for _, it := range items {
+		if res == enqueued && (it.pm != nil || it.batch != nil) {
+			res = c.enqueue(it)
 		}
 	}
 	r.mu.Unlock()
-	s.metrics.joined(p.recovered, len(p.msgs) > 0, read)
+	s.metrics.joined(p.recovered, len(items) > 0, read)
 	if res == queueFull {
 		c.slowConsumer()
 	}

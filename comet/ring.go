@@ -85,6 +85,9 @@ type timeline struct {
 	// tell whether one started after it arrived.
 	syncs uint64
 
+	// replay caches the encoded replay blocks.
+	replay replayCache
+
 	// joinFrame caches the history-on-join frame for the range of
 	// positions it holds.
 	joinFrame                     item
@@ -118,6 +121,7 @@ func (t *timeline) switchEpoch(e string) {
 	t.known, t.epoch = true, e
 	t.last, t.from, t.floor = 0, 0, 0
 	t.old = t.ring.n
+	t.replay.reset()
 }
 
 // accept takes msgs (oldest first) for delivery and returns the ones to
