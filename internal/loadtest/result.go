@@ -147,7 +147,7 @@ type ResumeCounts struct {
 	Breaks           int64 `json:"breaks"`           // sessions the server or the network ended, then resumed (-reconnects)
 	Reconnects       int64 `json:"reconnects"`       // successful re-dials
 	ResumeDials      int64 `json:"resumeDials"`      // of which with since/epoch
-	FreshDials       int64 `json:"freshDials"`       // of which without (no epoch known)
+	FreshDials       int64 `json:"freshDials"`       // of which fresh joins (a viewer that was never welcomed)
 	RecoveredTrue    int64 `json:"recoveredTrue"`    // welcomes of resume dials saying recovered:true
 	RecoveredFalse   int64 `json:"recoveredFalse"`   // ... recovered:false
 	RecoveredMissing int64 `json:"recoveredMissing"` // ... without the field (the server ignored since)
