@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/redistest"
@@ -162,4 +163,17 @@ func redisCalls(tb testing.TB, cmd string) int64 {
 		}
 	}
 	return 0
+}
+
+// expectValue waits for a counter to read want: joins and catch-ups are
+// counted just after their frames are queued, so a viewer may read the
+// frame first.
+func expectValue(tb testing.TB, c prometheus.Metric, want float64, what string) {
+	tb.Helper()
+	testutil.SucceedsSoon(tb, 2*time.Second, func() error {
+		if got := value(tb, c); got != want {
+			return fmt.Errorf("%s %v, want %v", what, got, want)
+		}
+		return nil
+	})
 }
