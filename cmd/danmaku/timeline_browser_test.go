@@ -82,6 +82,18 @@ func TestBrowserClientTimeline(t *testing.T) {
 		old._onFrame({op: "msgs", room: "x", msgs: [{id: "a", ts: t0}]});
 		out.oldURL = old._wsURL();
 		out.oldPos = old.position("x");
+		// A room without messages yet: its welcome names no epoch; the
+		// reconnect resumes from position 0 of no epoch and the replay of
+		// the timeline from its start is taken whole.
+		const empty = new DanmakuClient({room: "e", url: "ws://127.0.0.1:9/ws",
+			onMessage: (m, meta) => emptyGot.push(m.id + (meta.replay ? "/replay" : ""))});
+		const emptyGot = [];
+		empty._onFrame({op: "welcome", room: "e", connId: "c5", online: 1, heartbeatMs: 25000, epoch: "", pos: 0});
+		out.emptyURL = empty._wsURL();
+		empty._onFrame({op: "welcome", room: "e", connId: "c6", online: 1, heartbeatMs: 25000, epoch: "E5", pos: 2, recovered: true});
+		empty._onFrame({op: "msgs", room: "e", epoch: "E5", replay: true, msgs: [{id: "e1", pos: 1, ts: t0}, {id: "e2", pos: 2, ts: t0 + 1}]});
+		out.emptyPos = empty.position("e");
+		out.emptyGot = emptyGot;
 		// Positions are kept for a bounded number of rooms, newest kept.
 		const many = new DanmakuClient({});
 		for (let i = 0; i < 100; i++) many._onFrame({op: "welcome", room: "k" + i, epoch: "E", pos: i});
@@ -98,7 +110,9 @@ func TestBrowserClientTimeline(t *testing.T) {
 		Pos, ServerPos                   int64
 	}
 	var res struct {
-		FreshURL, ResumeURL, OldURL                             string
+		FreshURL, ResumeURL, OldURL, EmptyURL                   string
+		EmptyPos                                                pos
+		EmptyGot                                                []string
 		AfterWelcome, AfterLive, AfterRecovered, AfterReplayPos pos
 		AfterRefused, AfterNewEpoch, Other                      pos
 		OldPos                                                  *pos
@@ -144,6 +158,9 @@ func TestBrowserClientTimeline(t *testing.T) {
 	if res.OldPos != nil {
 		t.Errorf("position without timelines: %+v", *res.OldPos)
 	}
+	check("URL of a reconnect to a room that had no messages", res.EmptyURL, "ws://127.0.0.1:9/ws?room=e&since=0&epoch=")
+	check("position after resuming a room that had no messages", res.EmptyPos, pos{"E5", 2})
+	check("replay of a room that had no messages", res.EmptyGot, []string{"e1/replay", "e2/replay"})
 	check("rooms kept", res.Kept, 64)
 	check("newest rooms kept", res.KeptNewest, true)
 	check("all messages", res.Got,

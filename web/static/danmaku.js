@@ -252,14 +252,15 @@
   };
 
   /**
-   * Where a (re)join of room resumes from, or null for a fresh join (no
-   * epoch known: the room was never joined, or the server has no
-   * timeline). Records the attempt, so the welcome can tell a failed
-   * resume.
+   * Where a (re)join of room resumes from, or null for a fresh join (the
+   * room was never joined, or the server keeps no timelines). A room
+   * whose welcome named no epoch yet (it had no messages) resumes from
+   * position 0 of no epoch: the server then replays its timeline from the
+   * start. Records the attempt, so the welcome can tell a failed resume.
    */
   DanmakuClient.prototype._resume = function (room) {
     var tl = this.timeline.get(room);
-    if (!tl || !tl.epoch) {
+    if (!tl) {
       this.asked.delete(room);
       return null;
     }
@@ -279,18 +280,20 @@
 
   /**
    * Takes the timeline from a welcome. A recovered resume keeps the
-   * client's position (the replay that follows moves it on); otherwise the
-   * room starts at the welcome's position, and a resume that was refused
-   * is returned as the gap to report.
+   * client's position (the replay that follows moves it on; a resume from
+   * no epoch takes the server's); otherwise the room starts at the
+   * welcome's position, and a resume that was refused is returned as the
+   * gap to report. A welcome without an epoch field comes from a server
+   * that keeps no timelines: nothing is remembered.
    */
   DanmakuClient.prototype._welcomed = function (w) {
     var asked = this.asked.get(w.room);
     this.asked.delete(w.room);
-    if (typeof w.epoch !== "string" || !w.epoch) return null;
+    if (typeof w.epoch !== "string") return null;
     var tl = this.timeline.get(w.room);
     var pos = typeof w.pos === "number" ? w.pos : 0;
-    if (w.recovered === true && tl && tl.epoch === w.epoch) {
-      this._remember(w.room, tl.epoch, tl.pos);
+    if (w.recovered === true && tl && (tl.epoch === w.epoch || !tl.epoch)) {
+      this._remember(w.room, w.epoch, tl.pos);
       return null;
     }
     this._remember(w.room, w.epoch, pos);
