@@ -236,7 +236,7 @@ scenario_R1() {
 	up 1 "$(val R1_WINDOW 200ms)" coalesce
 	lt R1 -viewers "$(val R1_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val R1_RATE "$(scale 1000 20)")" \
 		-duration "$(val R1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -exact-sample "$(val R1_EXACT 1000)" \
-		-jitter "$(val R1_JITTER 2s)" -reconnects 3 -target-p99 500ms
+		-jitter "$(val R1_JITTER 2s)" -reconnects 3 -target-live-p99 500ms
 }
 
 scenario_J() {

@@ -108,6 +108,7 @@ func run(args []string) int {
 	fs.Var(&jobMetrics, "job-metrics", "job /metrics URL(s), for danmaku_job_dropped_total")
 	fs.StringVar(&c.RedisAddr, "redis", "", "Redis address for INFO commandstats before and after")
 	fs.DurationVar(&c.TargetP99, "target-p99", 0, "report whether p99 latency stays under this")
+	fs.DurationVar(&c.TargetLiveP99, "target-live-p99", 0, "report whether p99 latency of messages in live frames (not replays) stays under this")
 	fs.Float64Var(&c.TargetDPS, "target-dps", 0, "report whether the median deliveries/s reaches this")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -172,6 +172,12 @@ func jitter(t *testing.T, s *stack) {
 	if rep.Lost != 0 {
 		t.Errorf("lost %d of %d expected pairs; resumed viewers must miss nothing", rep.Lost, rep.ExpectedExact)
 	}
+	// What a resume replays waited while its viewer was away: the replay
+	// frames' latency is reported apart from the live frames'.
+	lv, rp := rep.LiveLatency, rep.ReplayLatency
+	if rp.Count == 0 || lv.Count+rp.Count != rep.Latency.Count || rp.P50 <= lv.P50 {
+		t.Errorf("latency: live %+v, replay %+v, all %d samples", lv, rp, rep.Latency.Count)
+	}
 	if rep.ExactDelivered+rep.Lost != rep.ExpectedExact {
 		t.Errorf("delivered %d + lost %d != expected %d", rep.ExactDelivered, rep.Lost, rep.ExpectedExact)
 	}

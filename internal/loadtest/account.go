@@ -10,7 +10,7 @@ import (
 // account turns the viewers' results into deliveries, losses and
 // duplicates.
 func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
-	var hist, resume, redial Hist
+	var hist, replayed, resume, redial Hist
 	perSec := map[int64]uint64{}
 	secHist := map[int64]*Hist{}
 	rooms := map[int]*RoomResult{}
@@ -41,6 +41,7 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rep.Delivered += r.ExactDelivered + r.CountedDelivered
 		rep.RSSGeneratorMiB += float64(r.RSSBytes) / (1 << 20)
 		r.Hist.addTo(&hist)
+		r.ReplayHist.addTo(&replayed)
 		for s, n := range r.PerSec {
 			perSec[s] += n
 		}
@@ -135,6 +136,8 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rep.Resume = rs
 	}
 	rep.Latency = quantiles(&hist)
+	rep.ReplayLatency = quantiles(&replayed)
+	rep.LiveLatency = quantiles(hist.minus(&replayed))
 
 	var secs []int64
 	for s := range perSec {
@@ -190,6 +193,10 @@ func (rep *Report) judge(c Config) {
 	if c.TargetP99 > 0 {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("p99 < %s", c.TargetP99),
 			Met: rep.Latency.Count > 0 && rep.Latency.P99 < ms(c.TargetP99)})
+	}
+	if c.TargetLiveP99 > 0 {
+		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("live p99 < %s", c.TargetLiveP99),
+			Met: rep.LiveLatency.Count > 0 && rep.LiveLatency.P99 < ms(c.TargetLiveP99)})
 	}
 	if c.TargetDPS > 0 {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("deliveries/s >= %.0f", c.TargetDPS),

@@ -52,6 +52,15 @@ func (h *Hist) Merge(o *Hist) {
 	}
 }
 
+// minus returns the values of h that are not in o, o being a part of h.
+func (h *Hist) minus(o *Hist) *Hist {
+	d := *h
+	for i, c := range o.Counts {
+		d.Counts[i] -= min(c, d.Counts[i])
+	}
+	return &d
+}
+
 // Total is the number of recorded values.
 func (h *Hist) Total() uint64 {
 	var n uint64

@@ -23,6 +23,13 @@ func TestHistQuantiles(t *testing.T) {
 	if m.Total() != 1000 || m.Quantile(0.5) != h.Quantile(0.5) {
 		t.Errorf("sparse round trip: total %d", m.Total())
 	}
+	var late Hist
+	for i := 901; i <= 1000; i++ {
+		late.Add(time.Duration(i) * time.Millisecond)
+	}
+	if rest := h.minus(&late); rest.Total() != 900 || rest.Max() > 900*1.04 || h.Total() != 1000 {
+		t.Errorf("minus: %d left, max %.1f ms; h %d", rest.Total(), rest.Max(), h.Total())
+	}
 }
 
 func TestLayout(t *testing.T) {

@@ -84,6 +84,7 @@ const shards = 16
 type shard struct {
 	mu     sync.Mutex
 	hist   Hist
+	replay Hist   // the part of hist that came in replay frames
 	total  uint64 // messages received
 	perSec map[int64]*secStat
 }
@@ -422,6 +423,7 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 		sh.mu.Unlock()
 		return
 	}
+	replayed := isReplay(b)
 	sh.mu.Lock()
 	st := sh.sec(sec)
 	var n uint64
@@ -463,6 +465,9 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 		lat := time.Duration(now - int64(ns))
 		sh.hist.Add(lat)
 		st.hist.Add(lat)
+		if replayed {
+			sh.replay.Add(lat)
+		}
 	}
 	st.deliveries += n
 	sh.total += n

@@ -60,7 +60,12 @@ type Report struct {
 	Foreign                 uint64             `json:"foreignMessages"`
 	Misrouted               uint64             `json:"misroutedFrames"`
 
-	Latency        Percentiles `json:"latencyMs"`
+	Latency Percentiles `json:"latencyMs"`
+	// Latency split by how the messages came: live frames, and replay
+	// frames (a resume, history, a slow viewer's catch-up), whose
+	// send->receipt time includes the time the viewer was away or behind.
+	LiveLatency    Percentiles `json:"liveLatencyMs"`
+	ReplayLatency  Percentiles `json:"replayLatencyMs"`
 	DeliveriesPerS Spread      `json:"deliveriesPerSecond"`
 
 	Servers         []ServerStats `json:"servers,omitempty"`
@@ -250,6 +255,11 @@ func (rep *Report) Print(w io.Writer) {
 		}
 		l := rep.Latency
 		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
+		if r := rep.ReplayLatency; r.Count > 0 {
+			l := rep.LiveLatency
+			p("  live frames: p50 %.1f  p99 %.1f  max %.1f (%d);  replay frames: p50 %.1f  p99 %.1f  max %.1f (%d)",
+				l.P50, l.P99, l.Max, l.Count, r.P50, r.P99, r.Max, r.Count)
+		}
 		d := rep.DeliveriesPerS
 		p("deliveries/s: median %.0f  min %.0f  max %.0f;  frames %d  bytes %.1f MiB", d.Median, d.Min, d.Max, rep.Frames, float64(rep.Bytes)/(1<<20))
 	}

@@ -72,11 +72,12 @@ func (p *Pool) Finish() *PoolResult {
 			}
 		}
 	}
-	var h Hist
+	var h, rh Hist
 	secs := map[int64]*Hist{}
 	for i := range p.shards {
 		sh := &p.shards[i]
 		h.Merge(&sh.hist)
+		rh.Merge(&sh.replay)
 		for s, st := range sh.perSec {
 			res.PerSec[s] += st.deliveries
 			if secs[s] == nil {
@@ -93,7 +94,7 @@ func (p *Pool) Finish() *PoolResult {
 	res.Resume.RecoveredTrue, res.Resume.RecoveredFalse = rs.recoveredTrue.Load(), rs.recoveredFalse.Load()
 	res.Resume.RecoveredMissing, res.Resume.Failed = rs.recoveredMissing.Load(), rs.failed.Load()
 	res.ResumeHist, res.RedialHist = rs.resume.sparse(), rs.redial.sparse()
-	res.Hist = h.sparse()
+	res.Hist, res.ReplayHist = h.sparse(), rh.sparse()
 	res.SecHist = map[int64]sparse{}
 	for s, sh := range secs {
 		res.SecHist[s] = sh.sparse()
@@ -134,6 +135,7 @@ type PoolResult struct {
 	Rooms            map[int]*RoomResult `json:"rooms"`
 	PerSec           map[int64]uint64    `json:"perSec"`
 	Hist             sparse              `json:"hist"`
+	ReplayHist       sparse              `json:"replayHist"` // the messages of Hist that came in replay frames
 	SecHist          map[int64]sparse    `json:"secHist"`
 	CPUSeconds       float64             `json:"cpuSeconds"`
 	RSSBytes         int64               `json:"rssBytes"`

@@ -103,8 +103,9 @@ type Config struct {
 	JobMetrics []string // job /metrics URLs
 	RedisAddr  string   // for INFO commandstats
 
-	TargetP99 time.Duration // reported as met or missed
-	TargetDPS float64
+	TargetP99     time.Duration // reported as met or missed
+	TargetLiveP99 time.Duration // the same for messages of live frames only
+	TargetDPS     float64
 
 	Exe      string    // this binary, for worker processes
 	Progress io.Writer // progress bar; nil: quiet
