@@ -14,7 +14,8 @@
 # Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
-# jitter (every viewer drops once and resumes).
+# jitter (every viewer drops once and resumes), R2 a comet killed under the
+# hot room (its viewers resume on another).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SCALE=${SCALE:-1}
-SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1"}
+SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1 R2"}
 OUT=${OUT:-/tmp/danmaku-bench}
 WRITE_MD=${WRITE_MD:-1}
 PB=${PORT_BASE:-17000}
@@ -239,6 +240,22 @@ scenario_R1() {
 		-jitter "$(val R1_JITTER 2s)" -reconnects 3 -target-live-p99 500ms
 }
 
+# R2: a comet crash under the hot room. Every viewer is on the first comet,
+# the second stands by; 10 s into sending the first is killed (SIGKILL) and
+# all its viewers resume on the second at once (a resume storm). Goal: 0
+# lost, 0 duplicates; the report gives drop->caught up, and the surviving
+# comet's Redis history reads are appended to R2.txt.
+scenario_R2() {
+	up 2 "$(val R2_WINDOW 200ms)" coalesce
+	lt R2 -viewers "$(val R2_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val R2_RATE "$(scale 1000 20)")" \
+		-duration "$(val R2_DURATION "$(scale 20 5)")s" -conn-rate 2000 -exact-sample "$(val R2_EXACT 1000)" \
+		-standby 1 -reconnects 3 -kill comet1 -kill-after "$(val R2_KILL_AFTER "$(scale 10 2)")s"
+	{ echo "comet2 metrics after the storm:"
+	  curl -fsS --max-time 5 "http://127.0.0.1:$((PB + 201))/metrics" \
+		| grep -E '^danmaku_comet_(history_reads_total|replays_total|resumes_total|gap_repairs_total)'
+	} | tee -a "$OUT/R2.txt"
+}
+
 scenario_J() {
 	local w
 	for w in 100ms 1000ms; do
@@ -266,7 +283,7 @@ summary() {
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n all=()
-	local known=" SMOKE S1 R1 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 " f
+	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 " f
 	for n in $known; do
 		[ -f "$OUT/$n.rc" ] && all+=("$n")
 	done
@@ -285,7 +302,9 @@ summary() {
 		    (if .cometRssPerConnKiB then "comet RSS/conn \(r(.cometRssPerConnKiB)) KiB" else empty end),
 		    (if ([.servers[]? | .idleCpuPercent] | add // 0) > 0 then "idle CPU " + ([.servers[]? | select(.name|startswith("comet")) | "\(.name) \(r(.idleCpuPercent))%"] | join(", ")) else empty end),
 		    (if .policyDroppedMessages > 0 then "job policy drops: \(.policyDroppedMessages) of \(.send.accepted) msgs" else empty end),
-		    (if .resume then "resume: \(.resume.reconnects) reconnects, recovered true/false/none \(.resume.recoveredTrue)/\(.resume.recoveredFalse)/\(.resume.recoveredMissing), drop->welcome p50/p99 \(r(.resume.resumeMs.p50))/\(r(.resume.resumeMs.p99)) ms" else empty end),
+		    (if .resume then "resume: \(.resume.reconnects) reconnects, recovered true/false/none \(.resume.recoveredTrue)/\(.resume.recoveredFalse)/\(.resume.recoveredMissing), drop->welcome p50/p99 \(r(.resume.resumeMs.p50))/\(r(.resume.resumeMs.p99)) ms, drop->caught up p50/p99/max \(r(.resume.caughtUpMs.p50))/\(r(.resume.caughtUpMs.p99))/\(r(.resume.caughtUpMs.max)) ms" else empty end),
+		    (if .replayLatencyMs.count > 0 then "live frames p50/p99 \(r(.liveLatencyMs.p50))/\(r(.liveLatencyMs.p99)) ms, replay frames p50/p99 \(r(.replayLatencyMs.p50))/\(r(.replayLatencyMs.p99)) ms" else empty end),
+		    ((.notes // [])[] | select(startswith("killed"))),
 		    (if .viewerStats.closedEarly > 0 then "\(.viewerStats.closedEarly) viewers closed early \(.viewerStats.closes)" else empty end),
 		    (if .send.lateSends > 0 then "\(.send.lateSends) late sends" else empty end),
 		    (if (.accounting|startswith("exact for a sample")) then "sampled accounting" else empty end)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,12 +56,13 @@ func runLoad(t *testing.T, c loadtest.Config) *loadtest.Report {
 }
 
 // TestSmoke runs the small load scenario against the real binaries
-// (through logic, Kafka and job) twice: steady viewers, then viewers that
-// drop and resume.
+// (through logic, Kafka and job) three times: steady viewers, viewers that
+// drop and resume, and viewers whose comet is killed.
 func TestSmoke(t *testing.T) {
 	s := startStack(t)
 	t.Run("steady", func(t *testing.T) { steady(t, s) })
 	t.Run("jitter", func(t *testing.T) { jitter(t, s) })
+	t.Run("failover", func(t *testing.T) { failover(t, s) }) // kills the first comet: last
 }
 
 // startStack builds the binaries and starts them until the test ends.
@@ -180,6 +182,34 @@ func jitter(t *testing.T, s *stack) {
 	}
 	if rep.ExactDelivered+rep.Lost != rep.ExpectedExact {
 		t.Errorf("delivered %d + lost %d != expected %d", rep.ExactDelivered, rep.Lost, rep.ExpectedExact)
+	}
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
+	}
+}
+
+// failover: every viewer is on the first comet (the second is standby);
+// two seconds into sending the first comet is killed (SIGKILL). Every
+// viewer moves to the second comet, resumes there and ends with every
+// accepted message exactly once.
+func failover(t *testing.T, s *stack) {
+	c := s.config("failover")
+	c.Standby, c.Reconnects = 1, 3
+	c.Kill, c.KillAfter = "comet1", 2*time.Second
+	rep := runLoad(t, c)
+	if len(rep.Notes) == 0 || !strings.HasPrefix(rep.Notes[len(rep.Notes)-1], "killed comet1") {
+		t.Fatalf("the comet was not killed during sending: notes %q, problems %q", rep.Notes, rep.Problems)
+	}
+	r := rep.Resume
+	if r == nil || r.Breaks != 200 || r.ResumeDials != r.Reconnects || r.Reconnects < 200 || r.Failed != 0 {
+		t.Fatalf("resume figures %+v; want each of the 200 viewers cut once and resumed", r)
+	}
+	if r.RecoveredTrue != r.ResumeDials || r.CaughtUpMs.Count == 0 || r.CaughtUpMs.Max < r.ResumeMs.P50 {
+		t.Errorf("resumes recovered %d of %d; caught up %+v, drop->welcome %+v", r.RecoveredTrue, r.ResumeDials, r.CaughtUpMs, r.ResumeMs)
+	}
+	if rep.ViewerStats.WholeTimeExact != 200 || rep.Lost != 0 || rep.Duplicates != 0 || rep.ExactDelivered != rep.ExpectedExact {
+		t.Errorf("whole-time %d, lost %d, duplicates %d, delivered %d of %d", rep.ViewerStats.WholeTimeExact,
+			rep.Lost, rep.Duplicates, rep.ExactDelivered, rep.ExpectedExact)
 	}
 	if !rep.Pass {
 		t.Errorf("report fails: %v", rep.Problems)

@@ -10,7 +10,7 @@ import (
 // account turns the viewers' results into deliveries, losses and
 // duplicates.
 func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
-	var hist, replayed, resume, redial Hist
+	var hist, replayed, resume, redial, caught Hist
 	perSec := map[int64]uint64{}
 	secHist := map[int64]*Hist{}
 	rooms := map[int]*RoomResult{}
@@ -36,6 +36,7 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rs.ResumeCounts.add(r.Resume)
 		r.ResumeHist.addTo(&resume)
 		r.RedialHist.addTo(&redial)
+		r.CaughtUpHist.addTo(&caught)
 		rep.Foreign += r.Foreign
 		rep.Misrouted += r.Misrouted
 		rep.Delivered += r.ExactDelivered + r.CountedDelivered
@@ -133,6 +134,7 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 	if rs.Planned+rs.Breaks+rs.Reconnects+rs.Failed > 0 {
 		rs.ResumeMs = quantiles(&resume)
 		rs.RedialMs = quantiles(&redial)
+		rs.CaughtUpMs = quantiles(&caught)
 		rep.Resume = rs
 	}
 	rep.Latency = quantiles(&hist)

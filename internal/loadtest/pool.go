@@ -23,8 +23,11 @@ import (
 // global, so every process derives the same rooms from the same Layout.
 type PoolSpec struct {
 	// Targets are the comets' public addresses (host:port); viewer i goes
-	// to Targets[i%len(Targets)].
+	// first to Targets[i%(len(Targets)-Standby)]: the last Standby targets
+	// take viewers only when a dial fails. A failed dial moves the viewer
+	// on to the next target, as a client with a list of comets does.
 	Targets []string `json:"targets"`
+	Standby int      `json:"standby,omitempty"`
 	// Rooms, RoomViewers: the layout (see Layout).
 	Rooms       []string `json:"rooms"`
 	RoomViewers []int    `json:"roomViewers"`
@@ -95,9 +98,10 @@ type secStat struct {
 }
 
 type viewer struct {
-	idx   int
-	room  int
-	exact bool
+	idx    int
+	room   int
+	target int // index in Targets of the comet it dials
+	exact  bool
 
 	// mu guards conn and dropAway: the drop scheduler and Finish close
 	// the connection while the viewer's goroutine reads it.
@@ -114,6 +118,7 @@ type viewer struct {
 	breaks    int   // sessions the server or the network ended
 	sessions  int
 	epoch     string   // the room's epoch as last heard
+	behind    int64    // unix nano of the drop of a resumed session until its first live frame
 	pos       int64    // the last position received in epoch
 	replay    int      // replay handling until the first live frame
 	bits      []uint64 // exact: messages received, by room sequence
@@ -135,6 +140,7 @@ type resumeStats struct {
 	mu     sync.Mutex
 	resume Hist // drop -> welcome
 	redial Hist // dial -> welcome
+	caught Hist // drop -> first live frame after the resume
 }
 
 // Pool holds one process's viewers.
@@ -185,7 +191,8 @@ func NewPool(spec PoolSpec) *Pool {
 	}
 	l := &Layout{Viewers: spec.RoomViewers}
 	for i := spec.From; i < spec.To; i++ {
-		p.viewers = append(p.viewers, &viewer{idx: i, room: l.ViewerRoom(i), exact: i%spec.ExactEvery == 0})
+		first := i % max(1, len(spec.Targets)-spec.Standby)
+		p.viewers = append(p.viewers, &viewer{idx: i, room: l.ViewerRoom(i), exact: i%spec.ExactEvery == 0, target: first})
 	}
 	return p
 }
@@ -256,7 +263,7 @@ func (p *Pool) Open(ctx context.Context) {
 // dial connects v (resuming from its position when it knows its room's
 // epoch) and reads the welcome frame.
 func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, error) {
-	target := p.spec.Targets[v.idx%len(p.spec.Targets)]
+	target := p.spec.Targets[v.target]
 	nd := &net.Dialer{Timeout: p.spec.DialTimeout}
 	if p.spec.SourceIPs > 1 {
 		ip := net.IPv4(127, 0, 0, byte(p.spec.SourceBase+v.idx%p.spec.SourceIPs))
@@ -401,6 +408,12 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 		return
 	}
 	v.track(b)
+	if v.behind != 0 && !isReplay(b) {
+		p.rs.mu.Lock()
+		p.rs.caught.Add(time.Duration(now - v.behind))
+		p.rs.mu.Unlock()
+		v.behind = 0
+	}
 	mode := v.replay
 	if mode != replayNone {
 		if !isReplay(b) {

@@ -99,12 +99,14 @@ type ViewerStats struct {
 }
 
 // ResumeStats are the viewers' drops and resumes: counts, the time from a
-// drop to the welcome of the resumed session (away time included), and
-// from the re-dial to that welcome.
+// drop to the welcome of the resumed session (away time included), from
+// the re-dial to that welcome, and from the drop to the first live frame
+// after the replay (the viewer has caught up).
 type ResumeStats struct {
 	ResumeCounts
-	ResumeMs Percentiles `json:"resumeMs"`
-	RedialMs Percentiles `json:"redialMs"`
+	ResumeMs   Percentiles `json:"resumeMs"`
+	RedialMs   Percentiles `json:"redialMs"`
+	CaughtUpMs Percentiles `json:"caughtUpMs"`
 }
 
 // Percentiles of the send-to-receipt latency in milliseconds.
@@ -252,6 +254,10 @@ func (rep *Report) Print(w io.Writer) {
 				r.RecoveredTrue, r.RecoveredFalse, r.RecoveredMissing)
 			p("  drop->welcome ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f;  re-dial->welcome ms: p50 %.1f  p99 %.1f  max %.1f",
 				r.ResumeMs.P50, r.ResumeMs.P90, r.ResumeMs.P99, r.ResumeMs.Max, r.RedialMs.P50, r.RedialMs.P99, r.RedialMs.Max)
+			if c := r.CaughtUpMs; c.Count > 0 {
+				p("  drop->caught up (first live frame after the replay) ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  (%d resumes)",
+					c.P50, c.P90, c.P99, c.Max, c.Count)
+			}
 		}
 		l := rep.Latency
 		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)

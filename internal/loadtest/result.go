@@ -93,7 +93,7 @@ func (p *Pool) Finish() *PoolResult {
 	res.Resume.ResumeDials, res.Resume.FreshDials = rs.resumeDials.Load(), rs.freshDials.Load()
 	res.Resume.RecoveredTrue, res.Resume.RecoveredFalse = rs.recoveredTrue.Load(), rs.recoveredFalse.Load()
 	res.Resume.RecoveredMissing, res.Resume.Failed = rs.recoveredMissing.Load(), rs.failed.Load()
-	res.ResumeHist, res.RedialHist = rs.resume.sparse(), rs.redial.sparse()
+	res.ResumeHist, res.RedialHist, res.CaughtUpHist = rs.resume.sparse(), rs.redial.sparse(), rs.caught.sparse()
 	res.Hist, res.ReplayHist = h.sparse(), rh.sparse()
 	res.SecHist = map[int64]sparse{}
 	for s, sh := range secs {
@@ -128,6 +128,7 @@ type PoolResult struct {
 	Resume           ResumeCounts        `json:"resume"`
 	ResumeHist       sparse              `json:"resumeHist"`
 	RedialHist       sparse              `json:"redialHist"`
+	CaughtUpHist     sparse              `json:"caughtUpHist"`
 	Foreign          uint64              `json:"foreign"`
 	Misrouted        uint64              `json:"misrouted"`
 	ExactDelivered   uint64              `json:"exactDelivered"`

@@ -283,6 +283,7 @@ func (p *Pool) resume(v *viewer, away time.Duration, dropped time.Time) bool {
 				v.awayAtEnd = true
 				return false
 			}
+			v.target = (v.target + 1) % len(p.spec.Targets)
 			continue
 		}
 		if !p.install(v, c) {
@@ -297,6 +298,7 @@ func (p *Pool) resume(v *viewer, away time.Duration, dropped time.Time) bool {
 			p.rs.freshDials.Add(1)
 		}
 		p.welcomed(v, w, resumed)
+		v.behind = dropped.UnixNano()
 		p.rs.mu.Lock()
 		p.rs.resume.Add(now.Sub(dropped))
 		p.rs.redial.Add(now.Sub(start))

@@ -23,7 +23,9 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -97,11 +99,18 @@ type Config struct {
 	ChurnDrops int
 	ChurnAway  time.Duration
 	Reconnects int
-	Seed       uint64
+	// Standby: the last Standby comets get viewers only by failover.
+	Standby int
+	Seed    uint64
 
 	Procs      []Proc
 	JobMetrics []string // job /metrics URLs
 	RedisAddr  string   // for INFO commandstats
+
+	// Kill names a process of Procs to kill (SIGKILL) KillAfter into
+	// sending: a comet crash under load.
+	Kill      string
+	KillAfter time.Duration
 
 	TargetP99     time.Duration // reported as met or missed
 	TargetLiveP99 time.Duration // the same for messages of live frames only
@@ -115,6 +124,20 @@ type Config struct {
 func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Viewers > 0 && len(c.Comets) == 0 {
 		return nil, errors.New("no comet addresses")
+	}
+	var victim int
+	if c.Kill != "" {
+		for _, p := range c.Procs {
+			if p.Name == c.Kill {
+				victim, _ = strconv.Atoi(p.PID)
+			}
+		}
+		if victim <= 0 {
+			return nil, fmt.Errorf("kill %q: no such -pid process", c.Kill)
+		}
+	}
+	if c.Standby < 0 || (c.Standby > 0 && c.Standby >= len(c.Comets)) {
+		return nil, fmt.Errorf("standby %d: must leave at least one of the %d comets for the first dials", c.Standby, len(c.Comets))
 	}
 	if c.LogicURL == "" {
 		return nil, errors.New("no logic URL")
@@ -197,7 +220,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			From: k * perProc, To: min((k+1)*perProc, c.Viewers), Rate: c.ConnRate / float64(nproc),
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
 			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
-			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects}
+			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects,
+			Standby: c.Standby}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
@@ -286,6 +310,18 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
 	sendStart := time.Now()
+	var killed chan string
+	if victim > 0 {
+		killed = make(chan string, 1)
+		t := time.AfterFunc(c.KillAfter, func() {
+			if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+				killed <- fmt.Sprintf("kill %s (pid %d): %v", c.Kill, victim, err)
+				return
+			}
+			killed <- fmt.Sprintf("killed %s (pid %d, SIGKILL) %.1f s into sending", c.Kill, victim, time.Since(sendStart).Seconds())
+		})
+		defer t.Stop()
+	}
 	var sendStats SendStats
 	if len(c.Steps) > 0 {
 		var all SendStats
@@ -419,6 +455,14 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	rep.account(layout, snd, results, sendStart, sendEnd)
+	if killed != nil {
+		select {
+		case k := <-killed:
+			rep.Notes = append(rep.Notes, k)
+		default:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s was not killed: sending ended first", c.Kill))
+		}
+	}
 	rep.Finalize()
 	rep.judge(c)
 	return rep, nil
