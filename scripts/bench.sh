@@ -17,7 +17,9 @@
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
-# WRITE_MD=0 to leave BENCHMARKS.md alone, PORT_BASE (default 17000), LT_ARGS
+# WRITE_MD=0 to leave BENCHMARKS.md alone, MD_BLOCK (the block of BENCHMARKS.md
+# the table replaces, between <!-- MD_BLOCK:begin/end --> lines; default bench,
+# appended when missing), PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
 # (perf record the comets, job and logic for 10 s, PERF_DELAY s into each run;
 # top symbols in OUT/NAME.perf.txt).
@@ -29,6 +31,7 @@ SCALE=${SCALE:-1}
 SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1 R2"}
 OUT=${OUT:-/tmp/danmaku-bench}
 WRITE_MD=${WRITE_MD:-1}
+MD_BLOCK=${MD_BLOCK:-bench}
 PB=${PORT_BASE:-17000}
 REDIS_PORT=$((PB + 379))
 KAFKA_PORT=$((PB + 92))
@@ -327,13 +330,16 @@ if [ "$WRITE_MD" = 1 ]; then
 	md="$ROOT/BENCHMARKS.md"
 	tmp=$(mktemp)
 	summary >"$tmp"
-	if [ -f "$md" ] && grep -q '<!-- bench:begin -->' "$md"; then
-		awk -v f="$tmp" '
-		  /<!-- bench:begin -->/ { print; while ((getline l < f) > 0) print l; skip = 1; next }
-		  /<!-- bench:end -->/ { skip = 0 }
+	begin="<!-- $MD_BLOCK:begin -->" end="<!-- $MD_BLOCK:end -->"
+	if [ -f "$md" ] && grep -qF "$begin" "$md"; then
+		awk -v f="$tmp" -v b="$begin" -v e="$end" '
+		  $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+		  $0 == e { skip = 0 }
 		  !skip' "$md" >"$md.new" && mv "$md.new" "$md"
+	elif [ -f "$md" ]; then
+		{ echo; echo "$begin"; cat "$tmp"; echo "$end"; } >>"$md"
 	else
-		{ echo "# Benchmarks"; echo; echo "<!-- bench:begin -->"; cat "$tmp"; echo "<!-- bench:end -->"; } >"$md"
+		{ echo "# Benchmarks"; echo; echo "$begin"; cat "$tmp"; echo "$end"; } >"$md"
 	fi
 	rm -f "$tmp"
 	log "results in $OUT, table in BENCHMARKS.md"
