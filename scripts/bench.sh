@@ -17,7 +17,8 @@
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
-# WRITE_MD=0 to leave BENCHMARKS.md alone, MD_BLOCK (the block of BENCHMARKS.md
+# WRITE_MD=0 to leave BENCHMARKS.md alone (a run of a SCENARIOS selection leaves it
+# unless WRITE_MD=1 or MD_BLOCK is set), MD_BLOCK (the block of BENCHMARKS.md
 # the table replaces, between <!-- MD_BLOCK:begin/end --> lines; default bench,
 # appended when missing), PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
@@ -28,9 +29,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SCALE=${SCALE:-1}
+# A selection of scenarios writes BENCHMARKS.md only when asked to (WRITE_MD=1
+# or MD_BLOCK): its table would replace the full one.
+if [ -z "${SCENARIOS:-}" ] || [ -n "${MD_BLOCK:-}" ]; then WRITE_MD=${WRITE_MD:-1}; fi
 SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1 R2"}
 OUT=${OUT:-/tmp/danmaku-bench}
-WRITE_MD=${WRITE_MD:-1}
+WRITE_MD=${WRITE_MD:-0}
 MD_BLOCK=${MD_BLOCK:-bench}
 PB=${PORT_BASE:-17000}
 REDIS_PORT=$((PB + 379))
