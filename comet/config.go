@@ -78,6 +78,10 @@ type Config struct {
 	// lease lifetime (about three renew intervals).
 	LeaseRenew time.Duration `yaml:"lease_renew" help:"how often the comet renews its lease comet:{id}"`
 	LeaseTTL   time.Duration `yaml:"lease_ttl" help:"lease lifetime (at least twice lease_renew); job stops pushing to a comet whose lease expired"`
+	// ReconcileInterval is how often the comet makes Redis agree with the
+	// viewers it holds (anti-entropy): routes it lacks are added, routes of
+	// connections it no longer holds are removed, its counts set right.
+	ReconcileInterval time.Duration `yaml:"reconcile_interval" help:"how often the comet makes Redis agree with the viewers it holds (missing routes added, stale ones removed)"`
 	// RedisTimeout bounds every registry call.
 	RedisTimeout time.Duration `yaml:"redis_timeout" help:"bound of every registry call"`
 	// RegistryWorkers is the number of goroutines doing registry calls for
@@ -91,26 +95,27 @@ type Config struct {
 // default shares; a deployment sets its own.
 func DefaultConfig() Config {
 	return Config{
-		Secret:          config.PlaceholderSecret,
-		Listen:          ":8080",
-		InternalListen:  ":8081",
-		MaxConnsPerIP:   256,
-		MaxFrameBytes:   4096,
-		MaxPushBytes:    4 << 20,
-		QueueSize:       64,
-		RingSize:        4096,
-		HistoryOnJoin:   20,
-		GapCheck:        time.Second,
-		WriteWait:       10 * time.Second,
-		SendBuffer:      64 << 10,
-		PingPeriod:      25 * time.Second,
-		PongWait:        60 * time.Second,
-		OnlinePeriod:    10 * time.Second,
-		LeaseRenew:      5 * time.Second,
-		LeaseTTL:        15 * time.Second,
-		RedisTimeout:    2 * time.Second,
-		RegistryWorkers: 16,
-		ShutdownTimeout: 10 * time.Second,
+		Secret:            config.PlaceholderSecret,
+		Listen:            ":8080",
+		InternalListen:    ":8081",
+		MaxConnsPerIP:     256,
+		MaxFrameBytes:     4096,
+		MaxPushBytes:      4 << 20,
+		QueueSize:         64,
+		RingSize:          4096,
+		HistoryOnJoin:     20,
+		GapCheck:          time.Second,
+		WriteWait:         10 * time.Second,
+		SendBuffer:        64 << 10,
+		PingPeriod:        25 * time.Second,
+		PongWait:          60 * time.Second,
+		OnlinePeriod:      10 * time.Second,
+		LeaseRenew:        5 * time.Second,
+		LeaseTTL:          15 * time.Second,
+		ReconcileInterval: 30 * time.Second,
+		RedisTimeout:      2 * time.Second,
+		RegistryWorkers:   16,
+		ShutdownTimeout:   10 * time.Second,
 	}
 }
 
@@ -155,6 +160,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("lease_renew", "must be positive")
 	case c.LeaseTTL < 2*c.LeaseRenew:
 		return config.Invalid("lease_ttl", "must be at least twice lease_renew")
+	case c.ReconcileInterval <= 0:
+		return config.Invalid("reconcile_interval", "must be positive")
 	case c.RedisTimeout <= 0:
 		return config.Invalid("redis_timeout", "must be positive")
 	case c.RegistryWorkers < 1:

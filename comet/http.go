@@ -1,6 +1,7 @@
 package comet
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/danmaku/danmaku"
@@ -16,6 +17,24 @@ func healthz(closing func() bool) http.HandlerFunc {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
 }
+
+// readyz answers 200 while ready reports no error, else the error (503
+// for every error Server.Ready returns).
+func readyz(ready func(context.Context) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context()); err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	}
+}
+
+var (
+	errShuttingDown = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "shutting down")
+	errRebuilding   = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "registering viewers again after redis lost them")
+	errRedisDown    = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "redis did not answer the last lease renewal")
+)
 
 // notFound answers paths no handler serves with the JSON error body, so
 // every answer of both listeners has one shape.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/danmaku/danmaku/route"
 )
 
 // Every comet series is named danmaku_comet_*.
@@ -34,6 +36,8 @@ type metrics struct {
 	historyReads   *prometheus.CounterVec
 	catchUps       prometheus.Counter
 	staleMsgs      prometheus.Counter
+	repairs        *prometheus.CounterVec
+	repairedConns  *prometheus.CounterVec
 }
 
 // Reasons a room's history is read and gaps are repaired (label values).
@@ -56,7 +60,13 @@ func counterVec(name, help, label string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), []string{label})
 }
 
-func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
+func gaugeFunc(name, help string, f func() float64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), f)
+}
+
+// newMetrics registers the comet's series; registry returns the routes the
+// comet holds and the number Redis listed at the last lease renewal.
+func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, registered int64)) *metrics {
 	m := &metrics{
 		framesWritten:  counter("frames_written_total", "Frames written to viewers (messages, welcome, errors, pongs)."),
 		bytesWritten:   counter("bytes_written_total", "Payload bytes of the frames written to viewers (before compression)."),
@@ -77,6 +87,10 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 		historyReads:   counterVec("history_reads_total", "Reads of room histories from Redis, by reason (push, check, join, backfill).", "reason"),
 		catchUps:       counter("slow_consumer_catchups_total", "Viewers whose send queue overflowed and that were caught up from the ring instead of disconnected."),
 		staleMsgs:      counter("stale_messages_total", "Pushed messages dropped because their epoch had ended."),
+		repairs: counterVec("registry_repairs_total", "Registry repairs, by kind (reregister: Redis lost the comet's routes and all were written again; "+
+			"reconcile: anti-entropy or a count that disagreed at renewal, counted whether or not it changed anything; leftover: routes of an earlier process removed at start).", "kind"),
+		repairedConns: counterVec("registry_repaired_total", "What registry repairs changed in Redis, by change (added: routes written that Redis lacked; "+
+			"removed: routes of connections the comet does not hold; rooms_corrected: per-room counts set right).", "change"),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
@@ -90,10 +104,24 @@ func newMetrics(reg prometheus.Registerer, h *hub) *metrics {
 		n, _ := h.counts()
 		return float64(n)
 	})
+	held := gaugeFunc("registry_held_connections", "Viewer routes the comet holds (joined a room); compare with registry_registered_connections.", func() float64 {
+		n, _ := registry()
+		return float64(n)
+	})
+	registered := gaugeFunc("registry_registered_connections", "Routes Redis listed for this comet at the last lease renewal or repair.", func() float64 {
+		_, n := registry()
+		return float64(n)
+	})
+	for _, k := range []string{regReregister, regReconcile, regLeftover} {
+		m.repairs.WithLabelValues(k)
+	}
+	for _, c := range []string{"added", "removed", "rooms_corrected"} {
+		m.repairedConns.WithLabelValues(c)
+	}
 	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
-		m.historyReads, m.catchUps, m.staleMsgs, conns, rooms)
+		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, conns, rooms, held, registered)
 	return m
 }
 
@@ -135,6 +163,14 @@ func (m *metrics) joined(recovered *bool, replayed, read bool) {
 	default:
 		m.resumes.WithLabelValues("unrecoverable").Inc()
 	}
+}
+
+// registryRepaired counts one registry repair of kind and what it changed.
+func (m *metrics) registryRepaired(kind string, r route.Repair) {
+	m.repairs.WithLabelValues(kind).Inc()
+	m.repairedConns.WithLabelValues("added").Add(float64(r.Added))
+	m.repairedConns.WithLabelValues("removed").Add(float64(r.Removed))
+	m.repairedConns.WithLabelValues("rooms_corrected").Add(float64(r.Corrected))
 }
 
 // observePush records one push: its result, its latency, the frames handed

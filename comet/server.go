@@ -75,6 +75,15 @@ type Server struct {
 	seq       atomic.Uint64
 	started   time.Time
 
+	// Registry health, read by Ready and the metrics: a re-registration in
+	// progress or due, whether the last lease renewal reached Redis, and
+	// how many routes Redis listed for the comet then; held is the number
+	// of routes the registry holds.
+	held       atomic.Int64
+	rebuilding atomic.Bool
+	redisOK    atomic.Bool
+	registered atomic.Int64
+
 	public                 []publicRoute // mounted by HandlePublic
 	publicLn, internalLn   net.Listener
 	publicSrv, internalSrv *http.Server
@@ -85,6 +94,8 @@ type Server struct {
 	readers sync.WaitGroup
 	bg      sync.WaitGroup
 	quit    chan struct{}
+	// leaseDone is closed when the lease loop returned: no repair runs.
+	leaseDone chan struct{}
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -126,11 +137,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
 		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
 		quit:      make(chan struct{}),
+		leaseDone: make(chan struct{}),
 	}
 	if cfg.TokenSecret != "" {
 		s.tokenKey = []byte(cfg.TokenSecret)
 	}
-	s.metrics = newMetrics(reg, s.hub)
+	s.metrics = newMetrics(reg, s.hub, s.registryCounts)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout:  cfg.WriteWait,
 		ReadBufferSize:    readBufferSize,
@@ -156,12 +168,13 @@ func (s *Server) InternalAddr() string { return s.internalLn.Addr().String() }
 // AdvertiseAddr returns the push address published in the lease.
 func (s *Server) AdvertiseAddr() string { return s.advertise }
 
-// PublicHandler serves /ws, /healthz and what HandlePublic mounted, for
-// embedding in another server.
+// PublicHandler serves /ws, /healthz, /readyz and what HandlePublic
+// mounted, for embedding in another server.
 func (s *Server) PublicHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	mux.HandleFunc("/readyz", readyz(s.Ready))
 	root := false
 	for _, p := range s.public {
 		mux.Handle(p.pattern, p.h)
@@ -173,17 +186,19 @@ func (s *Server) PublicHandler() http.Handler {
 	return mux
 }
 
-// InternalHandler serves /push, /metrics and /healthz.
+// InternalHandler serves /push, /metrics, /healthz and /readyz.
 func (s *Server) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(push.Path, s.servePush)
 	mux.Handle("/metrics", telemetry.Handler(s.gatherer))
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
+	mux.HandleFunc("/readyz", readyz(s.Ready))
 	mux.HandleFunc("/", notFound)
 	return mux
 }
 
-// Start listens on both addresses, takes the lease and serves in the
+// Start listens on both addresses, removes the routes an earlier process
+// with the same id left behind, takes the lease and serves in the
 // background; it returns once both listeners are open. It fails when a
 // listener cannot be opened or Redis does not answer.
 func (s *Server) Start(ctx context.Context) error {
@@ -191,8 +206,8 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.started = time.Now()
-	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics)
-	if err := s.renewLease(ctx); err != nil {
+	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics, &s.held)
+	if err := s.takeOver(ctx); err != nil {
 		s.publicLn.Close()
 		s.internalLn.Close()
 		s.reg.stop()
@@ -305,29 +320,6 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-func (s *Server) renewLease(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-	defer cancel()
-	return s.rt.RenewLease(ctx, route.CometInfo{ID: s.id, Addr: s.advertise, Started: s.started}, s.cfg.LeaseTTL)
-}
-
-func (s *Server) leaseLoop() {
-	defer s.bg.Done()
-	t := time.NewTicker(s.cfg.LeaseRenew)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-			if err := s.renewLease(context.Background()); err != nil {
-				s.metrics.leaseError()
-				s.log.Warn("renew lease", zap.Error(err))
-			}
-		}
-	}
-}
-
 // pingLoop pings every viewer once per PingPeriod. It sweeps one hub shard
 // per tick, so pings are spread over the period and no per-connection timer
 // exists; the ping is queued like any frame and written by the viewer's
@@ -376,9 +368,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.publicSrv.Shutdown(ctx)
 	close(s.quit)
 	s.closeViewers(ctx)
-	// No reader is left to submit registry work; finish what is queued so no
-	// registration lands after the comet's routes were removed.
+	// No reader is left to submit registry work; finish what is queued and
+	// any repair so no registration lands after the comet's routes were
+	// removed.
 	s.reg.stop()
+	<-s.leaseDone
 	err := s.leaveRedis(ctx)
 	if err := s.internalSrv.Shutdown(ctx); err != nil {
 		s.internalSrv.Close()
