@@ -12,6 +12,7 @@ import (
 var (
 	beginBroadcastScript = script("begin_broadcast")
 	endBroadcastScript   = script("end_broadcast")
+	abortBroadcastScript = script("abort_broadcast")
 )
 
 // ClaimState is the outcome of claiming one message id.
@@ -144,6 +145,9 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		o.Known.Epoch, o.Known.Last}, args...)
 	res, err := beginBroadcastScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
+		// The script may still run (or have run) in Redis: the token lets
+		// AbortBroadcast take the lock back.
+		b.Lock = &Lock{Room: room, Token: token}
 		return b, wrap("begin broadcast", err)
 	}
 	if len(res) != 6 {
@@ -252,6 +256,41 @@ func (s *Store) EndBroadcast(ctx context.Context, l *Lock, ids []string, ttl tim
 		return ErrNotHolder
 	}
 	return nil
+}
+
+// AbortBroadcast takes back what BeginBroadcast calls that returned an
+// error may have taken in room: a Redis that stalled runs a script after
+// the caller gave up on it, and that script then holds the room's lock
+// with a token nobody knows, and claims. When the lock holds one of tokens
+// (Begin.Lock.Token of the failed calls) it is released together with
+// owner's claims on ids; otherwise nothing is touched. Call it once Redis
+// answers again: a script still queued behind the stall runs before a
+// command sent after an answer. One round trip; it returns whether the lock
+// was released and the claims released with it.
+func (s *Store) AbortBroadcast(ctx context.Context, room, owner string, tokens, ids []string) (bool, int, error) {
+	keys, err := processedKeys(room, ids)
+	if err != nil {
+		return false, 0, err
+	}
+	if err := danmaku.CheckID("owner", owner); err != nil {
+		return false, 0, err
+	}
+	if len(tokens) == 0 {
+		return false, 0, nil
+	}
+	args := make([]any, 0, 1+len(tokens))
+	args = append(args, owner)
+	for _, t := range tokens {
+		args = append(args, t)
+	}
+	n, err := abortBroadcastScript.Run(ctx, s.rdb, append([]string{lockKey(room)}, keys...), args...).Int()
+	if err != nil {
+		return false, 0, wrap("abort broadcast", err)
+	}
+	if n < 0 {
+		return false, 0, nil
+	}
+	return true, n, nil
 }
 
 // processedKeys checks room and ids and returns the dedup key of each id.

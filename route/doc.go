@@ -94,6 +94,11 @@
 // marks the delivered ids "done" (60 s by default) and releases the lock by
 // compare-and-delete. RenewLock and ReleaseLock are compare-and-set scripts
 // too and return ErrNotHolder rather than touch somebody else's lock.
+// A BeginBroadcast that returned an error may still run in Redis (a stall
+// ends after the caller gave up) and then holds the lock with a token
+// nobody uses; its Begin.Lock names the token anyway, and AbortBroadcast,
+// sent once Redis answers again, releases that lock and the owner's claims
+// in one script.
 //
 // A consumer that crashes between the two leaves claims that expire, so a
 // redelivered message is delivered, never lost; a message pushed but not yet

@@ -1,0 +1,82 @@
+package route_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
+)
+
+// A BeginBroadcast that timed out in a Redis stall runs when Redis resumes
+// and holds the room's lock with its token; AbortBroadcast with that token
+// releases the lock and the owner's claims, and touches nothing that is not
+// the failed attempt's.
+func TestAbortBroadcastAfterStall(t *testing.T) {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	s := route.New(rdb)
+	ctx := context.Background()
+	room := testutil.Uniq("room")
+	ids := []string{testutil.Uniq("m"), testutil.Uniq("m")}
+	opts := route.BeginOptions{Owner: "a", ClaimTTL: time.Minute, LockTTL: time.Minute}
+	// Load the script first, so the stalled call is one EVALSHA.
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := s.BeginBroadcast(ctx, testutil.Uniq("room"), []string{testutil.Uniq("m")}, opts)
+	if err != nil || warm.Status != route.Acquired {
+		t.Fatal(warm, err)
+	}
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	b, err := s.BeginBroadcast(sctx, room, ids, opts)
+	cancel()
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil || b.Lock == nil || b.Lock.Room != room || b.Lock.Token == "" {
+		t.Fatalf("begin in a stall = %+v, %v; want an error naming the attempt's lock", b, err)
+	}
+	// Once Redis answers, the stalled script has run: the room is locked
+	// with the failed attempt's token.
+	testutil.SucceedsSoon(t, 5*time.Second, func() error { return s.Ping(ctx) })
+	if got := rdb.Get(ctx, "lock:broadcast:{"+room+"}").Val(); got != b.Lock.Token {
+		t.Fatalf("lock %q, want the stalled attempt's %q", got, b.Lock.Token)
+	}
+	// Other tokens release nothing.
+	if ok, n, err := s.AbortBroadcast(ctx, room, "a", []string{"other"}, ids); ok || n != 0 || err != nil {
+		t.Fatalf("abort with a foreign token = %v %d %v", ok, n, err)
+	}
+	ok, n, err := s.AbortBroadcast(ctx, room, "a", []string{"older", b.Lock.Token}, ids)
+	if !ok || n != 2 || err != nil {
+		t.Fatalf("abort = %v %d %v; want true 2 nil", ok, n, err)
+	}
+	if c := rdb.Exists(ctx, "lock:broadcast:{"+room+"}", "msg:processed:{"+room+"}:"+ids[0], "msg:processed:{"+room+"}:"+ids[1]).Val(); c != 0 {
+		t.Fatalf("%d keys left after abort", c)
+	}
+	// The room broadcasts again at once, and an abort with the old token
+	// does not touch the new attempt's lock or claims.
+	b2, err := s.BeginBroadcast(ctx, room, ids, opts)
+	if err != nil || b2.Status != route.Acquired {
+		t.Fatalf("begin after abort = %+v, %v", b2, err)
+	}
+	if ok, _, err := s.AbortBroadcast(ctx, room, "a", []string{b.Lock.Token}, ids); ok || err != nil {
+		t.Fatalf("stale abort released a live attempt: %v %v", ok, err)
+	}
+	if c := rdb.Exists(ctx, "lock:broadcast:{"+room+"}", "msg:processed:{"+room+"}:"+ids[0]).Val(); c != 2 {
+		t.Fatalf("live attempt's lock and claim: %d of 2 left", c)
+	}
+}
