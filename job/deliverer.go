@@ -66,6 +66,9 @@ type deliverer struct {
 	m      *metrics
 	log    *zap.Logger
 	hook   func(room string, locked, unlocked time.Time, msgs []danmaku.Message)
+
+	// release takes back what a Begin that failed here may have taken.
+	release *releaser
 }
 
 // deliver delivers req as far as the guards allow. ctx ends with a crash or
@@ -80,6 +83,7 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if err != nil {
 		d.log.Debug("delivery postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
+		d.release.add(req.room, b.Lock, msgs)
 		return req.result(v, 0, true) // the scheduler sets the backoff
 	}
 	// A message id repeated inside one batch (a client retry that reached

@@ -26,10 +26,15 @@ type cometDirectory struct {
 
 	mu          sync.Mutex
 	quarantined map[string]time.Time // comet id -> left out until
+	authLogged  map[string]time.Time // comet id -> last 401 logged
 }
 
+// authLogEvery is how often a comet refusing the push secret is logged.
+const authLogEvery = time.Minute
+
 func newCometDirectory(cfg Config, store *route.Store, log *zap.Logger) *cometDirectory {
-	d := &cometDirectory{cfg: cfg, store: store, log: log, quarantined: map[string]time.Time{}}
+	d := &cometDirectory{cfg: cfg, store: store, log: log, quarantined: map[string]time.Time{},
+		authLogged: map[string]time.Time{}}
 	empty := map[string]route.CometInfo{}
 	d.live.Store(&empty)
 	return d
@@ -90,11 +95,12 @@ func (d *cometDirectory) removeDead(ctx context.Context) {
 }
 
 // targets returns the comets among a room's (cometID -> viewers) that hold
-// a current lease and are not left out. A comet the cache does not know may
-// have started since the last refresh: the cache is reread first (at most
-// once per refreshGap), so a new comet's first viewers are not taken for
-// nobody.
-func (d *cometDirectory) targets(ctx context.Context, room map[string]int64) []route.CometInfo {
+// a current lease and are not left out, and how many comets were skipped
+// for having no lease and for being left out. A comet the cache does not
+// know may have started since the last refresh: the cache is reread first
+// (at most once per refreshGap), so a new comet's first viewers are not
+// taken for nobody.
+func (d *cometDirectory) targets(ctx context.Context, room map[string]int64) (out []route.CometInfo, noLease, quarantined int) {
 	live := *d.live.Load()
 	for id := range room {
 		if _, ok := live[id]; !ok {
@@ -103,13 +109,31 @@ func (d *cometDirectory) targets(ctx context.Context, room map[string]int64) []r
 			break
 		}
 	}
-	var out []route.CometInfo
 	for id := range room {
-		if c, ok := live[id]; ok && !d.isQuarantined(id) {
+		c, ok := live[id]
+		switch {
+		case !ok:
+			noLease++
+		case d.isQuarantined(id):
+			quarantined++
+		default:
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, noLease, quarantined
+}
+
+// refusedSecret reports a comet that answered 401 to a push and whether
+// the caller is to log it: once per comet per authLogEvery.
+func (d *cometDirectory) refusedSecret(id string) bool {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if last, ok := d.authLogged[id]; ok && now.Sub(last) < authLogEvery {
+		return false
+	}
+	d.authLogged[id] = now
+	return true
 }
 
 // refreshGap bounds the on-demand rereads of the live comets: a room routed

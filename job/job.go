@@ -46,6 +46,7 @@ type Job struct {
 	consumer  *consumer
 	comets    *cometDirectory
 	deliverer *deliverer
+	store     *route.Store
 	sched     *scheduler
 	work      chan *delivery
 	results   chan outcome
@@ -103,8 +104,10 @@ func New(cfg Config, deps Deps) (*Job, error) {
 	m := newMetrics(reg, func() float64 { return j.consumer.lag() })
 	j.consumer = newConsumer(cfg, deps.Kafka, log, m)
 	j.comets = newCometDirectory(cfg, deps.Store, log)
+	j.store = deps.Store
 	j.deliverer = &deliverer{cfg: cfg, owner: owner, store: deps.Store, comets: j.comets,
-		pusher: deps.Pusher, m: m, log: log, hook: deps.OnBroadcast}
+		pusher: deps.Pusher, m: m, log: log, hook: deps.OnBroadcast,
+		release: newReleaser(cfg, owner, deps.Store, m, log)}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
 		commit: j.consumer.queue, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
 		offsets: newOffsets()}
@@ -144,9 +147,10 @@ func (j *Job) run() {
 	fetchCtx, stopFetch := context.WithCancel(context.Background())
 	defer stopFetch()
 	var loops, workers sync.WaitGroup
-	loops.Add(3)
+	loops.Add(4)
 	go func() { defer loops.Done(); j.consumer.fetch(fetchCtx) }()
 	go func() { defer loops.Done(); j.comets.run(fetchCtx) }()
+	go func() { defer loops.Done(); j.deliverer.release.run(fetchCtx) }()
 	go func() { defer loops.Done(); j.consumer.commitLoop() }()
 	for range j.cfg.Workers {
 		workers.Add(1)
@@ -166,6 +170,14 @@ func (j *Job) run() {
 	j.consumer.finishCommits() // the commit loop sends what is queued and returns
 	loops.Wait()
 	j.err = j.consumer.close()
+}
+
+// Ready reports whether the job can deliver: Redis answers (every
+// delivery passes its guards there). cmd/job serves it as /readyz.
+func (j *Job) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.RedisTimeout)
+	defer cancel()
+	return j.store.Ping(ctx)
 }
 
 // Shutdown stops the job gracefully: it stops fetching, delivers what is

@@ -30,7 +30,19 @@ type metrics struct {
 	pending                       prometheus.Gauge
 	retries                       *prometheus.CounterVec
 	commitErrors                  prometheus.Counter
+	undelivered                   *prometheus.CounterVec
+	staleLocks                    prometheus.Counter
 }
+
+// The reasons of danmaku_job_undelivered_total.
+const (
+	undeliveredNoComets    = "no_comets"    // no comet holds a viewer of the room
+	undeliveredNoLease     = "no_lease"     // the room's comet has no current lease
+	undeliveredQuarantined = "quarantined"  // the comet failed recently and is left out
+	undeliveredUnavailable = "unavailable"  // push failed: network, timeout, 5xx
+	undeliveredRejected    = "rejected"     // push answered 4xx other than 401
+	undeliveredUnauth      = "unauthorized" // push answered 401: push secrets differ
+)
 
 func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m := &metrics{
@@ -64,16 +76,26 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Room deliveries retried later, by reason (redis, push, busy_claim)."}, []string{"reason"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_commit_errors_total",
 			Help: "Failed offset commits (retried at the next interval)."}),
+		undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_undelivered_total",
+			Help: "Messages of finished batches not handed to a comet, once per message and comet, by reason (no_comets: nobody watches the room; " +
+				"no_lease; quarantined; unavailable; rejected; unauthorized: the comet refused job.push_secret)."}, []string{"reason"}),
+		staleLocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_stale_locks_released_total",
+			Help: "Room locks taken by broadcast attempts that ran in Redis after they had failed (a stall), released once Redis answered."}),
 	}
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the Kafka reader reports it."}, lag)
 	for _, c := range []string{"cooldown", "overflow", "comet_failed"} {
 		m.dropped.WithLabelValues(c)
 	}
+	for _, c := range []string{undeliveredNoComets, undeliveredNoLease, undeliveredQuarantined,
+		undeliveredUnavailable, undeliveredRejected, undeliveredUnauth} {
+		m.undelivered.WithLabelValues(c)
+	}
 	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
-		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors)
+		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors,
+		m.undelivered, m.staleLocks)
 	return m
 }
 

@@ -26,9 +26,15 @@ type Pusher interface {
 // left out for a while and their share counted as dropped), or giveUp is
 // set. When every comet failed the batch is to be retried as a whole.
 func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
-	targets := d.comets.targets(ctx, counts)
+	targets, noLease, quarantined := d.comets.targets(ctx, counts)
+	n := float64(len(msgs))
+	if len(counts) == 0 {
+		d.m.undelivered.WithLabelValues(undeliveredNoComets).Add(n)
+	}
+	d.m.undelivered.WithLabelValues(undeliveredNoLease).Add(n * float64(noLease))
+	d.m.undelivered.WithLabelValues(undeliveredQuarantined).Add(n * float64(quarantined))
 	if len(targets) == 0 {
-		return true // nobody watching: delivered to all zero viewers
+		return true // nobody reachable watching: delivered to all zero viewers
 	}
 	batch := danmaku.NewBatch(room, msgs)
 	batch.Epoch = epoch
@@ -38,9 +44,11 @@ func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch stri
 	}
 	errs := d.pushAll(ctx, lock, targets, body)
 	var failed []string
+	var reasons []string
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, targets[i].ID)
+			reasons = append(reasons, d.pushFailure(targets[i], err))
 		}
 	}
 	switch {
@@ -55,9 +63,29 @@ func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch stri
 	// the batch is counted as dropped. If it is really gone its lease ends
 	// and the janitor removes its routes; its viewers reconnect elsewhere.
 	d.comets.quarantine(failed)
-	d.m.dropped.WithLabelValues("comet_failed").Add(float64(len(msgs) * len(failed)))
-	d.log.Warn("comet failed; left out for a while", zap.Strings("comets", failed), zap.Duration("for", d.cfg.Quarantine))
+	d.m.dropped.WithLabelValues("comet_failed").Add(n * float64(len(failed)))
+	for _, r := range reasons {
+		d.m.undelivered.WithLabelValues(r).Add(n)
+	}
+	d.log.Warn("comet failed; left out for a while", zap.Strings("comets", failed), zap.Strings("reasons", reasons),
+		zap.Duration("for", d.cfg.Quarantine))
 	return true
+}
+
+// pushFailure returns the undelivered reason of a failed push to c and
+// logs, once per comet per minute, a comet that refused the push secret.
+func (d *deliverer) pushFailure(c route.CometInfo, err error) string {
+	switch danmaku.ErrorCode(err) {
+	case danmaku.EUNAVAILABLE:
+		return undeliveredUnavailable
+	case danmaku.EUNAUTH:
+		if d.comets.refusedSecret(c.ID) {
+			d.log.Error("comet answered 401 to a push: job.push_secret differs from the comet's comet.secret (likely cause); "+
+				"its viewers get nothing until both are the same", zap.String("comet", c.ID), zap.String("addr", c.Addr), zap.Error(err))
+		}
+		return undeliveredUnauth
+	}
+	return undeliveredRejected
 }
 
 // pushAll pushes body to every target, one goroutine per comet when there

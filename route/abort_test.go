@@ -33,7 +33,7 @@ func TestAbortBroadcastAfterStall(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	warm, err := s.BeginBroadcast(ctx, testutil.Uniq("room"), []string{testutil.Uniq("m")}, opts)
+	warm, err := s.BeginBroadcast(ctx, testutil.Uniq("room"), msgsOf(testutil.Uniq("m")), opts)
 	if err != nil || warm.Status != route.Acquired {
 		t.Fatal(warm, err)
 	}
@@ -42,7 +42,7 @@ func TestAbortBroadcastAfterStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	b, err := s.BeginBroadcast(sctx, room, ids, opts)
+	b, err := s.BeginBroadcast(sctx, room, msgsOf(ids...), opts)
 	cancel()
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestAbortBroadcastAfterStall(t *testing.T) {
 	}
 	// The room broadcasts again at once, and an abort with the old token
 	// does not touch the new attempt's lock or claims.
-	b2, err := s.BeginBroadcast(ctx, room, ids, opts)
+	b2, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), opts)
 	if err != nil || b2.Status != route.Acquired {
 		t.Fatalf("begin after abort = %+v, %v", b2, err)
 	}

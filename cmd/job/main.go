@@ -60,7 +60,8 @@ type Main struct {
 	// Logger, when set before Run, is used instead of one built from
 	// Config.Log.
 	Logger *zap.Logger
-	// MetricsAddr is the bound address of /metrics and /healthz, set by Run.
+	// MetricsAddr is the bound address of /metrics, /healthz and /readyz,
+	// set by Run.
 	MetricsAddr string
 
 	log     *zap.Logger
@@ -126,6 +127,13 @@ func (m *Main) Run(ctx context.Context) error {
 	mux.Handle("/metrics", telemetry.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := m.job.Ready(r.Context()); err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
