@@ -36,6 +36,17 @@
 // counted (reason "comet_failed"); when every comet of a room fails the
 // batch is retried with backoff. A janitor removes the routes of comets
 // whose lease expired.
+// Every message of a finished batch that a comet of the room did not get
+// is counted with its reason (danmaku_job_undelivered_total); a comet
+// answering 401 is logged at error level once a minute, naming the push
+// secret.
+//
+// A BeginBroadcast that failed here (a Redis stall) may still run in Redis
+// when the stall ends and hold the room's lock with a token nobody uses. A
+// releaser (release.go) remembers the tokens of failed attempts per room
+// and, once Redis answers a ping sent after them, releases that lock and
+// the claims with it (route.AbortBroadcast): the room waits one retry, not
+// LockTTL.
 //
 // Timeline: BeginBroadcast gives the claimed messages of a batch the next
 // positions of the room's timeline and appends them to the room's history
@@ -77,8 +88,9 @@
 //     It sends a delivery (a room and its batch) to the workers and applies
 //     the outcome that comes back (which messages are done, which go back to
 //     the room's queue, how long to wait).
-//   - deliverer (deliverer.go, push.go): runs on Workers goroutines, one
-//     delivery each: BeginBroadcast, the pushes, EndBroadcast.
+//   - deliverer (deliverer.go, push.go, release.go): runs on Workers
+//     goroutines, one delivery each: BeginBroadcast, the pushes,
+//     EndBroadcast; one more goroutine releases what failed attempts took.
 //   - comet directory (directory.go): the cache of comets with a current
 //     lease, the quarantine of comets that failed, and the janitor.
 //

@@ -34,7 +34,7 @@ func TestLogsAndJSONAnswers(t *testing.T) {
 	for path, want := range map[string]struct {
 		status int
 		key    string
-	}{"/healthz": {200, "status"}, "/nope": {404, "error"}} {
+	}{"/healthz": {200, "status"}, "/readyz": {200, "status"}, "/nope": {404, "error"}} {
 		resp, err := http.Get("http://" + m.MetricsAddr + path)
 		if err != nil {
 			t.Fatal(err)
