@@ -7,6 +7,20 @@
 //
 // The wire protocol is described in docs/protocol.md.
 //
+// # Registry repair
+//
+// The registry keeps the routes it registered (held); Redis may lose them
+// or keep routes the comet no longer holds (a restart without persistence,
+// a failover, a register that landed after its unregister gave up). Each
+// lease renewal is a route.Heartbeat: when the lease was lost, every held
+// route is written again with route.RegisterAll (2,000 per call, one
+// pipeline in flight); when only the count differs, and every
+// ReconcileInterval, route.Reconcile makes Redis agree with held. Repairs
+// run while no registry worker does, so they never interleave with the
+// comet's own Register and Unregister calls. Start first removes the routes
+// an earlier process with the same id left. /readyz fails while a
+// re-registration is due or Redis did not answer the last renewal.
+//
 // # Memory per idle viewer
 //
 // A comet holds tens of thousands of mostly silent viewers, so an idle one
