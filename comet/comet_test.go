@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
@@ -391,13 +390,7 @@ func TestLeaseRenewed(t *testing.T) {
 // A viewer that cannot be registered (Redis not answering) is told so and
 // closed with 1013; once Redis is back, viewers join again.
 func TestRegistryUnavailable(t *testing.T) {
-	srv, err := redistest.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer rdb.Close()
+	srv, rdb := redistest.Private(t)
 	cfg := testConfig(t)
 	cfg.RedisTimeout = 300 * time.Millisecond
 	s, err := New(cfg, Deps{Store: route.New(rdb)})
@@ -410,15 +403,7 @@ func TestRegistryUnavailable(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	room := testutil.Uniq("r-")
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume()
-		}
-	}()
+	resume := srv.PauseUntilResumed(t)
 	c := mustDial(t, s, "room="+room)
 	if f := mustReadOp(t, c, opError); f.Code != codeUnavailable {
 		t.Fatalf("error frame %+v", f)
@@ -428,8 +413,7 @@ func TestRegistryUnavailable(t *testing.T) {
 	if !websocket.IsCloseError(err, CloseUnavailable) {
 		t.Fatalf("got %v, want close %d", err, CloseUnavailable)
 	}
-	srv.Resume()
-	resumed = true
+	resume()
 
 	testutil.SucceedsSoon(t, 10*time.Second, func() error {
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room), nil)

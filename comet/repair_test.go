@@ -14,20 +14,6 @@ import (
 	"github.com/danmaku/danmaku/route"
 )
 
-// privateRedis starts a redis-server of the test's own, for tests that
-// flush, restart or pause it.
-func privateRedis(t *testing.T) (*redistest.Server, redis.UniversalClient) {
-	t.Helper()
-	srv, err := redistest.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	return srv, rdb
-}
-
 // startOn starts a comet on rdb.
 func startOn(t *testing.T, rdb redis.UniversalClient, mutate func(*Config)) (*Server, *route.Store) {
 	t.Helper()
@@ -89,7 +75,7 @@ func expectOnline(t *testing.T, store *route.Store, rdb redis.UniversalClient, s
 // on the same port) while viewers stay connected: the comet notices at its
 // next lease renewal and registers every viewer again.
 func TestRedisLossReregistersViewers(t *testing.T) {
-	srv, rdb := privateRedis(t)
+	srv, rdb := redistest.Private(t)
 	s, store := startOn(t, rdb, func(c *Config) {
 		c.ReconcileInterval = time.Hour // only the lease renewal may repair
 	})
@@ -135,7 +121,7 @@ func TestRedisLossReregistersViewers(t *testing.T) {
 // within reconcile_interval.
 func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 	const interval = 300 * time.Millisecond
-	srv, rdb := privateRedis(t)
+	srv, rdb := redistest.Private(t)
 	s, store := startOn(t, rdb, func(c *Config) {
 		c.LeaseRenew = 10 * time.Second // the renewal's count check must not be what repairs
 		c.LeaseTTL = 30 * time.Second
@@ -146,18 +132,14 @@ func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 	ctx := context.Background()
 
 	// The phantom sequence: join and close while Redis does not answer.
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	resume := srv.PauseUntilResumed(t)
 	ws := mustDial(t, s, "room="+empty)
 	if f := mustReadOp(t, ws, opError); f.Code != codeUnavailable {
 		t.Fatalf("error frame %+v", f)
 	}
 	ws.Close()
 	time.Sleep(2 * s.cfg.RedisTimeout) // the unregister times out too
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	// A late write, as the paused sequence produces in some runs: a route of
 	// this comet for a connection it does not hold.
 	phantom := route.Conn{ID: "c-phantom-1", Room: empty, User: "ghost", Comet: s.ID()}
@@ -217,7 +199,7 @@ func TestLeftoverRoutesRemovedAtStart(t *testing.T) {
 
 // /readyz fails while Redis does not answer and recovers with it.
 func TestReadyzFollowsRedis(t *testing.T) {
-	srv, rdb := privateRedis(t)
+	srv, rdb := redistest.Private(t)
 	s, _ := startOn(t, rdb, nil)
 	status := func(base string) int {
 		resp, err := http.Get("http://" + base + "/readyz")
@@ -232,23 +214,14 @@ func TestReadyzFollowsRedis(t *testing.T) {
 			t.Fatalf("%s readyz %d, want 200", addr, got)
 		}
 	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume()
-		}
-	}()
+	resume := srv.PauseUntilResumed(t)
 	testutil.SucceedsSoon(t, 5*time.Second, func() error {
 		if got := status(s.InternalAddr()); got != http.StatusServiceUnavailable {
 			return fmt.Errorf("readyz %d with redis paused", got)
 		}
 		return nil
 	})
-	srv.Resume()
-	resumed = true
+	resume()
 	testutil.SucceedsSoon(t, 5*time.Second, func() error {
 		if got := status(s.InternalAddr()); got != http.StatusOK {
 			return fmt.Errorf("readyz %d with redis back", got)
@@ -259,7 +232,7 @@ func TestReadyzFollowsRedis(t *testing.T) {
 
 // While the registry is rebuilt the comet is not ready.
 func TestNotReadyWhileRebuilding(t *testing.T) {
-	_, rdb := privateRedis(t)
+	_, rdb := redistest.Private(t)
 	s, _ := startOn(t, rdb, nil)
 	s.rebuilding.Store(true)
 	if err := s.Ready(context.Background()); err != errRebuilding {

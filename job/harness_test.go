@@ -121,10 +121,16 @@ type runningJob struct {
 }
 
 func (e *env) startJob(cfg job.Config, hook func(string, time.Time, time.Time, []danmaku.Message)) *runningJob {
+	return e.startJobWith(cfg, job.Deps{Pusher: push.NewClient(pushSecret, cfg.PushTimeout), OnBroadcast: hook})
+}
+
+// startJobWith starts a job with d, whose Kafka, Store and Registerer it
+// fills in.
+func (e *env) startJobWith(cfg job.Config, d job.Deps) *runningJob {
 	t := e.t
 	reg := prometheus.NewRegistry()
-	j, err := job.New(cfg, job.Deps{Kafka: e.kafka, Store: e.store,
-		Pusher: push.NewClient(pushSecret, cfg.PushTimeout), Registerer: reg, OnBroadcast: hook})
+	d.Kafka, d.Store, d.Registerer = e.kafka, e.store, reg
+	j, err := job.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}

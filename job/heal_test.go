@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -20,22 +18,10 @@ import (
 	"github.com/danmaku/danmaku/route"
 )
 
-// startJobLogged starts a job whose log is recorded.
+// startJobLogged starts a job pushing with secret whose log is recorded.
 func (e *env) startJobLogged(cfg job.Config, secret string) (*runningJob, *observer.ObservedLogs) {
-	t := e.t
 	core, logs := observer.New(zap.DebugLevel)
-	reg := prometheus.NewRegistry()
-	j, err := job.New(cfg, job.Deps{Kafka: e.kafka, Store: e.store, Log: zap.New(core),
-		Pusher: push.NewClient(secret, cfg.PushTimeout), Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	rj := &runningJob{Job: j, reg: reg}
-	t.Cleanup(func() { rj.stop(t) })
-	return rj, logs
+	return e.startJobWith(cfg, job.Deps{Pusher: push.NewClient(secret, cfg.PushTimeout), Log: zap.New(core)}), logs
 }
 
 func testMsg(i int) danmaku.Message {
@@ -47,13 +33,7 @@ func testMsg(i int) danmaku.Message {
 // releases them once Redis answers, so the room broadcasts again within a
 // second, not after lock_ttl. Readiness follows Redis meanwhile.
 func TestRedisStallBlocksARoomForOneRetryAtMost(t *testing.T) {
-	srv, err := redistest.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer rdb.Close()
+	srv, rdb := redistest.Private(t)
 	e := newEnvWith(t, 1, rdb)
 	room := testutil.Uniq("room")
 	v := e.viewer(e.comets[0], room)
@@ -76,15 +56,7 @@ func TestRedisStallBlocksARoomForOneRetryAtMost(t *testing.T) {
 		t.Fatalf("ready with redis up: %v", err)
 	}
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume()
-		}
-	}()
+	resume := srv.PauseUntilResumed(t)
 	stall := time.Now()
 	for i := 5; time.Since(stall) < 5*time.Second; i++ {
 		m := testMsg(i)
@@ -98,8 +70,7 @@ func TestRedisStallBlocksARoomForOneRetryAtMost(t *testing.T) {
 	if err := j.Ready(context.Background()); err == nil {
 		t.Fatal("job ready while redis is paused")
 	}
-	srv.Resume()
-	resumed = true
+	resume()
 	back := time.Now()
 	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: ids})
 	took := time.Since(back)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
@@ -17,13 +15,7 @@ import (
 // releases the lock and the owner's claims, and touches nothing that is not
 // the failed attempt's.
 func TestAbortBroadcastAfterStall(t *testing.T) {
-	srv, err := redistest.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer rdb.Close()
+	srv, rdb := redistest.Private(t)
 	s := route.New(rdb)
 	ctx := context.Background()
 	room := testutil.Uniq("room")
@@ -38,15 +30,11 @@ func TestAbortBroadcastAfterStall(t *testing.T) {
 		t.Fatal(warm, err)
 	}
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	resume := srv.PauseUntilResumed(t)
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	b, err := s.BeginBroadcast(sctx, room, msgsOf(ids...), opts)
 	cancel()
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	if err == nil || b.Lock == nil || b.Lock.Room != room || b.Lock.Token == "" {
 		t.Fatalf("begin in a stall = %+v, %v; want an error naming the attempt's lock", b, err)
 	}

@@ -134,6 +134,42 @@ func ClusterClient(tb testing.TB) redis.UniversalClient {
 	return rc
 }
 
+// Private starts a redis-server of the test's own (for tests that pause,
+// flush or restart it), stopped when the test ends, and returns it with a
+// client that gives up on a command when its context ends and never
+// retries, so a paused server shows as timeouts.
+func Private(tb testing.TB) (*Server, redis.UniversalClient) {
+	tb.Helper()
+	s, err := StartServer()
+	if err != nil {
+		tb.Fatalf("redis-server: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	tb.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// PauseUntilResumed pauses s (Pause) and returns the function resuming it,
+// which may be called more than once; the server is resumed when the test
+// ends in any case.
+func (s *Server) PauseUntilResumed(tb testing.TB) (resume func()) {
+	tb.Helper()
+	if err := s.Pause(); err != nil {
+		tb.Fatalf("pause redis-server: %v", err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := s.Resume(); err != nil {
+				tb.Errorf("resume redis-server: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(resume)
+	return resume
+}
+
 // Each runs fn as two subtests, "standalone" and "cluster", with a client of
 // each kind.
 func Each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
