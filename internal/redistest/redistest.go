@@ -134,17 +134,12 @@ func ClusterClient(tb testing.TB) redis.UniversalClient {
 	return rc
 }
 
-// Private starts a redis-server of the test's own (for tests that pause,
-// flush or restart it), stopped when the test ends, and returns it with a
-// client that gives up on a command when its context ends and never
-// retries, so a paused server shows as timeouts.
+// Private starts a server of tb's own (New) and returns it with a client
+// that gives up on a command when its context ends and never retries, so a
+// paused server shows as timeouts.
 func Private(tb testing.TB) (*Server, redis.UniversalClient) {
 	tb.Helper()
-	s, err := StartServer()
-	if err != nil {
-		tb.Fatalf("redis-server: %v", err)
-	}
-	tb.Cleanup(s.Stop)
+	s := New(tb)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	tb.Cleanup(func() { c.Close() })
 	return s, c
