@@ -23,8 +23,9 @@ type Proc struct {
 	dir  string
 	bin  string
 
-	mu   sync.Mutex // guards log, cmd, done, err
+	mu   sync.Mutex // guards log, from, cmd, done, err
 	log  bytes.Buffer
+	from int // offset in log of the current process's output
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -58,7 +59,7 @@ func (p *Proc) start() error {
 	}
 	done := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.done, p.err = cmd, done, nil
+	p.cmd, p.done, p.err, p.from = cmd, done, nil, p.log.Len()
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -82,6 +83,13 @@ func (p *Proc) Logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.String()
+}
+
+// lastLogs returns what the current (or last) process wrote.
+func (p *Proc) lastLogs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()[p.from:]
 }
 
 // LogLines returns the JSON log lines the process wrote, decoded, in
@@ -174,12 +182,18 @@ func (p *Proc) Continue(tb testing.TB) {
 // after it exited (Kill or Stop).
 func (p *Proc) Restart(tb testing.TB) {
 	tb.Helper()
+	p.restart(tb, "restarted", p.args)
+}
+
+func (p *Proc) restart(tb testing.TB, why string, args []string) {
+	tb.Helper()
 	select {
 	case <-p.Done():
 	default:
 		tb.Fatalf("restart %s: still running", p.Name)
 	}
-	p.Write([]byte("--- stacktest: restarted ---\n"))
+	p.Write([]byte("--- stacktest: " + why + " ---\n"))
+	p.args = args
 	if err := p.start(); err != nil {
 		tb.Fatalf("restart %s: %v", p.Name, err)
 	}

@@ -142,15 +142,25 @@ func (sd *Sender) Accepted() []string { return sd.AcceptedAfter(time.Time{}) }
 
 // AcceptedAfter returns the accepted ids whose request was sent after t.
 func (sd *Sender) AcceptedAfter(t time.Time) []string {
-	sd.mu.Lock()
-	defer sd.mu.Unlock()
 	var ids []string
-	for _, m := range sd.accepted {
-		if m.At.After(t) {
-			ids = append(ids, m.ID)
-		}
+	for _, m := range sd.SentAfter(t) {
+		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// SentAfter returns the accepted messages whose request was sent after t,
+// with the time it was sent.
+func (sd *Sender) SentAfter(t time.Time) []Sent {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	var sent []Sent
+	for _, m := range sd.accepted {
+		if m.At.After(t) {
+			sent = append(sent, m)
+		}
+	}
+	return sent
 }
 
 // Refused returns how many messages logic did not accept, and the last

@@ -1,12 +1,14 @@
 package stacktest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +42,7 @@ type Stack struct {
 	Kafka    string
 	Logic    *Proc
 	LogicURL string
-	Jobs     []*Proc
+	Jobs     []*Job
 	Comets   []*Comet
 
 	rdb *redis.Client
@@ -52,6 +54,12 @@ type Comet struct {
 	ID       string
 	Public   string // host:port of /ws
 	Internal string // host:port of /push and /metrics
+}
+
+// Job is one job process with the address of its /metrics and /healthz.
+type Job struct {
+	*Proc
+	Metrics string // host:port
 }
 
 // WS is the comet's WebSocket URL (without query).
@@ -82,19 +90,56 @@ func New(tb testing.TB, o Options) *Stack {
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr, MaxRetries: -1})
 	tb.Cleanup(func() { s.rdb.Close() })
 	s.Kafka = DevKafka(tb)
-	logicAddr := testutil.FreeAddr(tb)
-	s.LogicURL = "http://" + logicAddr
-	s.Logic = Start(tb, "logic", nil, append([]string{"-config", "configs/logic.yaml",
-		"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-logic.listen", logicAddr,
-		"-logic.rate_limit", "100000", "-logic.rate_burst", "100000"}, o.Logic...)...)
+	logic := launch(tb, "logic", nil, func() []string {
+		addr := testutil.FreeAddr(tb)
+		s.LogicURL = "http://" + addr
+		return append([]string{"-config", "configs/logic.yaml",
+			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-logic.listen", addr,
+			"-logic.rate_limit", "100000", "-logic.rate_burst", "100000"}, o.Logic...)
+	}, func() string { return s.LogicURL + "/readyz" })
+	s.Logic = logic.Proc
+	children := []*child{logic}
 	for i := 0; i < o.Comets; i++ {
-		s.Comets = append(s.Comets, s.startComet(tb, o, i))
+		c, ch := s.launchComet(tb, o, i)
+		s.Comets = append(s.Comets, c)
+		children = append(children, ch)
 	}
-	jobAddrs := make([]string, o.Jobs)
-	for i := range jobAddrs {
-		jobAddrs[i] = testutil.FreeAddr(tb)
-		s.Jobs = append(s.Jobs, Start(tb, "job", nil, append([]string{"-config", "configs/job.yaml",
-			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", jobAddrs[i],
+	for i := 0; i < o.Jobs; i++ {
+		j, ch := s.launchJob(tb, o)
+		s.Jobs = append(s.Jobs, j)
+		children = append(children, ch)
+	}
+	for _, ch := range children {
+		ch.wait(tb)
+	}
+	if !o.NoWarmUp {
+		s.warmUp(tb)
+	}
+	tb.Logf("stack of %d comets and %d jobs up in %v", o.Comets, o.Jobs, time.Since(began).Round(time.Millisecond))
+	return s
+}
+
+func (s *Stack) launchComet(tb testing.TB, o Options, i int) (*Comet, *child) {
+	c := &Comet{ID: testutil.Uniq(fmt.Sprintf("comet%d-", i))}
+	ch := launch(tb, "comet", o.CometEnv, func() []string {
+		c.Public, c.Internal = testutil.FreeAddr(tb), testutil.FreeAddr(tb)
+		return append([]string{"-config", "configs/comet.yaml",
+			"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
+			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
+			"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
+			"-comet.reconcile_interval", ReconcileInterval.String(), "-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
+		}, o.Comet...)
+	}, func() string { return "http://" + c.Public + "/healthz" })
+	c.Proc = ch.Proc
+	return c, ch
+}
+
+func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
+	j := &Job{}
+	ch := launch(tb, "job", nil, func() []string {
+		j.Metrics = testutil.FreeAddr(tb)
+		return append([]string{"-config", "configs/job.yaml",
+			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
 			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
 			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
 			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
@@ -104,32 +149,10 @@ func New(tb testing.TB, o Options) *Stack {
 			// 10 s of history at 500 msg/s: a resume slowed down by a loaded
 			// machine still finds what it missed.
 			"-job.history_size", "5000",
-		}, o.Job...)...))
-	}
-	waitServing(tb, s.Logic, s.LogicURL+"/readyz")
-	for _, c := range s.Comets {
-		waitServing(tb, c.Proc, "http://"+c.Public+"/healthz")
-	}
-	for i, j := range s.Jobs {
-		waitServing(tb, j, "http://"+jobAddrs[i]+"/healthz")
-	}
-	if !o.NoWarmUp {
-		s.warmUp(tb)
-	}
-	tb.Logf("stack of %d comets and %d jobs up in %v", o.Comets, o.Jobs, time.Since(began).Round(time.Millisecond))
-	return s
-}
-
-func (s *Stack) startComet(tb testing.TB, o Options, i int) *Comet {
-	c := &Comet{ID: testutil.Uniq(fmt.Sprintf("comet%d-", i)), Public: testutil.FreeAddr(tb), Internal: testutil.FreeAddr(tb)}
-	env := append([]string{"DANMAKU_COMET_RECONCILE_INTERVAL=" + ReconcileInterval.String()}, o.CometEnv...)
-	c.Proc = Start(tb, "comet", env, append([]string{"-config", "configs/comet.yaml",
-		"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
-		"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
-		"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
-		"-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
-	}, o.Comet...)...)
-	return c
+		}, o.Job...)
+	}, func() string { return "http://" + j.Metrics + "/healthz" })
+	j.Proc = ch.Proc
+	return j, ch
 }
 
 // warmUp waits until a message sent through logic reaches a viewer on
@@ -210,6 +233,28 @@ func (s *Stack) Keys(pattern string) ([]string, error) {
 	return keys, iter.Err()
 }
 
+// Metric returns the value of one series of the Prometheus text exposition
+// at http://addr/metrics, series written as exposed, for example
+// `danmaku_comet_registry_repairs_total{kind="reregister"}`.
+func Metric(addr, series string) (float64, error) {
+	resp, err := httpClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no series %s", addr, series)
+}
+
 // DevKafka starts cmd/devkafka on a free port and returns its address.
 func DevKafka(tb testing.TB) string {
 	tb.Helper()
@@ -225,28 +270,6 @@ func DevKafka(tb testing.TB) string {
 		return nil
 	})
 	return addr
-}
-
-// waitServing waits until url answers 200, failing tb at once when p
-// exits meanwhile (a configuration it refuses, a port taken).
-func waitServing(tb testing.TB, p *Proc, url string) {
-	tb.Helper()
-	err := testutil.Soon(30*time.Second, func() error {
-		select {
-		case <-p.Done():
-			return nil
-		default:
-		}
-		return get200(url)
-	})
-	select {
-	case <-p.Done():
-		tb.Fatalf("%s exited while starting: %v\n%s", p.Name, p.Err(), p.Logs())
-	default:
-	}
-	if err != nil {
-		tb.Fatalf("%s not serving after 30 s: %v", p.Name, err)
-	}
 }
 
 func get200(url string) error {
