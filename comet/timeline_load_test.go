@@ -243,16 +243,20 @@ func TestSlowViewerCaughtUp(t *testing.T) {
 	}
 }
 
-// A viewer that stops reading is cut within write_wait (plus a second)
-// once its bounded socket buffer is full, and the room's other viewers get
-// every message meanwhile.
+// A viewer that stops reading but stays alive (it sends a pong every
+// 100 ms while the comet pings every 300 ms, and pong_wait is long) is cut
+// within write_wait (plus a second) once its bounded socket buffer is
+// full, and the room's other viewers get every message meanwhile.
 func TestNeverReadingViewerCut(t *testing.T) {
 	const writeWait = time.Second
-	s, store := mustStart(t, func(c *Config) { slowConfig(c); c.QueueSize = 64; c.WriteWait = writeWait })
+	s, store := mustStart(t, func(c *Config) {
+		slowConfig(c)
+		c.QueueSize, c.WriteWait, c.PingPeriod = 64, writeWait, 300*time.Millisecond
+	})
 	p := push.NewClient(testSecret, 2*time.Second)
 	w := newTLRoom(t, store)
 	w.content = strings.Repeat("y", 4000)
-	dialSmall(t, s, w.id) // never reads
+	go answerPings(dialSmall(t, s, w.id)) // never reads
 	good, _ := joinWelcome(t, s, w.id, "")
 	got := make(chan error, 1)
 	go func() {
@@ -293,5 +297,16 @@ func TestNeverReadingViewerCut(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Errorf("the reading viewer: %v", err)
+	}
+}
+
+// answerPings writes a pong on ws every 100 ms until a write fails,
+// without reading: to the comet, a client that answers its pings.
+func answerPings(ws *websocket.Conn) {
+	for {
+		time.Sleep(100 * time.Millisecond)
+		if ws.WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second)) != nil {
+			return
+		}
 	}
 }
