@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/stacktest"
+	"github.com/danmaku/danmaku/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(stacktest.Run(m)) }
@@ -60,5 +62,29 @@ func TestLogicPortInUseExits(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(p.Err(), &ee) || ee.ExitCode() != 1 || !strings.Contains(p.Logs(), "address already in use") {
 		t.Fatalf("exit %v, output %s", p.Err(), p.Logs())
+	}
+}
+
+// A port taken between the moment the harness picks it and the child's
+// bind: stacktest.Serve starts the child again on a new port.
+func TestServeStartsAgainOnNewAddress(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	rs := redistest.Standalone(t)
+	kafka := stacktest.DevKafka(t)
+	var addrs []string
+	p := stacktest.Serve(t, "logic", nil, func() []string {
+		addr := taken.Addr().String()
+		if len(addrs) > 0 {
+			addr = testutil.FreeAddr(t)
+		}
+		addrs = append(addrs, addr)
+		return []string{"-config", "configs/logic.yaml", "-redis.addrs", rs.Addr, "-kafka.brokers", kafka, "-logic.listen", addr}
+	}, func() string { return "http://" + addrs[len(addrs)-1] + "/healthz" })
+	if len(addrs) != 2 || !strings.Contains(p.Logs(), "address already in use") {
+		t.Fatalf("started on %v; output:\n%s", addrs, p.Logs())
 	}
 }

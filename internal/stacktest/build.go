@@ -7,6 +7,11 @@
 // posts messages to logic and records the accepted ids; DeliveredOnce and
 // Delivered check that every viewer showed every accepted id.
 //
+// Children get their listen addresses from testutil.FreeAddr, which
+// closes the port before the child binds it; a child that exits because
+// another socket took one meanwhile is started again on new addresses
+// (Serve).
+//
 // Everything a test starts is stopped by its cleanup. The test binary's
 // TestMain must call Run, which also removes the built binaries:
 //

@@ -199,7 +199,7 @@ func (s *Stack) RestartComet(tb testing.TB, i int) {
 
 // Online is GET /logic/online of room.
 func (s *Stack) Online(room string) (int64, error) {
-	resp, err := http.Get(s.LogicURL + "/logic/online?roomId=" + room)
+	resp, err := httpClient.Get(s.LogicURL + "/logic/online?roomId=" + room)
 	if err != nil {
 		return 0, err
 	}
@@ -272,8 +272,12 @@ func DevKafka(tb testing.TB) string {
 	return addr
 }
 
+// healthClient polls health URLs: a port another socket took may accept
+// and never answer, and the poll must go on to see the child exit.
+var healthClient = &http.Client{Timeout: time.Second}
+
 func get200(url string) error {
-	resp, err := http.Get(url)
+	resp, err := healthClient.Get(url)
 	if err != nil {
 		return err
 	}
@@ -290,7 +294,7 @@ func GetOK(tb testing.TB, url string) []byte {
 	tb.Helper()
 	var body []byte
 	testutil.SucceedsSoon(tb, 30*time.Second, func() error {
-		resp, err := http.Get(url)
+		resp, err := httpClient.Get(url)
 		if err != nil {
 			return err
 		}
