@@ -53,11 +53,7 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // holds n viewers in rooms of 100 (routes only, no sockets: the repair
 // reads nothing else).
 func benchComet(b *testing.B, n int) (*Server, *redis.Client, *roundTrips) {
-	srv, err := redistest.StartServer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Stop)
+	srv := redistest.New(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { rdb.Close() })
 	// The comet's own client, counted; the benchmark's reads use rdb.
