@@ -197,13 +197,16 @@ func BenchmarkSendParts(b *testing.B) {
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 	}
 	b.Run("allow", func(b *testing.B) {
-		e := newEnv(b, func(c *Config, _ *testEnv) { c.RateLimit, c.RateBurst = 1e9, 1e9 })
-		users := make([]int64, workers)
-		for i := range users {
-			users[i] = newUser()
+		e := newEnv(b, func(c *Config, _ *testEnv) {
+			c.RateLimit, c.RateBurst = 1e9, 1e9
+			c.IPRateLimit, c.IPRateBurst = 1e9, 1e9
+		})
+		reqs := make([]SendRequest, workers)
+		for i := range reqs {
+			reqs[i] = sendReq("bench_room", newUser(), "x")
 		}
 		run(b, func(w int) error {
-			_, err := e.srv.allow(context.Background(), users[w], 1)
+			_, err := e.srv.admit(context.Background(), "127.0.0.1", &reqs[w])
 			return err
 		})
 	})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/wordfilter"
 )
 
 // Config is the "logic" section of the configuration.
@@ -34,6 +35,28 @@ type Config struct {
 	// ... up to RateBurst, the most messages a user may send at once. It
 	// must be at least MaxMessages, or a full request could never pass.
 	RateBurst int `yaml:"rate_burst" help:"bucket size; must be >= max_messages"`
+
+	// IPRateLimit and IPRateBurst are a second bucket per client address
+	// (IPv6: per /64), checked in the same Redis round trip as the user's,
+	// so rotating user ids from one client does not multiply its budget.
+	// 0 turns it off.
+	IPRateLimit float64 `yaml:"ip_rate_limit" help:"messages per second per client address (IPv6: per /64); 0: no address limit"`
+	IPRateBurst int     `yaml:"ip_rate_burst" help:"address bucket size; must be >= max_messages"`
+	// TrustedProxies lists the proxies (CIDRs or addresses) whose
+	// X-Forwarded-For is believed: the client address is the rightmost
+	// forwarded address that is not a trusted proxy. A request from any
+	// other peer is limited by the peer's own address.
+	TrustedProxies []string `yaml:"trusted_proxies" help:"CIDRs of proxies whose X-Forwarded-For names the client (empty: the peer address is the client)"`
+
+	// Auth is off (the body says who sends) or jwt: /logic/send needs
+	// Authorization: Bearer <JWT>, checked with the auth section, and the
+	// user id and name come from the token.
+	Auth string `yaml:"auth" help:"off: the body's userId is trusted; jwt: Authorization: Bearer <JWT> required (see the auth section)"`
+	// AdminSecret guards the admin API (/logic/admin/*, Authorization:
+	// Bearer). Empty turns the API off: every admin request gets 403.
+	AdminSecret string `yaml:"admin_secret" help:"Bearer secret of /logic/admin/* (16+ bytes); empty: admin API off (403)"`
+	// BlockedWords is the blocked-word list and what to do on a match.
+	BlockedWords wordfilter.Config `yaml:"blocked_words"`
 
 	// RedisTimeout bounds the rate-limit and online-count calls; after it
 	// the request fails with 503.
@@ -76,6 +99,9 @@ func DefaultConfig() Config {
 		MaxNameRunes:      32,
 		RateLimit:         10,
 		RateBurst:         50,
+		IPRateLimit:       50,
+		IPRateBurst:       250,
+		Auth:              config.AuthOff,
 		RedisTimeout:      500 * time.Millisecond,
 		ProduceTimeout:    3 * time.Second,
 		BatchTimeout:      500 * time.Microsecond,
@@ -106,6 +132,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("rate_limit", "must be positive")
 	case c.RateBurst < c.MaxMessages:
 		return config.Invalid("rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
+	case c.IPRateLimit < 0:
+		return config.Invalid("ip_rate_limit", "must not be negative (0: off)")
+	case c.IPRateLimit > 0 && c.IPRateBurst < c.MaxMessages:
+		return config.Invalid("ip_rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
 	case c.RedisTimeout <= 0:
 		return config.Invalid("redis_timeout", "must be positive")
 	case c.ProduceTimeout <= 0:
@@ -125,5 +155,17 @@ func (c *Config) Validate() error {
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
 	}
-	return nil
+	if err := config.CheckAuthMode("auth", c.Auth); err != nil {
+		return err
+	}
+	if c.AdminSecret != "" {
+		if err := config.CheckSecret("admin_secret", c.AdminSecret); err != nil {
+			return err
+		}
+	}
+	_, err := parseProxies(c.TrustedProxies)
+	return err
 }
+
+// authOn reports whether senders must present a JWT.
+func (c *Config) authOn() bool { return c.Auth == config.AuthJWT }

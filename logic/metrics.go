@@ -15,6 +15,8 @@ type metrics struct {
 	inFlight    prometheus.Gauge
 	accepted    prometheus.Counter
 	rateLimited prometheus.Counter
+	refused     *prometheus.CounterVec
+	admin       *prometheus.CounterVec
 	produce     *prometheus.HistogramVec
 }
 
@@ -34,15 +36,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "rate_limited_total",
-			Help: "Send requests refused by the per-user rate limit.",
+			Help: "Send requests refused by the per-user or the per-address rate limit.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "send_refused_total",
+			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token).",
+		}, []string{"reason"}),
+		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "admin_actions_total",
+			Help: "Admin API requests by action and result (ok, error, unauthenticated, disabled).",
+		}, []string{"action", "result"}),
 		produce: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "kafka_produce_seconds",
 			Help:    "Time from handing a request's messages to the producer until Kafka acknowledged them (or the attempt failed).",
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.produce)
+	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.admin, m.produce)
 	return m
 }
 
@@ -60,4 +70,13 @@ func (m *metrics) observeProduce(d time.Duration, err error) {
 
 func (m *metrics) observeAccepted(n int) { m.accepted.Add(float64(n)) }
 
-func (m *metrics) observeRateLimited() { m.rateLimited.Inc() }
+// observeRefused counts a refused send; the per-user and per-address
+// limits also count in rate_limited_total.
+func (m *metrics) observeRefused(reason string) {
+	if reason == "user" || reason == "ip" {
+		m.rateLimited.Inc()
+	}
+	m.refused.WithLabelValues(reason).Inc()
+}
+
+func (m *metrics) observeAdmin(action, result string) { m.admin.WithLabelValues(action, result).Inc() }

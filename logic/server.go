@@ -15,10 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/kafkax"
 	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/internal/wordfilter"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -39,6 +41,10 @@ type Deps struct {
 	// Kafka names the brokers and the room topic the producer writes to;
 	// Config holds the producer's batching and timeouts.
 	Kafka config.Kafka
+	// Verifier checks senders' tokens; required when Config.Auth is jwt.
+	// A binary builds one from its auth section and may share it with its
+	// comet.
+	Verifier *auth.Verifier
 }
 
 // Server is the logic HTTP API. Create it with New; either Start it on
@@ -48,6 +54,9 @@ type Server struct {
 	cfg      Config
 	kafka    config.Kafka
 	lim      limits
+	verifier *auth.Verifier // nil: auth off
+	words    *wordfilter.Filter
+	proxies  proxies
 	store    *route.Store
 	writer   *kafka.Writer
 	ids      *idGen
@@ -78,16 +87,29 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err := config.Validate(&d.Kafka); err != nil {
 		return nil, fmt.Errorf("logic: Deps.Kafka: %w", err)
 	}
+	if cfg.authOn() && d.Verifier == nil {
+		return nil, errors.New("logic: logic.auth is jwt but Deps.Verifier is nil")
+	}
 	log := d.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	words, err := wordfilter.New(cfg.BlockedWords)
+	if err != nil {
+		return nil, fmt.Errorf("logic.blocked_words: %w", err)
+	}
+	pxs, err := parseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	reg, gatherer := telemetry.Metrics(d.Registerer)
 	s := &Server{
-		cfg:   cfg,
-		kafka: d.Kafka,
-		lim:   limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
-		store: d.Store,
+		cfg:     cfg,
+		kafka:   d.Kafka,
+		lim:     limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
+		words:   words,
+		proxies: pxs,
+		store:   d.Store,
 		writer: kafkax.NewWriter(d.Kafka.Brokers, d.Kafka.Topic, kafkax.WriterConfig{
 			BatchTimeout: cfg.BatchTimeout,
 			BatchSize:    cfg.BatchSize,
@@ -101,9 +123,16 @@ func New(cfg Config, d Deps) (*Server, error) {
 		gatherer: gatherer,
 		mux:      http.NewServeMux(),
 	}
+	if cfg.authOn() {
+		s.verifier = d.Verifier
+		log.Info("senders authenticate with JWTs", zap.Strings("algorithms", d.Verifier.Algorithms()))
+	} else {
+		log.Warn("logic.auth is off: senders are not authenticated, /logic/send trusts the userId and userName of the body; set logic.auth=jwt to require tokens")
+	}
 	s.handle("/logic/send", "send", s.serveSend)
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/logic/history", "history", s.serveHistory)
+	s.handleAdmin()
 	s.handle("/healthz", "healthz", s.serveHealthz)
 	s.handle("/readyz", "readyz", s.serveReadyz)
 	s.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
@@ -264,25 +293,36 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 	return false
 }
 
-// serveSend is POST /logic/send: validate, rate-limit, stamp, produce,
-// and answer 202 only once Kafka acknowledged every message.
+// serveSend is POST /logic/send: authenticate (auth on), validate, filter
+// blocked words, check mutes and rate limits, stamp, produce, and answer
+// 202 only once Kafka acknowledged every message.
 func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
 		return
 	}
+	claims, err := s.authenticate(r)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
 	req, err := decodeSend(w, r, s.cfg.MaxBodyBytes)
+	if err == nil && claims != nil {
+		err = s.applyClaims(&req, claims)
+	}
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
 	ids, err := s.lim.validate(&req)
+	if err == nil {
+		err = s.filterWords(&req)
+	}
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	if retry, err := s.allow(r.Context(), req.UserID, len(req.Messages)); err != nil {
+	if retry, err := s.admit(r.Context(), s.proxies.clientIP(r), &req); err != nil {
 		if retry > 0 {
-			s.m.observeRateLimited()
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		}
 		httpx.WriteError(w, err)
@@ -296,20 +336,36 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
 }
 
-// allow takes n tokens from the user's bucket. A refusal is an ERATELIMIT
-// error with the wait in whole seconds, rounded up and at least one, for
-// the Retry-After header.
-func (s *Server) allow(ctx context.Context, uid int64, n int) (retryAfter int64, err error) {
+// admit checks the sender's mutes and takes the request's tokens from the
+// user's and the client address ip's buckets, in one Redis round trip. A
+// refusal is an error (403 muted, 429 rate_limited) with the wait in whole
+// seconds, rounded up and at least one, for the Retry-After header.
+func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryAfter int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	ok, wait, err := s.store.Allow(ctx, strconv.FormatInt(uid, 10), n, s.cfg.RateLimit, s.cfg.RateBurst)
+	v, err := s.store.Admit(ctx, route.Admission{
+		User: strconv.FormatInt(req.UserID, 10), Room: req.RoomID, N: len(req.Messages),
+		UserBucket: route.Bucket{Rate: s.cfg.RateLimit, Burst: s.cfg.RateBurst},
+		IP:         ip,
+		IPBucket:   route.Bucket{Rate: s.cfg.IPRateLimit, Burst: s.cfg.IPRateBurst},
+	})
 	if err != nil {
 		return 0, s.redisError("rate limit", err)
 	}
-	if ok {
+	if v.Allowed {
 		return 0, nil
 	}
-	secs := max(int64((wait+time.Second-1)/time.Second), 1)
+	secs := max(int64((v.RetryAfter+time.Second-1)/time.Second), 1)
+	switch {
+	case v.Muted:
+		s.m.observeRefused("muted")
+		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted in this room for another %d s", secs)
+	case v.Limit == "ip":
+		s.m.observeRefused("ip")
+		return secs, danmaku.Errorf(danmaku.ERATELIMIT, "",
+			"rate limit of this client address exceeded: %g messages per second, burst %d; retry in %d s", s.cfg.IPRateLimit, s.cfg.IPRateBurst, secs)
+	}
+	s.m.observeRefused("user")
 	return secs, danmaku.Errorf(danmaku.ERATELIMIT, "userId",
 		"rate limit exceeded: %g messages per second, burst %d; retry in %d s", s.cfg.RateLimit, s.cfg.RateBurst, secs)
 }
@@ -393,4 +449,9 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// redisCtx bounds a Redis call of a request by Config.RedisTimeout.
+func (s *Server) redisCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.cfg.RedisTimeout)
 }

@@ -20,6 +20,9 @@
 //	ratelimit:user:{user}          token bucket: tokens, ts
 //	room:timeline:{room}           hash epoch, seq; TTL history_ttl, refreshed per batch
 //	room:history:{room}            list of message JSON, oldest first; same TTL
+//	ratelimit:ip:{addr}            token bucket of a client address (IPv6: its /64)
+//	mute:user:{user}               the user is muted everywhere; TTL = the mute
+//	mute:user:{user}:room:<room>   ... in one room (same hash tag as the user's bucket)
 //
 // Braces are literal Redis Cluster hash tags: every key of one room is on one
 // shard, so the per-room scripts (register, unregister, the delivery guards)
@@ -147,7 +150,12 @@
 //
 // # Rate limit
 //
-// Allow is a token bucket in one script on the Redis clock.
+// Allow is a token bucket in one script on the Redis clock. Admit is the
+// send check: the user's mute flags and bucket in one script (one hash tag),
+// the client address's bucket in a second script of the same pipelined
+// round trip (another hash tag, so on a cluster usually another shard). A
+// request refused by one gets back the tokens the other took. Mute and
+// Unmute set and delete the flags, with the mute's duration as TTL.
 //
 // Every Redis failure is returned as a *danmaku.Error with code
 // EUNAVAILABLE; callers map it to 503 or retry.

@@ -1,6 +1,11 @@
 package route
 
-import "github.com/danmaku/danmaku"
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/danmaku/danmaku"
+)
 
 // Key builders. Every key of the service is built here. The part in braces is
 // a Redis Cluster hash tag: all keys of one room share a slot, so the per-room
@@ -22,6 +27,36 @@ func lockKey(room string) string             { return "lock:broadcast:{" + room 
 func rateKey(user string) string             { return "ratelimit:user:{" + user + "}" }
 func timelineKey(room string) string         { return "room:timeline:{" + room + "}" }
 func historyKey(room string) string          { return "room:history:{" + room + "}" }
+
+// ipRateKey returns the bucket key of a client address: the address itself
+// for IPv4, its /64 for IPv6 (an IPv4-mapped address counts as IPv4).
+func ipRateKey(ip string) (string, error) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", danmaku.Errorf(danmaku.EINVALID, "ip", "not an IP address")
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		p, _ := addr.Prefix(64)
+		return "ratelimit:ip:{" + p.String() + "}", nil
+	}
+	return "ratelimit:ip:{" + addr.String() + "}", nil
+}
+
+// muteKey is the mute flag of user in room, or everywhere for room "".
+// Both carry the user's hash tag, the same as the user's bucket, so the
+// send check reads them in the bucket's script.
+func muteKey(user, room string) string {
+	if room == "" {
+		return "mute:user:{" + user + "}"
+	}
+	var b strings.Builder
+	b.WriteString("mute:user:{")
+	b.WriteString(user)
+	b.WriteString("}:room:")
+	b.WriteString(room)
+	return b.String()
+}
 
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{id}.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/danmaku/danmaku"
 )
 
@@ -17,11 +19,8 @@ func (s *Store) Allow(ctx context.Context, user string, n int, rate float64, bur
 	if err := danmaku.CheckID("user", user); err != nil {
 		return false, 0, err
 	}
-	if rate <= 0 || burst <= 0 {
-		return false, 0, danmaku.Errorf(danmaku.EINVALID, "rate", "rate and burst must be positive")
-	}
-	if n <= 0 || n > burst {
-		return false, 0, danmaku.Errorf(danmaku.EINVALID, "n", "must be between 1 and the burst (%d), got %d", burst, n)
+	if err := checkBucket(n, rate, burst); err != nil {
+		return false, 0, err
 	}
 	res, err := rateLimitScript.Run(ctx, s.rdb, []string{rateKey(user)}, rate, burst, n).Int64Slice()
 	if err != nil {
@@ -31,4 +30,175 @@ func (s *Store) Allow(ctx context.Context, user string, n int, rate float64, bur
 		return false, 0, danmaku.Errorf(danmaku.EINTERNAL, "", "rate limit script returned %v", res)
 	}
 	return res[0] == 1, time.Duration(res[1]) * time.Millisecond, nil
+}
+
+func checkBucket(n int, rate float64, burst int) error {
+	if rate <= 0 || burst <= 0 {
+		return danmaku.Errorf(danmaku.EINVALID, "rate", "rate and burst must be positive")
+	}
+	if n <= 0 || n > burst {
+		return danmaku.Errorf(danmaku.EINVALID, "n", "must be between 1 and the burst (%d), got %d", burst, n)
+	}
+	return nil
+}
+
+// Bucket is a token bucket's refill rate (tokens per second) and size.
+type Bucket struct {
+	Rate  float64
+	Burst int
+}
+
+// Admission is one send's checks: may User post N messages to Room from
+// the client address IP?
+type Admission struct {
+	User string
+	Room string
+	N    int
+	// UserBucket is the per-user limit.
+	UserBucket Bucket
+	// IP is the client address; "" (or a zero IPBucket.Rate) skips the
+	// per-address bucket. IPv6 addresses share one bucket per /64, the
+	// block one subscriber usually holds.
+	IP       string
+	IPBucket Bucket
+}
+
+// Verdict is the answer of Admit.
+type Verdict struct {
+	// Allowed: the tokens were taken from every bucket.
+	Allowed bool
+	// Muted: the user is muted in the room or everywhere; RetryAfter is
+	// what the mute still lasts.
+	Muted bool
+	// Limit names the bucket that refused: "user" or "ip"; RetryAfter is
+	// when it will hold N tokens.
+	Limit      string
+	RetryAfter time.Duration
+}
+
+// Admit checks the user's mute flags and takes N tokens from the user's and
+// the address's buckets, all in one round trip, or takes nothing.
+//
+// The user's script (mute flags and bucket share the user's hash tag) and
+// the address's script (its own hash tag) are pipelined: on Redis Cluster
+// the two keys live on different shards, and putting every bucket under one
+// hash tag would send all senders' traffic to a single shard. Each script is
+// atomic on its own; when one refuses and the other took its tokens, the
+// tokens are given back (a second round trip, only on that refusal path), so
+// a request refused by one limit never spends the other's budget.
+func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
+	if err := checkIDs("user", a.User, "room", a.Room); err != nil {
+		return Verdict{}, err
+	}
+	if err := checkBucket(a.N, a.UserBucket.Rate, a.UserBucket.Burst); err != nil {
+		return Verdict{}, err
+	}
+	ipKey := ""
+	if a.IP != "" && a.IPBucket.Rate > 0 {
+		if err := checkBucket(a.N, a.IPBucket.Rate, a.IPBucket.Burst); err != nil {
+			return Verdict{}, err
+		}
+		k, err := ipRateKey(a.IP)
+		if err != nil {
+			return Verdict{}, err
+		}
+		ipKey = k
+	}
+	userKeys := []string{rateKey(a.User), muteKey(a.User, ""), muteKey(a.User, a.Room)}
+	var userCmd, ipCmd *redis.Cmd
+	_, err := s.execPipe(ctx, "admit", func(p redis.Pipeliner) {
+		userCmd = rateLimitScript.EvalSha(ctx, p, userKeys, a.UserBucket.Rate, a.UserBucket.Burst, a.N)
+		if ipKey != "" {
+			ipCmd = rateLimitScript.EvalSha(ctx, p, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, a.N)
+		}
+	})
+	if err != nil {
+		return Verdict{}, err
+	}
+	user, err := bucketResult(userCmd)
+	if err != nil {
+		return Verdict{}, err
+	}
+	ip := [2]int64{1, 0}
+	if ipCmd != nil {
+		if ip, err = bucketResult(ipCmd); err != nil {
+			return Verdict{}, err
+		}
+	}
+	var v Verdict
+	switch {
+	case user[0] == -1:
+		v = Verdict{Muted: true, RetryAfter: time.Duration(max(user[1], 0)) * time.Millisecond}
+	case user[0] == 0:
+		v = Verdict{Limit: "user", RetryAfter: time.Duration(user[1]) * time.Millisecond}
+	case ip[0] == 0:
+		v = Verdict{Limit: "ip", RetryAfter: time.Duration(ip[1]) * time.Millisecond}
+	default:
+		return Verdict{Allowed: true}, nil
+	}
+	// Give back what the other script took. Best effort: a failure costs
+	// the sender at most one request's tokens.
+	switch {
+	case user[0] == 1:
+		rateLimitScript.Run(ctx, s.rdb, userKeys[:1], a.UserBucket.Rate, a.UserBucket.Burst, -a.N)
+	case ipCmd != nil && ip[0] == 1:
+		rateLimitScript.Run(ctx, s.rdb, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, -a.N)
+	}
+	return v, nil
+}
+
+func bucketResult(c *redis.Cmd) ([2]int64, error) {
+	res, err := c.Int64Slice()
+	if err != nil {
+		return [2]int64{}, wrap("admit", err)
+	}
+	if len(res) != 2 {
+		return [2]int64{}, danmaku.Errorf(danmaku.EINTERNAL, "", "rate limit script returned %v", res)
+	}
+	return [2]int64{res[0], res[1]}, nil
+}
+
+// Mute mutes user in room for d ("" room: everywhere). Muting again
+// replaces the duration.
+func (s *Store) Mute(ctx context.Context, user, room string, d time.Duration) error {
+	if err := checkMute(user, room); err != nil {
+		return err
+	}
+	if d < time.Millisecond {
+		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
+	}
+	return wrap("mute", s.rdb.Set(ctx, muteKey(user, room), "1", d).Err())
+}
+
+// Unmute lifts a mute of user in room ("" room: the mute everywhere; a
+// room mute stays). It reports whether there was one.
+func (s *Store) Unmute(ctx context.Context, user, room string) (bool, error) {
+	if err := checkMute(user, room); err != nil {
+		return false, err
+	}
+	n, err := s.rdb.Del(ctx, muteKey(user, room)).Result()
+	return n > 0, wrap("unmute", err)
+}
+
+// MutedFor returns how long the mute of user in room ("" room: everywhere)
+// still lasts; 0 when there is none.
+func (s *Store) MutedFor(ctx context.Context, user, room string) (time.Duration, error) {
+	if err := checkMute(user, room); err != nil {
+		return 0, err
+	}
+	d, err := s.rdb.PTTL(ctx, muteKey(user, room)).Result()
+	if err != nil {
+		return 0, wrap("mute ttl", err)
+	}
+	return max(d, 0), nil
+}
+
+func checkMute(user, room string) error {
+	if err := danmaku.CheckID("user", user); err != nil {
+		return err
+	}
+	if room != "" {
+		return danmaku.CheckID("room", room)
+	}
+	return nil
 }

@@ -26,18 +26,38 @@ const (
 // must be set.
 type Config struct {
 	// HMACSecret enables HS256 tokens signed with this secret.
-	HMACSecret string `yaml:"hmac_secret"`
+	HMACSecret string `yaml:"hmac_secret" help:"HS256 secret, 32+ bytes (empty: no HS256)"`
 	// PublicKeys are PEM files holding RSA (RS256) or EC P-256 (ES256)
 	// public keys ("PUBLIC KEY", "RSA PUBLIC KEY" or "CERTIFICATE" blocks).
 	// Several files, or several blocks in one file, are all accepted, so a
 	// new key can be added before the old one is retired.
-	PublicKeys []string `yaml:"public_keys"`
+	PublicKeys []string `yaml:"public_keys" help:"PEM files of RSA (RS256) or EC P-256 (ES256) public keys; several for rotation"`
 	// Issuer, when set, is required in the "iss" claim.
-	Issuer string `yaml:"issuer"`
+	Issuer string `yaml:"issuer" help:"required iss claim (empty: not checked)"`
 	// Audience, when set, must be one of the "aud" claim's values.
-	Audience string `yaml:"audience"`
+	Audience string `yaml:"audience" help:"required aud value (empty: not checked)"`
 	// Leeway is the clock skew tolerated on exp and nbf.
-	Leeway time.Duration `yaml:"leeway"`
+	Leeway time.Duration `yaml:"leeway" help:"clock skew tolerated on exp and nbf (at most 5m)"`
+}
+
+// Section is Config as the "auth" section of a binary's configuration: the
+// same keys, but no Validate method, because a binary whose roles run with
+// auth off leaves it empty. The binary checks it with Require when a role
+// has auth on, and builds the Verifier with New(Config(section)).
+type Section Config
+
+// Require validates s as a Config, naming fields under "auth."
+// ("auth.hmac_secret").
+func (s Section) Require() error {
+	c := Config(s)
+	if err := c.Validate(); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) {
+			return &config.FieldError{Field: "auth." + fe.Field, Message: fe.Message}
+		}
+		return err
+	}
+	return nil
 }
 
 // Validate checks the configuration, reading and parsing every public key

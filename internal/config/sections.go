@@ -1,12 +1,47 @@
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // PlaceholderSecret is the push secret job and comet default to and the
 // shipped configs carry, so the role binaries agree out of the box. The
 // binaries warn when it is in use; the all-in-one binary replaces it with a
 // random value per process.
 const PlaceholderSecret = "change-me-push-secret"
+
+// MinSecretLen is the shortest shared secret (push, admin) the role
+// binaries accept.
+const MinSecretLen = 16
+
+// CheckSecret is the role binaries' rule for a shared secret named key: at
+// least MinSecretLen bytes and not a placeholder (any value starting with
+// "change-me", which is what the shipped examples carry).
+func CheckSecret(key, secret string) error {
+	switch {
+	case strings.HasPrefix(strings.ToLower(secret), "change-me"):
+		return Invalid(key, "is a placeholder (%q); set your own secret of at least %d bytes (openssl rand -hex 16)", secret, MinSecretLen)
+	case len(secret) < MinSecretLen:
+		return Invalid(key, "must be at least %d bytes, got %d (openssl rand -hex 16)", MinSecretLen, len(secret))
+	}
+	return nil
+}
+
+// Auth modes of logic.auth and comet.auth.
+const (
+	AuthOff = "off" // no token: the client says who it is
+	AuthJWT = "jwt" // a JWT checked against the auth section
+)
+
+// CheckAuthMode validates an auth mode setting ("" means off).
+func CheckAuthMode(key, mode string) error {
+	switch mode {
+	case "", AuthOff, AuthJWT:
+		return nil
+	}
+	return Invalid(key, "must be off or jwt, not %q", mode)
+}
 
 // Redis configures the connection to Redis, standalone or cluster.
 type Redis struct {

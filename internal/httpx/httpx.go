@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/wordfilter"
 )
 
 // HTTP-only error codes: failures with no domain meaning but a distinct
@@ -20,21 +21,24 @@ const (
 	CodeMediaType = "unsupported_media_type"
 	CodeMethod    = "method_not_allowed"
 	CodeForbidden = "permission_denied" // e.g. a browser origin not allowed
+	CodeMuted     = "muted"             // the sender is muted (moderation)
 )
 
 // statusOf is the one table from error code to HTTP status.
 var statusOf = map[string]int{
-	danmaku.EINVALID:     http.StatusBadRequest,
-	danmaku.ENOTFOUND:    http.StatusNotFound,
-	danmaku.ECONFLICT:    http.StatusConflict,
-	danmaku.ERATELIMIT:   http.StatusTooManyRequests,
-	danmaku.EUNAVAILABLE: http.StatusServiceUnavailable,
-	danmaku.EUNAUTH:      http.StatusUnauthorized,
-	danmaku.EINTERNAL:    http.StatusInternalServerError,
-	CodeTooLarge:         http.StatusRequestEntityTooLarge,
-	CodeMediaType:        http.StatusUnsupportedMediaType,
-	CodeMethod:           http.StatusMethodNotAllowed,
-	CodeForbidden:        http.StatusForbidden,
+	danmaku.EINVALID:       http.StatusBadRequest,
+	danmaku.ENOTFOUND:      http.StatusNotFound,
+	danmaku.ECONFLICT:      http.StatusConflict,
+	danmaku.ERATELIMIT:     http.StatusTooManyRequests,
+	danmaku.EUNAVAILABLE:   http.StatusServiceUnavailable,
+	danmaku.EUNAUTH:        http.StatusUnauthorized,
+	danmaku.EINTERNAL:      http.StatusInternalServerError,
+	CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	CodeMediaType:          http.StatusUnsupportedMediaType,
+	CodeMethod:             http.StatusMethodNotAllowed,
+	CodeForbidden:          http.StatusForbidden,
+	CodeMuted:              http.StatusForbidden,
+	wordfilter.CodeBlocked: http.StatusBadRequest, // field names the input
 }
 
 // Status returns the HTTP status for err's code.

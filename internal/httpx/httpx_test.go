@@ -20,6 +20,9 @@ func TestWriteError(t *testing.T) {
 		{danmaku.Errorf(CodeMethod, "method", "use POST"), 405, ErrorDetail{"method_not_allowed", "method", "use POST"}},
 		{danmaku.Unavailable("", errors.New("dial 10.0.0.1:6379")), 503, ErrorDetail{"unavailable", "", "service unavailable"}},
 		{errors.New("secret internal detail"), 500, ErrorDetail{"internal", "", "internal error"}},
+		{danmaku.Errorf(CodeMuted, "userId", "muted"), 403, ErrorDetail{"muted", "userId", "muted"}},
+		{danmaku.Errorf("content_blocked", "messages[1].content", "contains a blocked word"), 400,
+			ErrorDetail{"content_blocked", "messages[1].content", "contains a blocked word"}},
 	}
 	for _, tc := range cases {
 		rec := httptest.NewRecorder()

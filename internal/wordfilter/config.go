@@ -17,12 +17,12 @@ const MaxWordLen = 256
 // Config configures a Filter.
 type Config struct {
 	// Mode is off (or empty), reject or mask.
-	Mode string `yaml:"mode"`
+	Mode string `yaml:"mode" help:"off, reject (400 content_blocked) or mask (each character of a blocked word becomes *)"`
 	// File is a word list, one word or phrase per line; blank lines and
 	// lines starting with # are skipped. Reload reads it again.
-	File string `yaml:"file"`
+	File string `yaml:"file" help:"word list file, one word or phrase per line (# comments); reloaded on SIGHUP"`
 	// Words are blocked in addition to the file's.
-	Words []string `yaml:"words"`
+	Words []string `yaml:"words" help:"blocked words in addition to the file's"`
 }
 
 // Validate checks the mode and every entry, reading the file, so that a bad

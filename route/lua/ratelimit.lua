@@ -1,7 +1,18 @@
--- Token bucket. Takes ARGV[3] tokens if available; refills ARGV[1] tokens per
--- second up to ARGV[2]. Uses the server clock so every caller agrees.
--- Returns {1, 0} when allowed, {0, ms until enough tokens} otherwise.
--- KEYS[1] ratelimit:user:{user}
+-- Token bucket, optionally behind mute flags. Takes ARGV[3] tokens if
+-- available; refills ARGV[1] tokens per second up to ARGV[2]. Uses the server
+-- clock so every caller agrees. A negative ARGV[3] gives tokens back (a
+-- request refused by another check of the same round trip), up to the burst.
+-- KEYS[1]   the bucket: ratelimit:user:{user} or ratelimit:ip:{addr}
+-- KEYS[2..] mute flags of the same user (same hash tag): when one exists the
+--           bucket is not touched.
+-- Returns {1, 0} when allowed, {0, ms until enough tokens} when limited,
+-- {-1, ms the mute still lasts} when muted.
+for i = 2, #KEYS do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl ~= -2 then
+    return {-1, ttl}
+  end
+end
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -19,7 +30,10 @@ if now > ts then
 end
 local allowed = 0
 local wait = 0
-if tokens >= n then
+if n < 0 then
+  tokens = math.min(burst, tokens - n)
+  allowed = 1
+elseif tokens >= n then
   tokens = tokens - n
   allowed = 1
 else
