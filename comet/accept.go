@@ -9,13 +9,14 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/httpx"
 )
 
 // serveWS checks a viewer's request, upgrades it and starts its reader.
 // Every refusal happens before the upgrade, with a JSON error.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	uid, err := s.admit(r)
+	uid, claims, err := s.admit(r)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -32,6 +33,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.limiter.release(ip)
 		return
 	}
+	c.claims = claims
 	s.metrics.accept()
 	s.hub.addConn(c)
 	go c.readLoop(req, badRoom)
@@ -61,36 +63,18 @@ func joinRequest(r *http.Request) (joinReq, error) {
 }
 
 // admit checks that a viewer may connect: the comet is not shutting down,
-// the origin is allowed, the uid is valid and, with token auth on, the
-// token is. It returns the uid, or the error to answer with (counted).
-func (s *Server) admit(r *http.Request) (uid string, err error) {
+// the origin is allowed and the viewer authenticates (see viewer). It
+// returns the uid and claims, or the error to answer with (counted).
+func (s *Server) admit(r *http.Request) (uid string, claims *auth.Claims, err error) {
 	if s.isClosing() {
 		s.metrics.rejected("shutting_down")
-		return "", danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
+		return "", nil, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
 	}
 	if !originAllowed(s.cfg.AllowedOrigins, r) {
 		s.metrics.rejected("origin")
-		return "", danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
+		return "", nil, danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
 	}
-	q := r.URL.Query()
-	uid = q.Get("uid")
-	if uid != "" {
-		if err := danmaku.CheckID("uid", uid); err != nil {
-			s.metrics.rejected("bad_uid")
-			return "", err
-		}
-	}
-	if s.tokenKey != nil {
-		if uid == "" {
-			s.metrics.rejected("token")
-			return "", danmaku.Errorf(danmaku.EUNAUTH, "uid", "uid and token are required")
-		}
-		if err := verifyToken(s.tokenKey, uid, q.Get("token"), time.Now()); err != nil {
-			s.metrics.rejected("token")
-			return "", err
-		}
-	}
-	return uid, nil
+	return s.viewer(r)
 }
 
 // upgrade completes the WebSocket handshake and returns the new viewer,

@@ -1,58 +1,59 @@
 package comet
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/httpx"
 )
 
-// MintToken returns a viewer token for uid valid until exp:
-//
-//	base64url(HMAC-SHA256(secret, uid + "." + expUnix)) + "." + expUnix
-//
-// (base64url without padding, expUnix in decimal seconds). The site that
-// authenticates its users mints it and puts it in the /ws URL.
-func MintToken(secret []byte, uid string, exp time.Time) string {
-	e := strconv.FormatInt(exp.Unix(), 10)
-	return base64.RawURLEncoding.EncodeToString(tokenMAC(secret, uid, e)) + "." + e
-}
+// codeForbidden is the error frame of a join the viewer's token does not
+// allow; the viewer stays in its room.
+const codeForbidden = "forbidden"
 
-func tokenMAC(secret []byte, uid, exp string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(uid))
-	m.Write([]byte{'.'})
-	m.Write([]byte(exp))
-	return m.Sum(nil)
-}
-
-// verifyToken checks a token minted by MintToken for uid at time now.
-func verifyToken(secret []byte, uid, token string, now time.Time) error {
-	sig, exp, ok := strings.Cut(token, ".")
-	if !ok || sig == "" || exp == "" {
-		return danmaku.Errorf(danmaku.EUNAUTH, "token", "malformed token")
+// viewer authenticates a /ws request and returns the viewer's user id and,
+// with auth on, its verified claims (nil with auth off). With auth off the
+// uid query parameter is taken as given (it only groups a user's tabs).
+// With auth on the token comes from the token query parameter (browsers
+// cannot set headers on a WebSocket) or "Authorization: Bearer"; the user
+// is the token's sub, and a uid parameter naming somebody else is refused.
+func (s *Server) viewer(r *http.Request) (uid string, claims *auth.Claims, err error) {
+	q := r.URL.Query()
+	uid = q.Get("uid")
+	if uid != "" {
+		if err := danmaku.CheckID("uid", uid); err != nil {
+			s.metrics.rejected("bad_uid")
+			return "", nil, err
+		}
 	}
-	e, err := strconv.ParseInt(exp, 10, 64)
+	if s.verifier == nil {
+		return uid, nil, nil
+	}
+	tok := q.Get("token")
+	if tok == "" {
+		tok = auth.BearerToken(r)
+	}
+	c, err := s.verifier.Verify(tok)
 	if err != nil {
-		return danmaku.Errorf(danmaku.EUNAUTH, "token", "malformed token expiry")
+		s.metrics.rejected("token")
+		return "", nil, err
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, tokenMAC(secret, uid, exp)) {
-		return danmaku.Errorf(danmaku.EUNAUTH, "token", "token does not match uid")
+	if uid != "" && uid != c.Subject() {
+		s.metrics.rejected("token")
+		return "", nil, danmaku.Errorf(httpx.CodeForbidden, "uid", "does not match the token's user")
 	}
-	if now.Unix() >= e {
-		return danmaku.Errorf(danmaku.EUNAUTH, "token", "token expired")
-	}
-	return nil
+	return c.Subject(), &c, nil
+}
+
+// mayJoin reports whether the connection's token allows room (always, with
+// auth off or a token without a rooms claim).
+func (c *conn) mayJoin(room string) bool {
+	return c.claims == nil || c.claims.AllowsRoom(room)
 }
 
 // checkBearer compares the request's bearer token with secret in constant

@@ -16,16 +16,20 @@ type Config struct {
 	// Listen is the public address browsers connect to (/ws, /healthz).
 	Listen string `yaml:"listen" help:"public: /ws, /healthz; all-in-one: loopback only, browsers use logic.listen"`
 	// InternalListen is the address job pushes to (/push, /metrics,
-	// /healthz). It must not be reachable from the internet.
-	InternalListen string `yaml:"internal_listen" help:"private: /push (job), /metrics, /healthz"`
+	// /healthz). It must not be reachable from the internet: the default
+	// is loopback, a deployment whose jobs run elsewhere sets a private
+	// address.
+	InternalListen string `yaml:"internal_listen" help:"private: /push (job), /metrics, /healthz; loopback by default, set a private address when jobs run on other hosts"`
 	// Advertise is the push address published in the lease. Empty means the
 	// internal listener's address, with 127.0.0.1 for an unspecified host.
 	Advertise string `yaml:"advertise" help:"push address published in the lease; empty: host name + internal port"`
 	// Secret authenticates job's pushes (Authorization: Bearer <secret>).
 	Secret string `yaml:"secret" help:"push secret shared with job.push_secret (Authorization: Bearer), 8+ characters; the shipped placeholder is warned about at start-up (all-in-one: it means a random value per process)"`
-	// TokenSecret enables viewer token auth when not empty: /ws then needs
-	// uid and a token minted by MintToken with this secret.
-	TokenSecret string `yaml:"token_secret" help:"non-empty: /ws requires uid + token (see docs/protocol.md)"`
+	// Auth is off (viewers are anonymous or name themselves with uid) or
+	// jwt: /ws needs a JWT (token query parameter or Authorization:
+	// Bearer), checked with the auth section; its rooms claim bounds the
+	// rooms the viewer may join.
+	Auth string `yaml:"auth" help:"off: anyone may watch; jwt: /ws requires a JWT (token=... or Authorization: Bearer), joins limited to its rooms"`
 	// AllowedOrigins lists the Origin values a browser may connect from
 	// ("https://example.com", or "*" for any). Empty means same host only;
 	// requests without an Origin header (non-browser clients) are accepted.
@@ -97,7 +101,8 @@ func DefaultConfig() Config {
 	return Config{
 		Secret:            config.PlaceholderSecret,
 		Listen:            ":8080",
-		InternalListen:    ":8081",
+		InternalListen:    "127.0.0.1:8081",
+		Auth:              config.AuthOff,
 		MaxConnsPerIP:     256,
 		MaxFrameBytes:     4096,
 		MaxPushBytes:      4 << 20,
@@ -169,5 +174,5 @@ func (c *Config) Validate() error {
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
 	}
-	return nil
+	return config.CheckAuthMode("auth", c.Auth)
 }

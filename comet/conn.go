@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
 )
 
 // closeGrace is how long a closing connection waits for the peer's close
@@ -28,6 +29,9 @@ type conn struct {
 	user string
 	ip   string
 	seq  uint64
+	// claims are the viewer's token (nil: auth off); set before the reader
+	// starts, read only by it.
+	claims *auth.Claims
 
 	// roomID is the room the registry knows this viewer in; only the reader
 	// goroutine touches it.
@@ -314,6 +318,11 @@ func (c *conn) readMessage() bool {
 func (c *conn) join(req joinReq) {
 	s := c.s
 	room := req.room
+	if !c.mayJoin(room) {
+		s.metrics.rejected("forbidden_room")
+		c.sendError(codeForbidden, "room "+room+": not allowed by the token")
+		return
+	}
 	old := c.roomID
 	if old != "" && old != room {
 		s.hub.leave(c, old)

@@ -212,42 +212,6 @@ func expectErrorBody(t *testing.T, resp *http.Response, code string) {
 	}
 }
 
-func TestTokenAuth(t *testing.T) {
-	const secret = "token-secret"
-	s, _ := mustStart(t, func(c *Config) { c.TokenSecret = secret })
-	room := testutil.Uniq("r-")
-	good := MintToken([]byte(secret), "u42", time.Now().Add(time.Hour))
-	cases := []struct {
-		name, query string
-		status      int
-	}{
-		{"valid", "room=" + room + "&uid=u42&token=" + good, http.StatusSwitchingProtocols},
-		{"no token", "room=" + room + "&uid=u42", http.StatusUnauthorized},
-		{"no uid", "room=" + room + "&token=" + good, http.StatusUnauthorized},
-		{"other uid", "room=" + room + "&uid=u43&token=" + good, http.StatusUnauthorized},
-		{"expired", "room=" + room + "&uid=u42&token=" + MintToken([]byte(secret), "u42", time.Now().Add(-time.Second)), http.StatusUnauthorized},
-		{"other secret", "room=" + room + "&uid=u42&token=" + MintToken([]byte("x"), "u42", time.Now().Add(time.Hour)), http.StatusUnauthorized},
-		{"garbage", "room=" + room + "&uid=u42&token=abc", http.StatusUnauthorized},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, resp, err := websocket.DefaultDialer.Dial(wsURL(s, tc.query), nil)
-			if resp == nil {
-				t.Fatalf("no response: %v", err)
-			}
-			if resp.StatusCode != tc.status {
-				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
-			}
-			if err == nil {
-				defer c.Close()
-				mustReadOp(t, c, opWelcome)
-			} else {
-				expectErrorBody(t, resp, danmaku.EUNAUTH)
-			}
-		})
-	}
-}
-
 func TestPerIPLimit(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.MaxConnsPerIP = 2 })
 	a := mustDial(t, s, "")
@@ -322,25 +286,6 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("accepted op %q", fr.Op)
 		}
 	})
-}
-
-func TestMintToken(t *testing.T) {
-	key := []byte("k")
-	exp := time.Unix(1_900_000_000, 0)
-	tok := MintToken(key, "u1", exp)
-	if !strings.HasSuffix(tok, ".1900000000") {
-		t.Fatalf("token %q lacks expiry", tok)
-	}
-	if err := verifyToken(key, "u1", tok, exp.Add(-time.Second)); err != nil {
-		t.Fatalf("valid token refused: %v", err)
-	}
-	if err := verifyToken(key, "u1", tok, exp); err == nil {
-		t.Fatal("token accepted at expiry")
-	}
-	tampered := strings.Replace(tok, ".1900000000", ".1900000001", 1)
-	if err := verifyToken(key, "u1", tampered, exp.Add(-time.Hour)); err == nil {
-		t.Fatal("token with changed expiry accepted")
-	}
 }
 
 // maskedFrame encodes one client frame.

@@ -57,6 +57,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
@@ -84,7 +86,7 @@ type Server struct {
 	hub       *hub
 	limiter   *ipLimiter
 	upgrader  websocket.Upgrader
-	tokenKey  []byte
+	verifier  *auth.Verifier // nil: auth off
 	connIDPfx string
 	seq       atomic.Uint64
 	started   time.Time
@@ -126,6 +128,8 @@ type Deps struct {
 	// prometheus.Gatherer (a *prometheus.Registry is), else the comet's
 	// own metrics.
 	Registerer prometheus.Registerer
+	// Verifier checks viewers' tokens; required when Config.Auth is jwt.
+	Verifier *auth.Verifier
 }
 
 // New returns a comet for cfg, which the caller has validated (the binaries
@@ -153,8 +157,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 		quit:      make(chan struct{}),
 		leaseDone: make(chan struct{}),
 	}
-	if cfg.TokenSecret != "" {
-		s.tokenKey = []byte(cfg.TokenSecret)
+	if cfg.Auth == config.AuthJWT {
+		if d.Verifier == nil {
+			return nil, errors.New("comet: comet.auth is jwt but Deps.Verifier is nil")
+		}
+		s.verifier = d.Verifier
 	}
 	s.metrics = newMetrics(reg, s.hub, s.registryCounts)
 	s.upgrader = websocket.Upgrader{

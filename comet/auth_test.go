@@ -1,0 +1,115 @@
+package comet
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth/authtest"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
+)
+
+// startWithAuth starts a comet with comet.auth jwt and a verifier of keys.
+func startWithAuth(t *testing.T, keys *authtest.Keys) *Server {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Auth = config.AuthJWT
+	s, err := New(cfg, Deps{Store: route.New(redistest.Client(t)), Verifier: keys.Verifier(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
+}
+
+func TestTokenAuth(t *testing.T) {
+	keys := authtest.New(t)
+	s := startWithAuth(t, keys)
+	room := testutil.Uniq("r-")
+	good := keys.Token(t, 42, "ann", nil)
+	cases := []struct {
+		name, query string
+		header      string
+		status      int
+		code        string
+	}{
+		{"valid", "room=" + room + "&uid=42&token=" + good, "", http.StatusSwitchingProtocols, ""},
+		{"valid without uid", "room=" + room + "&token=" + good, "", http.StatusSwitchingProtocols, ""},
+		{"RS256", "room=" + room + "&token=" + keys.RS256(t, 42), "", http.StatusSwitchingProtocols, ""},
+		{"Authorization header", "room=" + room, "Bearer " + good, http.StatusSwitchingProtocols, ""},
+		{"no token", "room=" + room + "&uid=42", "", http.StatusUnauthorized, danmaku.EUNAUTH},
+		{"other uid", "room=" + room + "&uid=43&token=" + good, "", http.StatusForbidden, httpx.CodeForbidden},
+	}
+	for _, a := range keys.Attacks(t, 42) {
+		cases = append(cases, struct {
+			name, query string
+			header      string
+			status      int
+			code        string
+		}{a.Name, "room=" + room + "&token=" + a.Token, "", http.StatusUnauthorized, danmaku.EUNAUTH})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("Authorization", tc.header)
+			}
+			c, resp, err := websocket.DefaultDialer.Dial(wsURL(s, tc.query), h)
+			if resp == nil {
+				t.Fatalf("no response: %v", err)
+			}
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if err == nil {
+				defer c.Close()
+				mustReadOp(t, c, opWelcome)
+			} else {
+				expectErrorBody(t, resp, tc.code)
+			}
+		})
+	}
+}
+
+// A token's rooms claim bounds the rooms: the room of the URL and later
+// joins outside it get a forbidden error frame and the viewer stays where
+// it was (nowhere, or its room).
+func TestTokenRooms(t *testing.T) {
+	keys := authtest.New(t)
+	s := startWithAuth(t, keys)
+	pfx := testutil.Uniq("live")
+	allowed, other := pfx+"-1", testutil.Uniq("other-")
+	tok := keys.Token(t, 7, "", []string{pfx + "-*"})
+
+	ws := mustDial(t, s, "room="+other+"&token="+tok)
+	f := mustReadOp(t, ws, opError)
+	if f.Code != codeForbidden {
+		t.Fatalf("URL room outside the token: %+v, want code %s", f, codeForbidden)
+	}
+	mustSend(t, ws, map[string]string{"op": "join", "room": allowed})
+	if f := mustReadOp(t, ws, opWelcome); f.Room != allowed {
+		t.Fatalf("welcome %+v, want room %s", f, allowed)
+	}
+	mustSend(t, ws, map[string]string{"op": "join", "room": other})
+	if f := mustReadOp(t, ws, opError); f.Code != codeForbidden {
+		t.Fatalf("join outside the token: %+v", f)
+	}
+	// Still in the allowed room: its batches arrive.
+	b := danmaku.Batch{Op: danmaku.OpMsgs, Room: allowed, Msgs: []danmaku.Message{{ID: testutil.Uniq("m"), UID: 1, Name: "a", Content: "hi", TS: 1}}}
+	if n := s.Broadcast(b); n != 1 {
+		t.Fatalf("broadcast to %s reached %d viewers, want 1", allowed, n)
+	}
+	if f := mustReadOp(t, ws, danmaku.OpMsgs); f.Room != allowed {
+		t.Fatalf("batch %+v", f)
+	}
+}
