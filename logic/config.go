@@ -102,6 +102,7 @@ func DefaultConfig() Config {
 		IPRateLimit:       50,
 		IPRateBurst:       250,
 		Auth:              config.AuthOff,
+		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,
 		ProduceTimeout:    3 * time.Second,
 		BatchTimeout:      500 * time.Microsecond,

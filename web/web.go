@@ -40,6 +40,19 @@ type Config struct {
 	// "http://localhost:8090". The comet binary serves the page at / only
 	// when it is set, since a page that cannot reach the API cannot send.
 	APIBase string `yaml:"api_base" help:"cmd/comet: base URL of logic's API (http://host:8090) for the demo page; set: the page is served at / (list the comet's origin in logic.allowed_origins); empty: no page"`
+	// DevToken: see devTokenMeta. Not a configuration key.
+	DevToken string `yaml:"-"`
+}
+
+// DevToken is the path of a development token endpoint the page fetches
+// its token from (GET DevToken?uid=&name= -> {"token"}); empty: the page
+// connects without a token. Only the all-in-one binary sets it, never
+// from configuration.
+func (c *Config) devTokenMeta() string {
+	if c.DevToken == "" {
+		return ""
+	}
+	return `<meta name="danmaku-dev-token" content="` + html.EscapeString(c.DevToken) + `">`
 }
 
 // Validate checks the section.
@@ -69,7 +82,7 @@ func Files() fs.FS {
 // new binary's page is picked up on reload.
 func Handler(c Config) http.Handler {
 	files := Files()
-	page := indexPage(files, strings.TrimRight(c.APIBase, "/"))
+	page := indexPage(files, strings.TrimRight(c.APIBase, "/"), c.devTokenMeta())
 	server := http.FileServerFS(files)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -96,12 +109,13 @@ func Handler(c Config) http.Handler {
 	})
 }
 
-// indexPage is index.html with the API base in its danmaku-api meta tag.
-func indexPage(files fs.FS, apiBase string) []byte {
+// indexPage is index.html with the API base in its danmaku-api meta tag,
+// followed by extra (more head elements).
+func indexPage(files fs.FS, apiBase, extra string) []byte {
 	b, err := fs.ReadFile(files, "index.html")
 	if err != nil {
 		panic(err) // embedded
 	}
 	const tag = `<meta name="danmaku-api" content="">`
-	return bytes.Replace(b, []byte(tag), []byte(`<meta name="danmaku-api" content="`+html.EscapeString(apiBase)+`">`), 1)
+	return bytes.Replace(b, []byte(tag), []byte(`<meta name="danmaku-api" content="`+html.EscapeString(apiBase)+`">`+extra), 1)
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/telemetry"
@@ -30,13 +31,25 @@ func main() {
 type Config struct {
 	Log   config.Log   `yaml:"log"`
 	Redis config.Redis `yaml:"redis"`
+	Auth  auth.Section `yaml:"auth"`
 	Comet comet.Config `yaml:"comet"`
 	Page  web.Config   `yaml:"page"`
 }
 
-// Validate checks what the binary needs beyond its sections' own rules.
+// Validate checks what the binary needs beyond its sections' own rules: a
+// Redis address, a push secret of the deployment's own (no placeholder, 16
+// bytes or more) and, with comet.auth jwt, the auth section.
 func (c *Config) Validate() error {
-	return config.RequireRedis(c.Redis)
+	if err := config.RequireRedis(c.Redis); err != nil {
+		return err
+	}
+	if err := config.CheckSecret("comet.secret", c.Comet.Secret); err != nil {
+		return err
+	}
+	if c.Comet.Auth == config.AuthJWT {
+		return c.Auth.Require()
+	}
+	return nil
 }
 
 // DefaultConfig returns the defaults of every section.
@@ -79,11 +92,17 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
-	process.WarnPlaceholderSecret(log, "comet.secret", c.Comet.Secret)
+	var verifier *auth.Verifier
+	if c.Comet.Auth == config.AuthJWT {
+		if verifier, err = auth.New(auth.Config(c.Auth)); err != nil {
+			return err
+		}
+	}
 	// route.Dial lets comet.redis_timeout reach the socket, so a stalled
 	// Redis cannot hold registrations for ReadTimeout.
 	m.rdb = route.Dial(c.Redis)
-	srv, err := comet.New(c.Comet, comet.Deps{Store: route.New(m.rdb), Log: log, Registerer: telemetry.NewRegistry()})
+	srv, err := comet.New(c.Comet, comet.Deps{Store: route.New(m.rdb), Log: log,
+		Registerer: telemetry.NewRegistry(), Verifier: verifier})
 	if err != nil {
 		return err
 	}

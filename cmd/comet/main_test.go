@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -131,6 +132,7 @@ func TestPageOnlyWithAPIBase(t *testing.T) {
 		m.Config.Comet.InternalListen = "127.0.0.1:0"
 		m.Config.Comet.ID = testutil.Uniq("page-test-")
 		m.Config.Page.APIBase = base
+		m.Config.Comet.Secret = "comet-test-push-secret"
 		if err := m.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -165,5 +167,29 @@ func TestConfigErrorsNameTheSection(t *testing.T) {
 	m.Close()
 	if err == nil || !strings.HasPrefix(err.Error(), "config: page.api_base: ") {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// The shipped placeholder push secret, and a short one, stop the binary at
+// start with the setting named; so does comet.auth jwt without keys.
+func TestPlaceholderSecretRefused(t *testing.T) {
+	cases := []struct {
+		secret, auth, field string
+	}{
+		{"change-me-push-secret", "off", "comet.secret"},
+		{"fifteen-bytes!!", "off", "comet.secret"},
+		{"comet-test-push-secret", "jwt", "auth.hmac_secret"},
+	}
+	for _, tc := range cases {
+		m := NewMain()
+		m.Config.Redis.Addrs = []string{"127.0.0.1:1"}
+		m.Config.Comet.Secret = tc.secret
+		m.Config.Comet.Auth = tc.auth
+		err := m.Run(context.Background())
+		m.Close()
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("secret %q, auth %s: Run = %v, want an error naming %s", tc.secret, tc.auth, err, tc.field)
+		}
 	}
 }

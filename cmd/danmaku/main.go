@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/push"
@@ -51,6 +52,7 @@ type Config struct {
 	Log   config.Log   `yaml:"log"`
 	Redis config.Redis `yaml:"redis"`
 	Kafka config.Kafka `yaml:"kafka"`
+	Auth  auth.Section `yaml:"auth"`
 	Logic logic.Config `yaml:"logic"`
 	Job   job.Config   `yaml:"job"`
 	Comet comet.Config `yaml:"comet"`
@@ -81,8 +83,18 @@ func DefaultConfig() Config {
 }
 
 // Validate checks what the binary needs beyond its sections' own rules:
-// nothing, since empty Redis and Kafka addresses start embedded ones.
-func (c *Config) Validate() error { return nil }
+// the auth section when a door has auth on (empty Redis and Kafka
+// addresses start embedded ones).
+func (c *Config) Validate() error {
+	if c.authOn() {
+		return c.Auth.Require()
+	}
+	return nil
+}
+
+func (c *Config) authOn() bool {
+	return c.Logic.Auth == config.AuthJWT || c.Comet.Auth == config.AuthJWT
+}
 
 // topicWait is how long start-up keeps trying to reach Kafka to create the
 // topic: long enough for a broker started at the same time to come up.
@@ -99,15 +111,16 @@ type Main struct {
 	// Config.Log.
 	Logger *zap.Logger
 
-	log    *zap.Logger
-	emb    embedded
-	rdb    redis.UniversalClient
-	comet  *comet.Server
-	logic  *logic.Server
-	job    *job.Job
-	pusher *push.Client
-	http   *http.Server
-	ln     net.Listener
+	log      *zap.Logger
+	verifier *auth.Verifier // nil: both doors have auth off
+	emb      embedded
+	rdb      redis.UniversalClient
+	comet    *comet.Server
+	logic    *logic.Server
+	job      *job.Job
+	pusher   *push.Client
+	http     *http.Server
+	ln       net.Listener
 
 	served chan struct{} // closed when Serve returns
 
@@ -163,6 +176,7 @@ func (m *Main) Run(ctx context.Context) error {
 		c.Comet.Secret = hex.EncodeToString(b[:])
 	}
 	c.Job.PushSecret = c.Comet.Secret
+	devSecret := m.devAuth()
 	if err := config.Validate(c); err != nil {
 		return err
 	}
@@ -171,6 +185,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
+	if m.verifier, err = m.authVerifier(devSecret); err != nil {
+		return err
+	}
 
 	if len(c.Redis.Addrs) == 0 {
 		addr, err := m.emb.startRedis()
@@ -200,7 +217,7 @@ func (m *Main) Run(ctx context.Context) error {
 	store := route.New(m.rdb)
 
 	process.CheckRedis(ctx, m.rdb, c.Redis, log)
-	m.comet, err = comet.New(c.Comet, comet.Deps{Store: store, Log: log.Named("comet"), Registerer: reg})
+	m.comet, err = comet.New(c.Comet, comet.Deps{Store: store, Log: log.Named("comet"), Registerer: reg, Verifier: m.verifier})
 	if err != nil {
 		return err
 	}
@@ -209,7 +226,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start comet: %w", err)
 	}
 
-	m.logic, err = logic.New(c.Logic, logic.Deps{Store: store, Log: log.Named("logic"), Registerer: reg, Kafka: c.Kafka})
+	m.logic, err = logic.New(c.Logic, logic.Deps{Store: store, Log: log.Named("logic"), Registerer: reg,
+		Kafka: c.Kafka, Verifier: m.verifier})
 	if err != nil {
 		return err
 	}
@@ -270,7 +288,12 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/readyz", bounded)
 	mux.Handle("/ws", m.comet.PublicHandler())
 	mux.Handle("/metrics", telemetry.Handler(reg))
-	mux.Handle("/", web.Handler(web.Config{}))
+	page := web.Config{}
+	if m.verifier != nil && m.Config.Auth.HMACSecret != "" {
+		mux.Handle(devTokenPath, m.devTokenHandler())
+		page.DevToken = devTokenPath
+	}
+	mux.Handle("/", web.Handler(page))
 	return mux
 }
 

@@ -47,11 +47,16 @@ func DefaultConfig() Config {
 }
 
 // Validate checks what the binary needs beyond its sections' own rules.
+// The push secret must be the deployment's own: the shipped placeholder
+// (or any change-me value) and secrets under 16 bytes are refused.
 func (c *Config) Validate() error {
 	if err := config.RequireRedis(c.Redis); err != nil {
 		return err
 	}
-	return config.RequireKafka(c.Kafka)
+	if err := config.RequireKafka(c.Kafka); err != nil {
+		return err
+	}
+	return config.CheckSecret("job.push_secret", c.Job.PushSecret)
 }
 
 // Main is the job process: Run starts it, Close stops it gracefully.
@@ -102,7 +107,6 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
-	process.WarnPlaceholderSecret(log, "job.push_secret", c.Job.PushSecret)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := kafkax.EnsureTopicWait(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -16,9 +17,28 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
+// testSecret is a push secret the binary accepts.
+const testSecret = "job-test-push-secret"
+
+// The shipped placeholder secret, and a short one, stop the binary at start
+// with the setting named.
+func TestPlaceholderSecretRefused(t *testing.T) {
+	for _, secret := range []string{"change-me-push-secret", "change-me-too-and-long-enough", "short-secret"} {
+		m := NewMain()
+		m.Config.Redis.Addrs = []string{"127.0.0.1:1"}
+		m.Config.Job.PushSecret = secret
+		err := m.Run(context.Background())
+		m.Close()
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Field != "job.push_secret" {
+			t.Fatalf("push secret %q: Run = %v, want an error naming job.push_secret", secret, err)
+		}
+	}
+}
+
 func TestConfigFileLoads(t *testing.T) {
 	c := DefaultConfig()
-	if err := config.Load(&c, config.Options{Args: []string{"-config", "../../configs/job.yaml"}}); err != nil {
+	if err := config.Load(&c, config.Options{Args: []string{"-config", "../../configs/job.yaml", "-job.push_secret", testSecret}}); err != nil {
 		t.Fatal(err)
 	}
 	if c.Job.Window != time.Second || c.Kafka.Topic != "danmaku-room" {
@@ -36,6 +56,7 @@ func TestMainRunsAndStops(t *testing.T) {
 	m.Config.Kafka.Partitions = 2
 	m.Config.Job.MetricsAddr = "127.0.0.1:0"
 	m.Config.Job.SessionTimeout = time.Second
+	m.Config.Job.PushSecret = testSecret
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ func TestLogsAndJSONAnswers(t *testing.T) {
 	m.Config.Kafka.Partitions = 2
 	m.Config.Job.MetricsAddr = "127.0.0.1:0"
 	m.Config.Job.SessionTimeout = time.Second
+	m.Config.Job.PushSecret = testSecret
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/telemetry"
@@ -28,6 +29,7 @@ type Config struct {
 	Log   config.Log   `yaml:"log"`
 	Redis config.Redis `yaml:"redis"`
 	Kafka config.Kafka `yaml:"kafka"`
+	Auth  auth.Section `yaml:"auth"`
 	Logic logic.Config `yaml:"logic"`
 }
 
@@ -41,12 +43,21 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks what the binary needs beyond its sections' own rules.
+// Validate checks what the binary needs beyond its sections' own rules:
+// Redis and Kafka addresses and, with logic.auth jwt, the auth section.
+// (logic.admin_secret is checked by its section: no placeholder, 16 bytes
+// or more.)
 func (c *Config) Validate() error {
 	if err := config.RequireRedis(c.Redis); err != nil {
 		return err
 	}
-	return config.RequireKafka(c.Kafka)
+	if err := config.RequireKafka(c.Kafka); err != nil {
+		return err
+	}
+	if c.Logic.Auth == config.AuthJWT {
+		return c.Auth.Require()
+	}
+	return nil
 }
 
 // topicWait is how long start-up keeps trying to reach Kafka to create the
@@ -88,9 +99,15 @@ func (m *Main) Run(ctx context.Context) error {
 	// route.Dial lets per-request deadlines (logic.redis_timeout) reach the
 	// socket, so a stalled Redis cannot hold requests for ReadTimeout. It
 	// connects on first use.
+	var verifier *auth.Verifier
+	if c.Logic.Auth == config.AuthJWT {
+		if verifier, err = auth.New(auth.Config(c.Auth)); err != nil {
+			return err
+		}
+	}
 	m.rdb = route.Dial(c.Redis)
 	m.logic, err = logic.New(c.Logic, logic.Deps{Store: route.New(m.rdb), Log: log,
-		Registerer: telemetry.NewRegistry(), Kafka: c.Kafka})
+		Registerer: telemetry.NewRegistry(), Kafka: c.Kafka, Verifier: verifier})
 	if err != nil {
 		return err
 	}
@@ -101,6 +118,17 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	process.CheckRedis(ctx, m.rdb, c.Redis, log)
 	return nil
+}
+
+// Reload re-reads the blocked-word list (SIGHUP); a list that fails to
+// load is logged and the old one stays.
+func (m *Main) Reload() {
+	if m.logic == nil {
+		return
+	}
+	if err := m.logic.ReloadWords(); err != nil {
+		m.log.Error("blocked words not reloaded; the previous list stays", zap.Error(err))
+	}
 }
 
 // Addr is the address the server listens on (useful with port 0).

@@ -33,6 +33,13 @@ type Stopper interface {
 	Done() <-chan struct{}
 }
 
+// Reloader is implemented by roles that re-read files on SIGHUP (the
+// blocked-word list); Main calls Reload for each SIGHUP and logs nothing
+// itself: Reload reports its own outcome.
+type Reloader interface {
+	Reload()
+}
+
 // Exit statuses.
 const (
 	ExitFailure = 1 // the role failed to start or to shut down cleanly
@@ -67,6 +74,17 @@ func Main(name string, cfg any, role Role) {
 	var done <-chan struct{}
 	if s, ok := role.(Stopper); ok {
 		done = s.Done()
+	}
+	var hup chan os.Signal
+	if rl, ok := role.(Reloader); ok {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+				rl.Reload()
+			}
+		}()
 	}
 	select {
 	case <-ctx.Done():
@@ -106,13 +124,5 @@ func CheckRedis(ctx context.Context, rdb redis.UniversalClient, c config.Redis, 
 		}
 		log.Warn("redis does not answer; starting anyway, requests that need it fail until it does",
 			zap.Strings("addrs", c.Addrs), zap.Error(err))
-	}
-}
-
-// WarnPlaceholderSecret logs at warn when the push secret is the shipped
-// placeholder, which anyone who read the repository knows.
-func WarnPlaceholderSecret(log *zap.Logger, key, secret string) {
-	if secret == config.PlaceholderSecret {
-		log.Warn("the push secret is the shipped placeholder; set your own in production", zap.String("key", key))
 	}
 }

@@ -55,7 +55,8 @@
     baseUrl: "",          // HTTP API base; "" = same origin
     room: "",
     uid: "",              // optional numeric user id, sent as ?uid=
-    token: "",            // optional viewer token (comet token auth)
+    token: "",            // optional JWT: ?token= on /ws, Authorization: Bearer on send
+    sendRetries: 3,       // send() retries after 503 or no answer, same msgIds
     paceMs: 1000,         // longest stretch a batch is replayed over
     seenIds: 4096,        // message ids remembered for duplicate suppression
     backoffMinMs: 500,
@@ -482,6 +483,7 @@
     var ctrl = typeof AbortController === "function" ? new AbortController() : null;
     var timer = ctrl ? setTimeout(function () { ctrl.abort(); }, self.opts.sendTimeoutMs) : null;
     var init = { method: method, headers: {}, signal: ctrl ? ctrl.signal : undefined };
+    if (self.opts.token) init.headers["Authorization"] = "Bearer " + self.opts.token;
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -516,21 +518,46 @@
     }).finally(function () { clearTimeout(timer); });
   }
 
+  /** A fresh idempotency key: time and randomness, [0-9a-z], 18 characters. */
+  function newMsgId() {
+    var r = Math.random().toString(36).slice(2, 10);
+    return Date.now().toString(36) + (r + "00000000").slice(0, 8);
+  }
+
   /**
-   * Posts comments to the current room (or opts.room). contents is a
-   * string or an array of strings. Resolves to the server's answer
-   * ({msgIds}); rejects with an Error carrying status, code, field and,
-   * for 429, retryAfterMs.
+   * Posts comments to the current room (or who.room). contents is a
+   * string or an array of strings. Every comment gets an idempotency key
+   * (msgId) for this call, so a retry never shows it twice: after a 503 or
+   * when no answer came (status 0), the same request is sent again, up to
+   * opts.sendRetries times with growing, jittered pauses. Resolves to the
+   * server's answer ({msgIds}); rejects with an Error carrying status,
+   * code, field and, for 429, retryAfterMs. With opts.token set, the server
+   * takes the user from the token; who.userId may then be left out.
    */
   DanmakuClient.prototype.send = function (contents, who) {
     who = who || {};
     var list = Array.isArray(contents) ? contents : [contents];
-    return request(this, "POST", "/logic/send", {
+    var base = who.msgId || newMsgId();
+    var body = {
       roomId: who.room || this.room,
-      userId: Number(who.userId),
-      userName: who.userName || "",
-      messages: list.map(function (c) { return { content: String(c) }; })
-    });
+      messages: list.map(function (c, i) {
+        return { content: String(c), msgId: list.length > 1 ? base + "." + i : base };
+      })
+    };
+    if (who.userId != null && who.userId !== "") body.userId = Number(who.userId);
+    if (who.userName) body.userName = who.userName;
+    var self = this, tries = Math.max(0, self.opts.sendRetries | 0);
+    function attempt(n) {
+      return request(self, "POST", "/logic/send", body).catch(function (err) {
+        var retriable = err.status === 0 || err.status === 503;
+        if (!retriable || n >= tries) throw err;
+        var ceil = 250 * Math.pow(2, n);
+        return new Promise(function (resolve) {
+          setTimeout(resolve, ceil / 2 + Math.random() * ceil / 2);
+        }).then(function () { return attempt(n + 1); });
+      });
+    }
+    return attempt(0);
   };
 
   /** Resolves to the number of viewers of room (default: the current one). */

@@ -350,6 +350,21 @@
   }, 1000);
 
   renderRooms();
-  client.connect();
+  // A binary running with auth on for development offers a token endpoint
+  // (the danmaku-dev-token meta tag): the page gets a token for its user and
+  // name before it connects, and a new one when the name changes.
+  var devToken = document.querySelector('meta[name="danmaku-dev-token"]');
+  function fetchToken() {
+    var name = $("name").value.trim() || "anon";
+    return fetch(apiBase + devToken.content + "?uid=" + userId + "&name=" + encodeURIComponent(name))
+      .then(function (r) { return r.json(); })
+      .then(function (b) { client.opts.token = b.token; });
+  }
+  if (devToken && devToken.content) {
+    $("name").addEventListener("change", fetchToken);
+    fetchToken().then(function () { client.connect(); }, function (e) { hint("no token: " + e.message, true); });
+  } else {
+    client.connect();
+  }
   window.danmakuDemo = { client: client, switchRoom: switchRoom, post: post, userId: userId, chars: chars };
 })();
