@@ -30,13 +30,17 @@ func TestRolesSeparately(t *testing.T) {
 	logicAddr, cometAddr, cometInternal, jobAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	logicURL, cometURL := "http://"+logicAddr, "http://"+cometAddr
 	shared := []string{"-redis.addrs", redis}
+	// The shipped configs carry a placeholder push secret the binaries
+	// refuse; a deployment passes its own, here by flag.
+	secret := "roles-test-push-secret"
 
 	logic := start(t, "logic", append(shared, "-config", "configs/logic.yaml", "-kafka.brokers", kafka,
 		"-logic.listen", logicAddr, "-logic.allowed_origins", cometURL)...)
 	jobP := start(t, "job", append(shared, "-config", "configs/job.yaml", "-kafka.brokers", kafka,
-		"-job.metrics_addr", jobAddr)...)
+		"-job.metrics_addr", jobAddr, "-job.push_secret", secret)...)
 	cometP := start(t, "comet", append(shared, "-config", "configs/comet.yaml",
-		"-comet.listen", cometAddr, "-comet.internal_listen", cometInternal, "-page.api_base", logicURL)...)
+		"-comet.listen", cometAddr, "-comet.internal_listen", cometInternal, "-page.api_base", logicURL,
+		"-comet.secret", secret)...)
 
 	getOK(t, logicURL+"/readyz")
 	getOK(t, cometURL+"/healthz")
@@ -78,6 +82,9 @@ func TestRolesSeparately(t *testing.T) {
 		if strings.Contains(string(data), `"op":"msgs"`) && strings.Contains(string(data), text) {
 			break
 		}
+	}
+	if n := strings.Count(logic.Logs(), "senders are not authenticated"); n != 1 {
+		t.Errorf("logic with auth off said %d times that senders are not authenticated, want once", n)
 	}
 	if !jobP.Logged("kafka partitions assigned") {
 		t.Error("job did not log its partition assignment")

@@ -1,0 +1,269 @@
+package cmd_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku/internal/auth/authtest"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/stacktest"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// The role binaries refuse to start with the shipped placeholder secrets
+// or a short one, with exit status 2 and the setting named.
+func TestPlaceholderSecretsRefusedAtStart(t *testing.T) {
+	cases := []struct {
+		name, want string
+		args       []string
+	}{
+		{"job", "job.push_secret", []string{"-config", "configs/job.yaml"}},
+		{"comet", "comet.secret", []string{"-config", "configs/comet.yaml"}},
+		{"comet", "comet.secret", []string{"-config", "configs/comet.yaml", "-comet.secret", "too-short"}},
+		{"logic", "logic.admin_secret", []string{"-config", "configs/logic.yaml", "-logic.admin_secret", "change-me-admin-secret"}},
+		{"logic", "auth.hmac_secret", []string{"-config", "configs/logic.yaml", "-logic.auth", "jwt"}},
+	}
+	for _, tc := range cases {
+		p := start(t, tc.name, tc.args...)
+		select {
+		case <-p.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s %v still running", tc.name, tc.args)
+		}
+		var ee *exec.ExitError
+		if !errors.As(p.Err(), &ee) || ee.ExitCode() != 2 || !strings.Contains(p.Logs(), tc.want) {
+			t.Errorf("%s %v: exit %v, output %q; want status 2 naming %s", tc.name, tc.args, p.Err(), p.Logs(), tc.want)
+		}
+	}
+}
+
+// secureRoles runs logic, job and comet with auth on: logic and comet
+// verify tokens of keys, logic trusts 127.0.0.1 as a proxy (so each case
+// picks its client address with X-Forwarded-For), guards the admin API with
+// adminSecret and rejects the blocked word "badword".
+type secureRoles struct {
+	keys              *authtest.Keys
+	logicURL, cometWS string
+}
+
+const adminSecret = "admin-secret-of-the-test"
+
+func startSecureRoles(t *testing.T) *secureRoles {
+	redis := redistest.Standalone(t).Addr
+	kafka := stacktest.DevKafka(t)
+	keys := authtest.New(t)
+	logicAddr, cometAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	secret := "secure-test-push-secret"
+	authArgs := []string{"-redis.addrs", redis, "-auth.hmac_secret", string(keys.Secret), "-auth.public_keys", keys.PublicPEM}
+	logic := start(t, "logic", append(authArgs, "-config", "configs/logic.yaml", "-kafka.brokers", kafka,
+		"-logic.listen", logicAddr, "-logic.auth", "jwt", "-logic.admin_secret", adminSecret,
+		"-logic.trusted_proxies", "127.0.0.1/32", "-logic.blocked_words.mode", "reject",
+		"-logic.blocked_words.words", "badword")...)
+	start(t, "job", "-config", "configs/job.yaml", "-redis.addrs", redis, "-kafka.brokers", kafka,
+		"-job.metrics_addr", testutil.FreeAddr(t), "-job.push_secret", secret, "-job.window", "50ms")
+	start(t, "comet", append(authArgs, "-config", "configs/comet.yaml", "-comet.listen", cometAddr,
+		"-comet.internal_listen", testutil.FreeAddr(t), "-comet.secret", secret, "-comet.auth", "jwt")...)
+	r := &secureRoles{keys: keys, logicURL: "http://" + logicAddr, cometWS: "ws://" + cometAddr + "/ws"}
+	getOK(t, r.logicURL+"/readyz")
+	getOK(t, "http://"+cometAddr+"/healthz")
+	if strings.Contains(logic.Logs(), "senders are not authenticated") {
+		t.Error("logic with auth on says senders are not authenticated")
+	}
+	return r
+}
+
+type answer struct {
+	status int
+	header http.Header
+	Error  struct{ Code, Field string }
+	MsgIDs []string
+}
+
+// post sends body to path with an optional bearer token, from the client
+// address ip (X-Forwarded-For through the trusted local proxy).
+func (r *secureRoles) post(t *testing.T, path, bearer, ip, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.logicURL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	req.Header.Set("X-Forwarded-For", ip)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var a struct {
+		Error  struct{ Code, Field string }
+		MsgIDs []string
+	}
+	json.Unmarshal(b, &a)
+	return answer{status: resp.StatusCode, header: resp.Header, Error: a.Error, MsgIDs: a.MsgIDs}
+}
+
+func sendBody(room string, uid int64, msgID string, contents ...string) string {
+	var msgs []string
+	for _, c := range contents {
+		m := `{"content":"` + c + `"`
+		if msgID != "" {
+			m += `,"msgId":"` + msgID + `"`
+		}
+		msgs = append(msgs, m+"}")
+	}
+	user := ""
+	if uid != 0 {
+		user = fmt.Sprintf(`"userId":%d,`, uid)
+	}
+	return `{"roomId":"` + room + `",` + user + `"messages":[` + strings.Join(msgs, ",") + `]}`
+}
+
+func expect(t *testing.T, what string, a answer, status int, code string) {
+	t.Helper()
+	if a.status != status || a.Error.Code != code {
+		t.Fatalf("%s: %d %q, want %d %q", what, a.status, a.Error.Code, status, code)
+	}
+}
+
+func many(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("m%d", i)
+	}
+	return out
+}
+
+// Every attack of the threat list against the running role binaries with
+// auth on, and its answer.
+func TestAttacksOnTheRoleBinaries(t *testing.T) {
+	r := startSecureRoles(t)
+	k := r.keys
+	room := testutil.Uniq("sec_")
+
+	t.Run("tokens at /logic/send", func(t *testing.T) {
+		expect(t, "no token", r.post(t, "/logic/send", "", "192.0.2.1", sendBody(room, 42, "", "x")), 401, "unauthenticated")
+		for _, a := range k.Attacks(t, 42) {
+			expect(t, a.Name, r.post(t, "/logic/send", a.Token, "192.0.2.1", sendBody(room, 0, "", "x")), 401, "unauthenticated")
+		}
+		limited := k.Token(t, 42, "ann", []string{room})
+		expect(t, "room not in rooms", r.post(t, "/logic/send", limited, "192.0.2.1", sendBody(room+"x", 0, "", "x")), 403, "permission_denied")
+		expect(t, "RS256", r.post(t, "/logic/send", k.RS256(t, 42), "192.0.2.1", sendBody(room, 0, "", "x")), 202, "")
+	})
+	t.Run("tokens at /ws", func(t *testing.T) {
+		for _, a := range k.Attacks(t, 42) {
+			_, resp, err := websocket.DefaultDialer.Dial(r.cometWS+"?room="+room+"&token="+a.Token, nil)
+			if err == nil || resp == nil || resp.StatusCode != 401 {
+				t.Fatalf("%s: %v %v, want 401", a.Name, resp, err)
+			}
+		}
+		ws, _, err := websocket.DefaultDialer.Dial(r.cometWS+"?room=elsewhere&token="+k.Token(t, 42, "", []string{room}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"code":"forbidden"`) {
+			t.Fatalf("join outside the token's rooms: %s %v", data, err)
+		}
+	})
+	t.Run("impersonation", func(t *testing.T) {
+		a := r.post(t, "/logic/send", k.Token(t, 666, "mallory", nil), "192.0.2.2", sendBody(room, 1, "", "I am the admin"))
+		expect(t, "body userId of another user", a, 403, "permission_denied")
+		if a.Error.Field != "userId" {
+			t.Errorf("field %q, want userId", a.Error.Field)
+		}
+	})
+	t.Run("squatting", func(t *testing.T) {
+		viewer, _, err := websocket.DefaultDialer.Dial(r.cometWS+"?room="+room+"&token="+k.Token(t, 9, "", nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer viewer.Close()
+		viewer.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, data, err := viewer.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+			t.Fatalf("welcome: %s %v", data, err)
+		}
+		squat := r.post(t, "/logic/send", k.Token(t, 666, "mallory", nil), "192.0.2.3", sendBody(room, 0, "u42-k1", "squatted"))
+		expect(t, "attacker's key", squat, 202, "")
+		if squat.MsgIDs[0] != "u666-u42-k1" {
+			t.Fatalf("the attacker's key became %q, want it inside the attacker's namespace", squat.MsgIDs[0])
+		}
+		own := r.post(t, "/logic/send", k.Token(t, 42, "ann", nil), "192.0.2.4", sendBody(room, 42, "k1", "the real one"))
+		expect(t, "victim's key", own, 202, "")
+		if own.MsgIDs[0] != "u42-k1" {
+			t.Fatalf("victim's id %q", own.MsgIDs[0])
+		}
+		viewer.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			_, data, err := viewer.ReadMessage()
+			if err != nil {
+				t.Fatalf("the victim's message did not arrive: %v", err)
+			}
+			if s := string(data); strings.Contains(s, `"id":"u42-k1"`) {
+				if !strings.Contains(s, `"uid":42,"name":"ann","content":"the real one"`) {
+					t.Fatalf("u42-k1 shows %s", s)
+				}
+				break
+			}
+		}
+	})
+	t.Run("lock-out", func(t *testing.T) {
+		mallory := k.Token(t, 666, "mallory", nil)
+		for i := 0; i < 3; i++ {
+			expect(t, "draining user 43", r.post(t, "/logic/send", mallory, "192.0.2.5", sendBody(room, 43, "", many(50)...)), 403, "permission_denied")
+		}
+		expect(t, "user 43's full burst", r.post(t, "/logic/send", k.Token(t, 43, "bob", nil), "192.0.2.6", sendBody(room, 0, "", many(50)...)), 202, "")
+	})
+	t.Run("rotation", func(t *testing.T) {
+		var last answer
+		accepted := 0
+		for uid := int64(1000); uid < 1010; uid++ {
+			last = r.post(t, "/logic/send", k.Token(t, uid, "", nil), "203.0.113.7", sendBody(room, 0, "", many(50)...))
+			if last.status != 202 {
+				break
+			}
+			accepted++
+		}
+		expect(t, "tenth user from one address", last, 429, "rate_limited")
+		if accepted != 5 || last.header.Get("Retry-After") == "" {
+			t.Fatalf("%d requests of 50 passed from one address (want 5 = ip_rate_burst 250), Retry-After %q", accepted, last.header.Get("Retry-After"))
+		}
+		expect(t, "another address", r.post(t, "/logic/send", k.Token(t, 1011, "", nil), "203.0.113.8", sendBody(room, 0, "", "x")), 202, "")
+	})
+	t.Run("admin secret", func(t *testing.T) {
+		body := `{"userId":44,"duration":"1m"}`
+		expect(t, "no secret", r.post(t, "/logic/admin/mute", "", "192.0.2.7", body), 401, "unauthenticated")
+		expect(t, "wrong secret", r.post(t, "/logic/admin/mute", adminSecret+"x", "192.0.2.7", body), 401, "unauthenticated")
+		expect(t, "a user token", r.post(t, "/logic/admin/mute", k.Token(t, 44, "", nil), "192.0.2.7", body), 401, "unauthenticated")
+	})
+	t.Run("mute", func(t *testing.T) {
+		tok := k.Token(t, 45, "carol", nil)
+		expect(t, "mute", r.post(t, "/logic/admin/mute", adminSecret, "192.0.2.8",
+			`{"userId":45,"roomId":"`+room+`","duration":"2s","actor":"mod-1"}`), 200, "")
+		expect(t, "muted send", r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room, 0, "", "hi")), 403, "muted")
+		expect(t, "other room", r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room+"b", 0, "", "hi")), 202, "")
+		testutil.SucceedsSoon(t, 10*time.Second, func() error {
+			if a := r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room, 0, "", "hi")); a.status != 202 {
+				return fmt.Errorf("after the mute: %d %s", a.status, a.Error.Code)
+			}
+			return nil
+		})
+	})
+	t.Run("blocked word", func(t *testing.T) {
+		a := r.post(t, "/logic/send", k.Token(t, 46, "", nil), "192.0.2.10", sendBody(room, 0, "", "fine", "so BadWord here"))
+		expect(t, "blocked word", a, 400, "content_blocked")
+		if a.Error.Field != "messages[1].content" {
+			t.Fatalf("field %q", a.Error.Field)
+		}
+	})
+}
