@@ -129,7 +129,7 @@ func (s *Server) checkAdmin(r *http.Request) (result string, err error) {
 }
 
 func decodeAdmin(w http.ResponseWriter, r *http.Request, req *AdminRequest) error {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+	if r.ContentLength == 0 {
 		return nil // routes without arguments may be called without a body
 	}
 	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/kafkatest"
@@ -36,6 +37,8 @@ type testEnv struct {
 	broker *kafkatest.Broker
 	rdb    redis.UniversalClient
 	reg    *prometheus.Registry
+	// verifier is given to the Server (set it with withAuth).
+	verifier *auth.Verifier
 }
 
 type envOption func(*Config, *testEnv)
@@ -56,6 +59,9 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ProduceTimeout = time.Second
+	// Every test sends from 127.0.0.1: the address bucket is checked in
+	// each send but never limits, except in tests that set it.
+	cfg.IPRateLimit, cfg.IPRateBurst = 1e6, 1e6
 	e := &testEnv{reg: prometheus.NewRegistry()}
 	for _, o := range opts {
 		o(&cfg, e)
@@ -69,7 +75,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	kc.Brokers = e.broker.Brokers()
 	kc.Topic = testTopic
 	kc.Partitions = 4
-	srv, err := New(cfg, Deps{Store: route.New(e.rdb), Kafka: kc, Registerer: e.reg})
+	srv, err := New(cfg, Deps{Store: route.New(e.rdb), Kafka: kc, Registerer: e.reg, Verifier: e.verifier})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +133,23 @@ func (e *testEnv) do(t *testing.T, method, path, contentType string, body []byte
 	}
 	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// doWith is do with extra request headers.
+func (e *testEnv) doWith(t *testing.T, method, path string, header http.Header, body []byte) response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
