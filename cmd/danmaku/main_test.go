@@ -26,13 +26,16 @@ func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
 // startMain runs the all-in-one binary's Main on a free port with embedded
 // Redis and Kafka, and closes it when the test ends.
-func startMain(tb testing.TB) *Main {
+func startMain(tb testing.TB, mutate ...func(*Config)) *Main {
 	tb.Helper()
 	m := NewMain()
 	m.Config.Log.Level = "warn"
 	m.Config.Logic.Listen = "127.0.0.1:0"
 	m.Config.Job.SessionTimeout = time.Second
 	m.Config.Kafka.Partitions = 2
+	for _, f := range mutate {
+		f(&m.Config)
+	}
 	if err := m.Run(context.Background()); err != nil {
 		m.Close()
 		tb.Fatal(err)
