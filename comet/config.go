@@ -24,7 +24,7 @@ type Config struct {
 	// internal listener's address, with 127.0.0.1 for an unspecified host.
 	Advertise string `yaml:"advertise" help:"push address published in the lease; empty: host name + internal port"`
 	// Secret authenticates job's pushes (Authorization: Bearer <secret>).
-	Secret string `yaml:"secret" help:"push secret shared with job.push_secret (Authorization: Bearer), 8+ characters; the shipped placeholder is warned about at start-up (all-in-one: it means a random value per process)"`
+	Secret string `yaml:"secret" help:"push secret shared with job.push_secret (Authorization: Bearer), 16+ bytes in the role binaries, which refuse the shipped placeholder (any change-me value) at start (all-in-one: the placeholder means a random value per process)"`
 	// Auth is off (viewers are anonymous or name themselves with uid) or
 	// jwt: /ws needs a JWT (token query parameter or Authorization:
 	// Bearer), checked with the auth section; its rooms claim bounds the

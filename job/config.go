@@ -63,7 +63,7 @@ type Config struct {
 	RetryMax time.Duration `yaml:"retry_max" help:"longest backoff after a failed delivery"`
 
 	// PushSecret authenticates pushes to the comets' internal endpoint.
-	PushSecret string `yaml:"push_secret" help:"same value as comet.secret; the shipped placeholder works out of the box and is warned about at start-up (all-in-one: ignored, set to comet.secret)"`
+	PushSecret string `yaml:"push_secret" help:"same value as comet.secret, 16+ bytes; the shipped placeholder (any change-me value) is refused at start (all-in-one: ignored, set to comet.secret)"`
 	// PushTimeout bounds one push to one comet.
 	PushTimeout time.Duration `yaml:"push_timeout" help:"bound of one push to one comet"`
 	// PushAttempts is how often a push to one comet is tried within one

@@ -13,6 +13,15 @@
 //	                            200 {"roomId","epoch","pos","messages":[...]} (history.go)
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
+//	POST /logic/admin/...       moderation (admin.go), Bearer logic.admin_secret
+//
+// # Who sends
+//
+// With Config.Auth "jwt" a send needs "Authorization: Bearer <JWT>"
+// (401 without or with a token that fails auth.Verifier); the user id and
+// name are the token's, a body userId naming another user and a room outside
+// the token's rooms are 403 permission_denied. With auth off the body's
+// userId and userName are taken as given, and New logs so once.
 //
 // Every error is {"error":{"code","field","message"}} with the status from
 // one table (internal/httpx, shared with comet): 400 invalid_argument (field names the input, e.g.
@@ -57,10 +66,14 @@
 //
 // # Rate limit
 //
-// Each user has a token bucket in Redis (route.Store.Allow, one atomic
-// script per request): Config.RateLimit messages per second, up to
-// Config.RateBurst at once. A request of n messages takes n tokens or none.
-// Instances share the budget because the bucket lives in Redis.
+// Each user has a token bucket in Redis: Config.RateLimit messages per
+// second, up to Config.RateBurst at once; each client address another
+// (Config.IPRateLimit, IPRateBurst; the address from X-Forwarded-For only
+// behind Config.TrustedProxies). route.Store.Admit checks both buckets and
+// the user's mutes in one pipelined round trip. A request of n messages
+// takes n tokens from both or from neither. Instances share the budgets
+// because the buckets live in Redis. Blocked words (Config.BlockedWords)
+// are checked before, without Redis.
 //
 // # Running it
 //

@@ -6,9 +6,9 @@ import (
 )
 
 // PlaceholderSecret is the push secret job and comet default to and the
-// shipped configs carry, so the role binaries agree out of the box. The
-// binaries warn when it is in use; the all-in-one binary replaces it with a
-// random value per process.
+// shipped configs carry. The role binaries refuse it (CheckSecret), so a
+// deployment sets its own; the all-in-one binary replaces it with a random
+// value per process.
 const PlaceholderSecret = "change-me-push-secret"
 
 // MinSecretLen is the shortest shared secret (push, admin) the role
