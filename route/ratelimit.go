@@ -111,7 +111,7 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 		if ipKey != "" {
 			ipCmd = rateLimitScript.EvalSha(ctx, p, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, a.N)
 		}
-	})
+	}, rateLimitScript)
 	if err != nil {
 		return Verdict{}, err
 	}

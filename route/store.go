@@ -64,15 +64,17 @@ func wrap(op string, err error) error {
 // execPipe runs fill in a pipeline. Pipelined scripts are sent as EVALSHA;
 // when a server does not know one (fresh or restarted server, new cluster
 // node) the scripts are loaded and the pipeline is sent once more. Every
-// pipeline given to execPipe must therefore be safe to repeat.
-func (s *Store) execPipe(ctx context.Context, op string, fill func(p redis.Pipeliner)) ([]redis.Cmder, error) {
+// pipeline given to execPipe must therefore be safe to repeat. With uses
+// given, only those scripts are loaded: a hot path that sends one script
+// does not pay for loading every script of the package first.
+func (s *Store) execPipe(ctx context.Context, op string, fill func(p redis.Pipeliner), uses ...*redis.Script) ([]redis.Cmder, error) {
 	for attempt := 0; ; attempt++ {
 		p := s.rdb.Pipeline()
 		fill(p)
 		cmds, err := p.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if attempt == 0 && isNoScript(cmds) {
-				if lerr := s.loadScripts(ctx); lerr != nil {
+				if lerr := s.loadScripts(ctx, uses...); lerr != nil {
 					return cmds, wrap(op, lerr)
 				}
 				continue
@@ -92,10 +94,13 @@ func isNoScript(cmds []redis.Cmder) bool {
 	return false
 }
 
-// loadScripts loads every script on every master (ClusterClient.ScriptLoad
-// goes to all shards).
-func (s *Store) loadScripts(ctx context.Context) error {
-	for _, sc := range scripts {
+// loadScripts loads list, or every script when list is empty, on every
+// master (ClusterClient.ScriptLoad goes to all shards).
+func (s *Store) loadScripts(ctx context.Context, list ...*redis.Script) error {
+	if len(list) == 0 {
+		list = scripts
+	}
+	for _, sc := range list {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return err
 		}
