@@ -62,6 +62,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	}
 	lcfg := logic.DefaultConfig()
 	lcfg.RateLimit, lcfg.RateBurst = 100000, 100000
+	lcfg.IPRateLimit = 0 // every sender of the harness is 127.0.0.1
 	lcfg.BatchTimeout = 2 * time.Millisecond
 	ls, err := logic.New(lcfg, logic.Deps{Store: e.store, Kafka: e.kafka})
 	if err != nil {

@@ -127,7 +127,7 @@ start_comets() { # N
 start_logic() {
 	"$BIN/logic" -config configs/logic.yaml -log.level warn \
 		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
-		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 \
+		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 -logic.ip_rate_limit 0 \
 		2>"$LOGS/logic.log" &
 	PIDS+=($!)
 	PROCS+=("logic=$!")

@@ -85,7 +85,8 @@ func startStack(t *testing.T) *stack {
 
 	logicAddr := testutil.FreeAddr(t)
 	logic := start(t, bin, "logic", append(append(common, kafka...), "-config", "../../configs/logic.yaml",
-		"-logic.listen", logicAddr, "-logic.rate_limit", "100000", "-logic.rate_burst", "100000")...)
+		"-logic.listen", logicAddr, "-logic.rate_limit", "100000", "-logic.rate_burst", "100000",
+		"-logic.ip_rate_limit", "0")...)
 	jobAddr := testutil.FreeAddr(t)
 	job := start(t, bin, "job", append(append(common, kafka...), "-config", "../../configs/job.yaml",
 		"-job.metrics_addr", jobAddr, "-job.window", "100ms", "-job.push_secret", secret,
