@@ -75,6 +75,10 @@ const (
 	ReconcileInterval = 500 * time.Millisecond
 )
 
+// PushSecret is the stack's job.push_secret and comet.secret: the role
+// binaries refuse the shipped placeholder.
+const PushSecret = "stacktest-push-secret"
+
 // New starts a stack and returns once a message sent through logic reaches
 // a viewer of every comet.
 func New(tb testing.TB, o Options) *Stack {
@@ -95,7 +99,9 @@ func New(tb testing.TB, o Options) *Stack {
 		s.LogicURL = "http://" + addr
 		return append([]string{"-config", "configs/logic.yaml",
 			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-logic.listen", addr,
-			"-logic.rate_limit", "100000", "-logic.rate_burst", "100000"}, o.Logic...)
+			"-logic.rate_limit", "100000", "-logic.rate_burst", "100000",
+			// Every sender of a test is 127.0.0.1: no per-address limit.
+			"-logic.ip_rate_limit", "0"}, o.Logic...)
 	}, func() string { return s.LogicURL + "/readyz" })
 	s.Logic = logic.Proc
 	children := []*child{logic}
@@ -125,7 +131,7 @@ func (s *Stack) launchComet(tb testing.TB, o Options, i int) (*Comet, *child) {
 		c.Public, c.Internal = testutil.FreeAddr(tb), testutil.FreeAddr(tb)
 		return append([]string{"-config", "configs/comet.yaml",
 			"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
-			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
+			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal, "-comet.secret", PushSecret,
 			"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
 			"-comet.reconcile_interval", ReconcileInterval.String(), "-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
 		}, o.Comet...)
@@ -142,6 +148,7 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
 			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
 			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
+			"-job.push_secret", PushSecret,
 			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
 			"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
 			"-job.comet_refresh_timeout", "500ms", "-job.commit_interval", "100ms",
