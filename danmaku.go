@@ -10,10 +10,16 @@ import (
 	"fmt"
 )
 
-// EnvelopeVersion is the version written into every Envelope. Readers accept
-// any version up to this one and reject newer ones, so a rolling upgrade
-// deploys readers (job) before writers (logic).
-const EnvelopeVersion = 1
+// EnvelopeVersion is the version written into every message Envelope, and
+// EventEnvelopeVersion the one written into moderation events. Readers
+// accept any version up to EventEnvelopeVersion and reject newer ones, so a
+// rolling upgrade deploys readers (job) before writers (logic); a reader of
+// version 1 skips events as invalid records (counted) and keeps delivering
+// messages, whose shape did not change.
+const (
+	EnvelopeVersion      = 1
+	EventEnvelopeVersion = 2
+)
 
 // Message is one comment as a viewer receives it. The JSON names are part of
 // the WebSocket wire contract.
@@ -35,14 +41,22 @@ type Message struct {
 	// message has no position yet: in the Kafka envelope and in the stored
 	// history, whose positions follow from the element's place.
 	Pos int64 `json:"pos,omitempty"`
+	// Deleted marks a tombstone: a message a moderator deleted, of which a
+	// room's stored history keeps the id and the position only, so the
+	// positions around it stay where they were. Readers of the history
+	// (comets, GET /logic/history) never hand a tombstone to a viewer.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
-// Envelope is the Kafka record value: one message of one room. The record key
-// is the room id, so one partition carries all messages of a room in order.
+// Envelope is the Kafka record value: one message, or one moderation event,
+// of one room. The record key is the room id, so one partition carries all
+// messages and events of a room in order.
 type Envelope struct {
 	V    int     `json:"v"`
 	Room string  `json:"room"`
 	Msg  Message `json:"msg"`
+	// Event is set instead of Msg on an event (version 2).
+	Event *Event `json:"event,omitempty"`
 }
 
 // MarshalEnvelope encodes one message of room as a Kafka record value.
@@ -50,20 +64,38 @@ func MarshalEnvelope(room string, m Message) ([]byte, error) {
 	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m})
 }
 
+// MarshalEvent encodes a moderation event as a Kafka record value.
+func MarshalEvent(ev Event) ([]byte, error) {
+	if err := ev.Check(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		V     int    `json:"v"`
+		Room  string `json:"room"`
+		Event Event  `json:"event"`
+	}{EventEnvelopeVersion, ev.Room, ev})
+}
+
 // UnmarshalEnvelope decodes and checks a Kafka record value. A record that
-// cannot be decoded, comes from a newer writer, or carries an invalid room or
-// empty message id is an EINVALID error: it can never be delivered and the
-// consumer counts and skips it.
+// cannot be decoded, comes from a newer writer, or carries an invalid room,
+// an empty message id or an invalid event is an EINVALID error: it can
+// never be delivered and the consumer counts and skips it.
 func UnmarshalEnvelope(b []byte) (Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
 		return e, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
 	}
-	if e.V < 1 || e.V > EnvelopeVersion {
+	if e.V < 1 || e.V > EventEnvelopeVersion {
 		return e, Errorf(EINVALID, "envelope.v", "unsupported envelope version %d", e.V)
 	}
 	if err := CheckID("envelope.room", e.Room); err != nil {
 		return e, err
+	}
+	if e.Event != nil {
+		if e.Event.Room != e.Room {
+			return e, Errorf(EINVALID, "envelope.event.room", "event of room %q in an envelope of room %q", e.Event.Room, e.Room)
+		}
+		return e, e.Event.Check()
 	}
 	if e.Msg.ID == "" {
 		return e, Errorf(EINVALID, "envelope.msg.id", "message id is empty")

@@ -62,3 +62,58 @@ func TestCheckID(t *testing.T) {
 		}
 	}
 }
+
+func TestEventEnvelopeRoundTrip(t *testing.T) {
+	for _, ev := range []danmaku.Event{
+		{Op: danmaku.OpDel, Room: "video_123", ID: "ev1", IDs: []string{"a", "b"}},
+		{Op: danmaku.OpBan, Room: "video_123", ID: "ev2", User: "42", Until: 1730620801123},
+	} {
+		b, err := danmaku.MarshalEvent(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := danmaku.UnmarshalEnvelope(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if e.V != danmaku.EventEnvelopeVersion || e.Room != ev.Room || e.Event == nil || e.Event.Op != ev.Op ||
+			e.Event.ID != ev.ID || strings.Join(e.Event.IDs, ",") != strings.Join(ev.IDs, ",") ||
+			e.Event.User != ev.User || e.Event.Until != ev.Until {
+			t.Fatalf("round trip of %+v: %+v %+v", ev, e, e.Event)
+		}
+	}
+}
+
+func TestEventEnvelopeRejects(t *testing.T) {
+	cases := map[string]struct{ body, field string }{
+		"newer than v2":  {`{"v":3,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x"]}}`, "envelope.v"},
+		"other room":     {`{"v":2,"room":"r","event":{"op":"del","room":"s","id":"e","ids":["x"]}}`, "envelope.event.room"},
+		"unknown op":     {`{"v":2,"room":"r","event":{"op":"kick","room":"r","id":"e"}}`, "event.op"},
+		"no event id":    {`{"v":2,"room":"r","event":{"op":"del","room":"r","ids":["x"]}}`, "event.id"},
+		"no ids":         {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e"}}`, "event.ids"},
+		"bad id":         {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x","a:b"]}}`, "event.ids[1]"},
+		"ban no user":    {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","until":5}}`, "event.user"},
+		"ban no until":   {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","user":"7"}}`, "event.until"},
+		"message no id2": {`{"v":2,"room":"r","msg":{}}`, "envelope.msg.id"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := danmaku.UnmarshalEnvelope([]byte(tc.body))
+			if danmaku.ErrorCode(err) != danmaku.EINVALID || danmaku.ErrorField(err) != tc.field {
+				t.Fatalf("err = %v, want EINVALID on %s", err, tc.field)
+			}
+		})
+	}
+	if _, err := danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpDel, Room: "r", ID: "e"}); danmaku.ErrorField(err) != "event.ids" {
+		t.Fatalf("MarshalEvent of a del without ids: %v", err)
+	}
+}
+
+// The del event without its id is the del frame of the wire contract.
+func TestDelEventIsTheWireFrame(t *testing.T) {
+	b, _ := json.Marshal(danmaku.Event{Op: danmaku.OpDel, Room: "video_123", IDs: []string{"m1", "m2"}})
+	want := `{"op":"del","room":"video_123","ids":["m1","m2"]}`
+	if string(b) != want {
+		t.Fatalf("frame\n got %s\nwant %s", b, want)
+	}
+}

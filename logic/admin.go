@@ -15,7 +15,7 @@ import (
 	"github.com/danmaku/danmaku/internal/httpx"
 )
 
-// MaxMute is the longest mute the admin API sets.
+// MaxMute is the longest mute or ban the admin API sets.
 const MaxMute = 365 * 24 * time.Hour
 
 // The admin API. Every route takes POST with a JSON body and
@@ -24,33 +24,32 @@ const MaxMute = 365 * 24 * time.Hour
 //
 //	POST /logic/admin/mute          {"userId","roomId"?,"duration","actor"?}
 //	POST /logic/admin/unmute        {"userId","roomId"?,"actor"?}
+//	POST /logic/admin/ban           {"userId","roomId","duration","actor"?}
+//	POST /logic/admin/unban         {"userId","roomId","actor"?}
+//	POST /logic/admin/delete        {"roomId","ids":[...],"actor"?}
 //	POST /logic/admin/words/reload  {"actor"?}
 //
-// Banning a user from a room (comets close the user's connections with 4003
-// and refuse joins) and deleting a message that went out (a del event
-// through Kafka, job and the comets) take the same guard and shape:
-//
-//	POST /logic/admin/ban           {"userId","roomId","duration","actor"?}
-//	POST /logic/admin/delete        {"roomId","ids":[...],"actor"?}
-//
-// They are registered in handleAdmin below once the delivery path carries
-// them; until then those paths answer 404 like any unknown path.
+// Ban and delete are in moderation.go.
 func (s *Server) handleAdmin() {
 	s.handle("/logic/admin/mute", "admin", s.admin("mute", s.adminMute))
 	s.handle("/logic/admin/unmute", "admin", s.admin("unmute", s.adminUnmute))
+	s.handle("/logic/admin/ban", "admin", s.admin("ban", s.adminBan))
+	s.handle("/logic/admin/unban", "admin", s.admin("unban", s.adminUnban))
+	s.handle("/logic/admin/delete", "admin", s.admin("delete", s.adminDelete))
 	s.handle("/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
-	// ban:    s.handle("/logic/admin/ban", "admin", s.admin("ban", s.adminBan))
-	// delete: s.handle("/logic/admin/delete", "admin", s.admin("delete", s.adminDelete))
 }
 
 // AdminRequest is the body of every admin route; each uses the fields it
 // needs and refuses none of the others.
 type AdminRequest struct {
 	UserID int64 `json:"userId,omitempty"`
-	// RoomID is the room of a mute; empty means everywhere.
+	// RoomID is the room of a mute (empty: everywhere), of a ban, or of
+	// the messages to delete.
 	RoomID string `json:"roomId,omitempty"`
-	// Duration of a mute, Go syntax ("90s", "10m", "24h").
+	// Duration of a mute or a ban, Go syntax ("90s", "10m", "24h").
 	Duration string `json:"duration,omitempty"`
+	// IDs are the ids of the messages to delete, as viewers got them.
+	IDs []string `json:"ids,omitempty"`
 	// Actor names the moderator for the log (the secret is shared, so
 	// this is what tells moderators apart); empty logs "unnamed".
 	Actor string `json:"actor,omitempty"`
@@ -61,10 +60,14 @@ type AdminResponse struct {
 	Action string `json:"action"`
 	UserID int64  `json:"userId,omitempty"`
 	RoomID string `json:"roomId,omitempty"`
-	// Until is when a mute ends (Unix milliseconds).
+	// Until is when a mute or a ban ends (Unix milliseconds).
 	Until int64 `json:"until,omitempty"`
-	// Removed says whether unmute found a mute to lift.
+	// Removed says whether unmute or unban found something to lift.
 	Removed *bool `json:"removed,omitempty"`
+	// IDs are the messages a delete removes; EventID names its event (in
+	// job's and the comets' logs).
+	IDs     []string `json:"ids,omitempty"`
+	EventID string   `json:"eventId,omitempty"`
 	// Mode and Words describe the blocked-word list after a reload.
 	Mode  string `json:"mode,omitempty"`
 	Words *int   `json:"words,omitempty"`
@@ -97,6 +100,9 @@ func (s *Server) admin(action string, fn func(r *http.Request, req *AdminRequest
 		resp, err := fn(r, &req)
 		fields := []zap.Field{zap.String("action", action), zap.String("actor", actor),
 			zap.String("remote", r.RemoteAddr), zap.Int64("user", req.UserID), zap.String("room", req.RoomID)}
+		if len(req.IDs) > 0 {
+			fields = append(fields, zap.Strings("ids", req.IDs))
+		}
 		if err != nil {
 			s.m.observeAdmin(action, "error")
 			s.log.Info("admin action failed", append(fields, zap.Error(err))...)
@@ -104,6 +110,9 @@ func (s *Server) admin(action string, fn func(r *http.Request, req *AdminRequest
 			return
 		}
 		s.m.observeAdmin(action, "ok")
+		if resp.EventID != "" {
+			fields = append(fields, zap.String("event", resp.EventID))
+		}
 		s.log.Info("admin action", append(fields, zap.String("duration", req.Duration))...)
 		resp.Action = action
 		httpx.WriteJSON(w, http.StatusOK, resp)
@@ -128,6 +137,10 @@ func (s *Server) checkAdmin(r *http.Request) (result string, err error) {
 	return "", nil
 }
 
+// adminMaxBody bounds an admin request's body: a delete of the most ids
+// (danmaku.MaxDelIDs of up to 64 characters) fits.
+const adminMaxBody = 16 << 10
+
 func decodeAdmin(w http.ResponseWriter, r *http.Request, req *AdminRequest) error {
 	if r.ContentLength == 0 {
 		return nil // routes without arguments may be called without a body
@@ -135,10 +148,10 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, req *AdminRequest) erro
 	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, adminMaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {
-		return decodeError(err, "", 4<<10)
+		return decodeError(err, "", adminMaxBody)
 	}
 	if req.RoomID != "" {
 		if err := danmaku.CheckID("roomId", req.RoomID); err != nil {
@@ -168,9 +181,9 @@ func (s *Server) adminMute(r *http.Request, req *AdminRequest) (AdminResponse, e
 	if err := requireUser(req); err != nil {
 		return AdminResponse{}, err
 	}
-	d, err := time.ParseDuration(req.Duration)
-	if err != nil || d < time.Second || d > MaxMute {
-		return AdminResponse{}, danmaku.Errorf(danmaku.EINVALID, "duration", "want a duration between 1s and %v, like \"10m\"", MaxMute)
+	d, err := parseSanction(req.Duration)
+	if err != nil {
+		return AdminResponse{}, err
 	}
 	ctx, cancel := s.redisCtx(r)
 	defer cancel()
@@ -179,6 +192,15 @@ func (s *Server) adminMute(r *http.Request, req *AdminRequest) (AdminResponse, e
 		return AdminResponse{}, s.redisError("mute", err)
 	}
 	return AdminResponse{UserID: req.UserID, RoomID: req.RoomID, Until: until.UnixMilli()}, nil
+}
+
+// parseSanction parses the duration of a mute or a ban: 1s to MaxMute.
+func parseSanction(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second || d > MaxMute {
+		return 0, danmaku.Errorf(danmaku.EINVALID, "duration", "want a duration between 1s and %v, like \"10m\"", MaxMute)
+	}
+	return d, nil
 }
 
 // adminUnmute lifts a mute in a room, or the mute everywhere without

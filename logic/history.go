@@ -17,11 +17,15 @@ const (
 
 // HistoryResponse is the answer of GET /logic/history: the room's epoch and
 // last position, and the messages read, oldest first, each with its pos.
-// A room without history has epoch "", pos 0 and no messages.
+// A room without history has epoch "", pos 0 and no messages. A message a
+// moderator deleted keeps its position and is left out, so positions may
+// skip; Through is the last position the answer covers, deleted ones
+// included (0 when it covers none): the since of the next page.
 type HistoryResponse struct {
 	RoomID   string            `json:"roomId"`
 	Epoch    string            `json:"epoch"`
 	Pos      int64             `json:"pos"`
+	Through  int64             `json:"through"`
 	Messages []danmaku.Message `json:"messages"`
 }
 
@@ -44,11 +48,14 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, s.redisError("history", err))
 		return
 	}
-	msgs := h.Msgs
-	if msgs == nil {
-		msgs = []danmaku.Message{}
+	resp := HistoryResponse{RoomID: room, Epoch: h.Epoch, Pos: h.Last, Messages: h.Visible()}
+	if n := len(h.Msgs); n > 0 {
+		resp.Through = h.Msgs[n-1].Pos
 	}
-	httpx.WriteJSON(w, http.StatusOK, HistoryResponse{RoomID: room, Epoch: h.Epoch, Pos: h.Last, Messages: msgs})
+	if resp.Messages == nil {
+		resp.Messages = []danmaku.Message{}
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
 }
 
 // historyQuery reads and checks the query of GET /logic/history; since is

@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "send_refused_total",
-			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token).",
+			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token).",
 		}, []string{"reason"}),
 		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "admin_actions_total",

@@ -336,9 +336,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
 }
 
-// admit checks the sender's mutes and takes the request's tokens from the
+// admit checks the sender's ban from the room and mutes and takes the request's tokens from the
 // user's and the client address ip's buckets, in one Redis round trip. A
-// refusal is an error (403 muted, 429 rate_limited) with the wait in whole
+// refusal is an error (403 banned or muted, 429 rate_limited) with the wait in whole
 // seconds, rounded up and at least one, for the Retry-After header.
 func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryAfter int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
@@ -357,6 +357,9 @@ func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryA
 	}
 	secs := max(int64((v.RetryAfter+time.Second-1)/time.Second), 1)
 	switch {
+	case v.Banned:
+		s.m.observeRefused("banned")
+		return 0, danmaku.Errorf(httpx.CodeBanned, "roomId", "banned from this room for another %d s", secs)
 	case v.Muted:
 		s.m.observeRefused("muted")
 		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted in this room for another %d s", secs)

@@ -108,6 +108,9 @@ type Begin struct {
 	// Pos holds one position per message, with Acquired: consecutive, in
 	// the batch's order, for the Claimed ones; 0 for the others.
 	Pos []int64
+	// Tombstoned is, for a del event (BeginEvent), how many elements of the
+	// room's history became tombstones.
+	Tombstoned int
 }
 
 // Head is the timeline head after this batch: its epoch and the last

@@ -23,6 +23,7 @@
 //	ratelimit:ip:{addr}            token bucket of a client address (IPv6: its /64)
 //	mute:user:{user}               the user is muted everywhere; TTL = the mute
 //	mute:user:{user}:room:<room>   ... in one room (same hash tag as the user's bucket)
+//	room:ban:{room}:<user>         the user is banned from the room; TTL = the ban
 //
 // Braces are literal Redis Cluster hash tags: every key of one room is on one
 // shard, so the per-room scripts (register, unregister, the delivery guards)
@@ -108,6 +109,12 @@
 // marked may be pushed twice, and comets and clients drop a msgId they have
 // already shown.
 //
+// Moderation events (a deletion, a ban) take the same guards without the
+// window and the positions: BeginEvent checks the lock is free, claims the
+// event's id like a message id, takes the lock and reads the room's
+// comets, in one script; the caller pushes the event and calls
+// EndBroadcast with the event's id.
+//
 // Each Lua script lives in lua/ and is declared next to the Go function that
 // runs it.
 //
@@ -124,6 +131,13 @@
 // position seq - LLEN + 1 + i. History reads a range of it with the head in
 // one script; Heads reads the heads of many rooms in one pipeline (one HMGET
 // per room, so it runs on a cluster).
+//
+// A deleted message keeps its position: BeginEvent replaces each element of
+// its id by a tombstone, {"id":"<id>","deleted":true}, in place (elements
+// are a message's JSON, id first, so a script finds them without decoding).
+// History returns tombstones with Deleted set at their positions, so a
+// reader knows a missing message from a deleted one; the positions after
+// it do not move, and no reader sees a gap where there is none.
 //
 // A new epoch starts at seq 0, with an empty history, when the hash is
 // missing (never written, expired, Redis emptied) or when the caller's
@@ -152,10 +166,13 @@
 //
 // Allow is a token bucket in one script on the Redis clock. Admit is the
 // send check: the user's mute flags and bucket in one script (one hash tag),
-// the client address's bucket in a second script of the same pipelined
-// round trip (another hash tag, so on a cluster usually another shard). A
-// request refused by one gets back the tokens the other took. Mute and
-// Unmute set and delete the flags, with the mute's duration as TTL.
+// the client address's bucket in a second script and the user's ban from
+// the room (a PTTL under the room's hash tag) in the same pipelined round
+// trip (other hash tags, so on a cluster usually other shards). A request
+// refused by one check gets back the tokens the scripts took. Mute and
+// Unmute set and delete the flags, Ban and Unban the ban, with the
+// duration as TTL; Register reads the ban in its room script and refuses
+// a banned user's connection (BanError).
 //
 // Every Redis failure is returned as a *danmaku.Error with code
 // EUNAVAILABLE; callers map it to 503 or retry.

@@ -58,6 +58,10 @@ func muteKey(user, room string) string {
 	return b.String()
 }
 
+// banKey is the ban of user from room. It carries the room's hash tag: the
+// registry's join script reads it with the room's keys.
+func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user }
+
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{id}.
 const cometsIndexKey = "comets:index"

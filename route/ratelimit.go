@@ -67,6 +67,9 @@ type Admission struct {
 type Verdict struct {
 	// Allowed: the tokens were taken from every bucket.
 	Allowed bool
+	// Banned: the user is banned from the room; RetryAfter is what the ban
+	// still lasts.
+	Banned bool
 	// Muted: the user is muted in the room or everywhere; RetryAfter is
 	// what the mute still lasts.
 	Muted bool
@@ -76,16 +79,18 @@ type Verdict struct {
 	RetryAfter time.Duration
 }
 
-// Admit checks the user's mute flags and takes N tokens from the user's and
-// the address's buckets, all in one round trip, or takes nothing.
+// Admit checks the user's ban from the room and mute flags and takes N
+// tokens from the user's and the address's buckets, all in one round trip,
+// or takes nothing.
 //
-// The user's script (mute flags and bucket share the user's hash tag) and
-// the address's script (its own hash tag) are pipelined: on Redis Cluster
-// the two keys live on different shards, and putting every bucket under one
-// hash tag would send all senders' traffic to a single shard. Each script is
-// atomic on its own; when one refuses and the other took its tokens, the
-// tokens are given back (a second round trip, only on that refusal path), so
-// a request refused by one limit never spends the other's budget.
+// The user's script (mute flags and bucket share the user's hash tag), the
+// address's script (its own hash tag) and the ban's PTTL (the room's hash
+// tag) are pipelined: on Redis Cluster the keys live on different shards,
+// and putting every bucket under one hash tag would send all senders'
+// traffic to a single shard. Each script is atomic on its own; when one
+// check refuses and a script took its tokens, the tokens are given back (a
+// second round trip, only on that refusal path), so a request refused by
+// one check never spends another's budget.
 func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 	if err := checkIDs("user", a.User, "room", a.Room); err != nil {
 		return Verdict{}, err
@@ -106,7 +111,9 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 	}
 	userKeys := []string{rateKey(a.User), muteKey(a.User, ""), muteKey(a.User, a.Room)}
 	var userCmd, ipCmd *redis.Cmd
+	var banCmd *redis.DurationCmd
 	_, err := s.execPipe(ctx, "admit", func(p redis.Pipeliner) {
+		banCmd = p.PTTL(ctx, banKey(a.Room, a.User))
 		userCmd = rateLimitScript.EvalSha(ctx, p, userKeys, a.UserBucket.Rate, a.UserBucket.Burst, a.N)
 		if ipKey != "" {
 			ipCmd = rateLimitScript.EvalSha(ctx, p, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, a.N)
@@ -114,6 +121,10 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 	}, rateLimitScript)
 	if err != nil {
 		return Verdict{}, err
+	}
+	ban, err := banCmd.Result()
+	if err != nil {
+		return Verdict{}, wrap("admit", err)
 	}
 	user, err := bucketResult(userCmd)
 	if err != nil {
@@ -127,6 +138,8 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 	}
 	var v Verdict
 	switch {
+	case ban != -2: // PTTL: -2 no key, -1 no TTL (a ban too)
+		v = Verdict{Banned: true, RetryAfter: max(ban, 0)}
 	case user[0] == -1:
 		v = Verdict{Muted: true, RetryAfter: time.Duration(max(user[1], 0)) * time.Millisecond}
 	case user[0] == 0:
@@ -136,12 +149,12 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 	default:
 		return Verdict{Allowed: true}, nil
 	}
-	// Give back what the other script took. Best effort: a failure costs
-	// the sender at most one request's tokens.
-	switch {
-	case user[0] == 1:
+	// Give back what the scripts took. Best effort: a failure costs the
+	// sender at most one request's tokens.
+	if user[0] == 1 {
 		rateLimitScript.Run(ctx, s.rdb, userKeys[:1], a.UserBucket.Rate, a.UserBucket.Burst, -a.N)
-	case ipCmd != nil && ip[0] == 1:
+	}
+	if ipCmd != nil && ip[0] == 1 {
 		rateLimitScript.Run(ctx, s.rdb, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, -a.N)
 	}
 	return v, nil

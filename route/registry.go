@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,19 +41,35 @@ func (c Conn) cometIndexValue() string { return c.Room + ":" + c.User }
 // Register records c in the room (atomically with the room's per-comet
 // count), in connection:info, in user:online and in the comet's own index.
 // It is one pipelined round trip and safe to repeat.
+//
+// A user banned from the room (Ban) is not added to it: Register returns a
+// *BanError. The connection's own records were written by the same
+// pipeline; the caller removes them with Unregister, as for any connection
+// that goes away.
 func (s *Store) Register(ctx context.Context, c Conn) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	keys := []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}
+	if c.User != "" {
+		keys = append(keys, banKey(c.Room, c.User))
+	}
+	var reg *redis.Cmd
 	_, err := s.execPipe(ctx, "register", func(p redis.Pipeliner) {
 		p.HSet(ctx, connectionInfoKey(c.ID), "comet_id", c.Comet, "user_id", c.User, "room_id", c.Room)
 		if c.User != "" {
 			p.HSet(ctx, userOnlineKey(c.User), c.ID, c.Comet)
 		}
 		p.HSet(ctx, cometConnectionsKey(c.Comet), c.ID, c.cometIndexValue())
-		registerScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.ID, c.Comet)
+		reg = registerScript.EvalSha(ctx, p, keys, c.ID, c.Comet)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if n, _ := reg.Int64(); n < 0 {
+		return &BanError{Room: c.Room, User: c.User, Left: time.Duration(-1-n) * time.Millisecond}
+	}
+	return nil
 }
 
 // Unregister removes every trace of c. It is one pipelined round trip and

@@ -40,8 +40,27 @@ type History struct {
 	// them: they were trimmed or expired.
 	First int64
 	// Msgs are the messages read, oldest first, with Pos set; consecutive
-	// positions.
+	// positions. A deleted message is there as its tombstone (ID, Pos and
+	// Deleted only); Visible leaves tombstones out.
 	Msgs []danmaku.Message
+}
+
+// Visible returns the messages of h that were not deleted. It returns
+// h.Msgs itself when none was.
+func (h History) Visible() []danmaku.Message {
+	for i, m := range h.Msgs {
+		if !m.Deleted {
+			continue
+		}
+		out := append(make([]danmaku.Message, 0, len(h.Msgs)-1), h.Msgs[:i]...)
+		for _, m := range h.Msgs[i+1:] {
+			if !m.Deleted {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return h.Msgs
 }
 
 // newEpoch returns a fresh epoch id for a room's timeline.

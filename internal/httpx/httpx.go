@@ -22,6 +22,7 @@ const (
 	CodeMethod    = "method_not_allowed"
 	CodeForbidden = "permission_denied" // e.g. a browser origin not allowed
 	CodeMuted     = "muted"             // the sender is muted (moderation)
+	CodeBanned    = "banned"            // the sender is banned from the room (moderation)
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -38,6 +39,7 @@ var statusOf = map[string]int{
 	CodeMethod:             http.StatusMethodNotAllowed,
 	CodeForbidden:          http.StatusForbidden,
 	CodeMuted:              http.StatusForbidden,
+	CodeBanned:             http.StatusForbidden,
 	wordfilter.CodeBlocked: http.StatusBadRequest, // field names the input
 }
 

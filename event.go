@@ -1,0 +1,69 @@
+package danmaku
+
+import "strconv"
+
+// Ops of moderation events.
+const (
+	// OpDel deletes messages that went out: comets drop them from their
+	// ring and forward the event to the room's viewers as the del frame.
+	OpDel = "del"
+	// OpBan closes a user's connections to a room: comets close them with
+	// close code 4003. Joins while the ban lasts are refused by the
+	// registry, not by this event.
+	OpBan = "ban"
+)
+
+// MaxDelIDs is the most message ids one del event carries.
+const MaxDelIDs = 100
+
+// Event is a moderation event of one room. It travels like a message:
+// logic writes it to the room's partition, job delivers it to every comet
+// of the room after the room's messages before it, with the same dedup
+// (ID) and the same commit rule (an offset is committed once every comet
+// of the room took the event or was left out), and comets act on it. Its
+// JSON form is the body job pushes to comets; a del event without ID is
+// the del frame viewers receive.
+type Event struct {
+	Op   string `json:"op"`
+	Room string `json:"room"`
+	// ID is unique per event: job's dedup key, like a message id.
+	ID string `json:"id,omitempty"`
+	// IDs are the ids of the messages a del removes.
+	IDs []string `json:"ids,omitempty"`
+	// User is the user a ban closes out, Until when the ban ends (Unix
+	// milliseconds).
+	User  string `json:"user,omitempty"`
+	Until int64  `json:"until,omitempty"`
+}
+
+// Check reports whether ev is a valid event; the error is EINVALID and
+// names the field.
+func (ev *Event) Check() error {
+	if err := CheckID("event.room", ev.Room); err != nil {
+		return err
+	}
+	if err := CheckID("event.id", ev.ID); err != nil {
+		return err
+	}
+	switch ev.Op {
+	case OpDel:
+		if len(ev.IDs) == 0 || len(ev.IDs) > MaxDelIDs {
+			return Errorf(EINVALID, "event.ids", "want 1 to %d message ids, got %d", MaxDelIDs, len(ev.IDs))
+		}
+		for i, id := range ev.IDs {
+			if err := CheckID("event.ids["+strconv.Itoa(i)+"]", id); err != nil {
+				return err
+			}
+		}
+	case OpBan:
+		if err := CheckID("event.user", ev.User); err != nil {
+			return err
+		}
+		if ev.Until <= 0 {
+			return Errorf(EINVALID, "event.until", "must be a time in Unix milliseconds")
+		}
+	default:
+		return Errorf(EINVALID, "event.op", "unknown event op %q", ev.Op)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package route
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/danmaku/danmaku"
+)
+
+var beginEventScript = script("begin_event")
+
+// BanError is Register's refusal of a user banned from the room.
+type BanError struct {
+	Room, User string
+	// Left is what the ban still lasts.
+	Left time.Duration
+}
+
+func (e *BanError) Error() string {
+	return "user " + e.User + " is banned from room " + e.Room + " for another " + e.Left.Round(time.Second).String()
+}
+
+// Ban bans user from room for d: Register refuses the user's connections
+// to the room and Admit the user's sends to it until d has passed. Banning
+// again replaces the duration. The key carries the room's hash tag, so the
+// registry's join script reads it with the room's keys.
+func (s *Store) Ban(ctx context.Context, user, room string, d time.Duration) error {
+	if err := checkIDs("user", user, "room", room); err != nil {
+		return err
+	}
+	if d < time.Millisecond {
+		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
+	}
+	return wrap("ban", s.rdb.Set(ctx, banKey(room, user), "1", d).Err())
+}
+
+// Unban lifts the ban of user from room and reports whether there was one.
+// Connections closed by the ban stay closed; the user may join again.
+func (s *Store) Unban(ctx context.Context, user, room string) (bool, error) {
+	if err := checkIDs("user", user, "room", room); err != nil {
+		return false, err
+	}
+	n, err := s.rdb.Del(ctx, banKey(room, user)).Result()
+	return n > 0, wrap("unban", err)
+}
+
+// BannedFor returns how long the ban of user from room still lasts; 0 when
+// there is none.
+func (s *Store) BannedFor(ctx context.Context, user, room string) (time.Duration, error) {
+	if err := checkIDs("user", user, "room", room); err != nil {
+		return 0, err
+	}
+	d, err := s.rdb.PTTL(ctx, banKey(room, user)).Result()
+	if err != nil {
+		return 0, wrap("ban ttl", err)
+	}
+	return max(d, 0), nil
+}
+
+// EventOptions are the durations of BeginEvent.
+type EventOptions struct {
+	Owner    string
+	ClaimTTL time.Duration
+	LockTTL  time.Duration
+}
+
+// BeginEvent runs the guards of one room event in a single atomic script:
+// the room's lock must be free, the event's id is claimed for the owner
+// (like a message id), the lock is taken with a unique token, and
+// room:comets:{room} is read; a del event also turns the deleted messages'
+// elements of room:history:{room} into tombstones, in their places, so
+// every position stays where it was and readers of the history see the
+// hole for what it is. It opens no cooldown window and assigns no
+// position. The Begin has Status, States (one), and with Acquired Lock,
+// Comets and Tombstoned. The caller pushes the event and ends with
+// EndBroadcast (the event's id), as for messages.
+func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions) (Begin, error) {
+	var b Begin
+	if err := ev.Check(); err != nil {
+		return b, err
+	}
+	if err := danmaku.CheckID("owner", o.Owner); err != nil {
+		return b, err
+	}
+	token := newToken()
+	keys := []string{lockKey(ev.Room), roomCometsKey(ev.Room), historyKey(ev.Room), processedKey(ev.Room, ev.ID)}
+	args := []any{o.Owner, o.ClaimTTL.Milliseconds(), token, o.LockTTL.Milliseconds()}
+	if ev.Op == danmaku.OpDel {
+		for _, id := range ev.IDs {
+			args = append(args, id)
+		}
+	}
+	res, err := beginEventScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return b, wrap("begin event", err)
+	}
+	if len(res) != 4 {
+		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin event returned %d values", len(res))
+	}
+	status, _ := res[0].(int64)
+	state, _ := res[1].(int64)
+	b.Status = Status(status)
+	switch b.Status {
+	case Acquired:
+		b.States = []ClaimState{Claimed}
+		b.Lock = &Lock{Room: ev.Room, Token: token}
+		b.Comets = parseCounts(res[2])
+		n, _ := res[3].(int64)
+		b.Tombstoned = int(n)
+	case NoneClaimable:
+		b.States = []ClaimState{ClaimState(state)}
+	case LockedElsewhere:
+	default:
+		return Begin{}, danmaku.Errorf(danmaku.EINTERNAL, "", "begin event returned status %s", strconv.FormatInt(status, 10))
+	}
+	return b, nil
+}
