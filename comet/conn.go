@@ -11,6 +11,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/route"
 )
 
 // closeGrace is how long a closing connection waits for the peer's close
@@ -313,8 +314,9 @@ func (c *conn) readMessage() bool {
 // missed), and only then starts delivering the room's batches, so the
 // welcome is always the first frame of a room. A viewer that cannot be
 // registered gets an error frame and is closed with 1013 (try again
-// later). A join of the room the viewer is in is answered with a welcome
-// only.
+// later); a user banned from the room gets the error frame "banned" and is
+// closed with CloseBanned. A join of the room the viewer is in is answered
+// with a welcome only.
 func (c *conn) join(req joinReq) {
 	s := c.s
 	room := req.room
@@ -328,6 +330,14 @@ func (c *conn) join(req joinReq) {
 		s.hub.leave(c, old)
 	}
 	online, err := s.reg.move(c, old, room)
+	var banned *route.BanError
+	if errors.As(err, &banned) {
+		// The registry wrote the connection's own records before it
+		// refused the room: release unregisters roomID.
+		c.roomID = room
+		c.refuseBanned(room, banned.Left)
+		return
+	}
 	if err != nil {
 		s.log.Warn("register viewer", zap.String("conn", c.id), zap.String("room", room), zap.Error(err))
 		// The registry may hold either room; release unregisters roomID,

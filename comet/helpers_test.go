@@ -95,6 +95,8 @@ type frame struct {
 	Replay  bool              `json:"replay"`
 	// Recovered is nil when the welcome has no recovered field.
 	Recovered *bool `json:"recovered"`
+	// IDs are the deleted ids of a del frame.
+	IDs []string `json:"ids"`
 }
 
 func mustRead(tb testing.TB, ws *websocket.Conn) frame {

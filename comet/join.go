@@ -148,7 +148,7 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 			// Up to or ahead of what Redis and this comet hold: nothing to send.
 		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
 			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.from:
-			p.msgs = append(d.h.Msgs, t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)
+			p.msgs = append(t.visible(d.h.Msgs), t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)
 		default:
 			ok = false
 		}

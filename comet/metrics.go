@@ -38,6 +38,8 @@ type metrics struct {
 	staleMsgs      prometheus.Counter
 	repairs        *prometheus.CounterVec
 	repairedConns  *prometheus.CounterVec
+	events         *prometheus.CounterVec
+	deletedMsgs    prometheus.Counter
 }
 
 // Reasons a room's history is read and gaps are repaired (label values).
@@ -91,6 +93,8 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			"reconcile: anti-entropy or a count that disagreed at renewal, counted whether or not it changed anything; leftover: routes of an earlier process removed at start).", "kind"),
 		repairedConns: counterVec("registry_repaired_total", "What registry repairs changed in Redis, by change (added: routes written that Redis lacked; "+
 			"removed: routes of connections the comet does not hold; rooms_corrected: per-room counts set right).", "change"),
+		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban).", "op"),
+		deletedMsgs: counter("deleted_messages_total", "Messages removed from room rings by del events."),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
@@ -121,7 +125,8 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
-		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, conns, rooms, held, registered)
+		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs,
+		conns, rooms, held, registered)
 	return m
 }
 
@@ -139,6 +144,7 @@ func (m *metrics) registryError()         { m.registryErrors.Inc() }
 func (m *metrics) leaseError()            { m.leaseErrors.Inc() }
 func (m *metrics) caughtUp()              { m.catchUps.Inc() }
 func (m *metrics) stale(n int)            { m.staleMsgs.Add(float64(n)) }
+func (m *metrics) deleted(n int)          { m.deletedMsgs.Add(float64(n)) }
 func (m *metrics) historyRead(why string) { m.historyReads.WithLabelValues(why).Inc() }
 
 // repaired counts one gap filled with n messages.

@@ -14,8 +14,9 @@ import (
 	"github.com/danmaku/danmaku/internal/push"
 )
 
-// servePush is job's endpoint: POST /push with a danmaku.Batch body. It
-// answers only after the batch was handed to every local viewer's queue.
+// servePush is job's endpoint: POST /push with a danmaku.Batch body, or a
+// danmaku.Event (del, ban). It answers only after the batch or the event
+// was handed to every local viewer's queue.
 func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
@@ -33,20 +34,45 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.EUNAUTH, "authorization", "wrong or missing push secret"))
 		return
 	}
-	b, err := readBatch(w, r, s.cfg.MaxPushBytes)
+	b, err := readPush(w, r, s.cfg.MaxPushBytes)
 	if err != nil {
 		s.metrics.observePush("bad_request", 0, 0, 0)
 		httpx.WriteError(w, err)
 		return
 	}
-	n, dups := s.broadcast(b)
-	s.metrics.observePush("ok", time.Since(start), n, dups)
+	var n int
+	switch b.Op {
+	case danmaku.OpDel:
+		s.metrics.events.WithLabelValues(b.Op).Inc()
+		n = s.deleteMsgs(b.event())
+	case danmaku.OpBan:
+		s.metrics.events.WithLabelValues(b.Op).Inc()
+		n = s.banUser(b.event())
+	default:
+		var dups int
+		n, dups = s.broadcast(b.Batch)
+		s.metrics.observePush("ok", time.Since(start), n, dups)
+	}
 	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
 }
 
-// readBatch decodes and checks a push body.
-func readBatch(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Batch, error) {
-	var b danmaku.Batch
+// pushBody is a push: a room's msgs frame (danmaku.Batch), or one of its
+// events, whose fields are the rest (danmaku.Event).
+type pushBody struct {
+	danmaku.Batch
+	ID    string   `json:"id"`
+	IDs   []string `json:"ids"`
+	User  string   `json:"user"`
+	Until int64    `json:"until"`
+}
+
+func (p *pushBody) event() danmaku.Event {
+	return danmaku.Event{Op: p.Op, Room: p.Room, ID: p.ID, IDs: p.IDs, User: p.User, Until: p.Until}
+}
+
+// readPush decodes and checks a push body.
+func readPush(w http.ResponseWriter, r *http.Request, limit int64) (pushBody, error) {
+	var b pushBody
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -62,8 +88,13 @@ func readBatch(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Bat
 	if dec.More() {
 		return b, danmaku.Errorf(danmaku.EINVALID, "body", "trailing data after the batch")
 	}
-	if b.Op != danmaku.OpMsgs {
-		return b, danmaku.Errorf(danmaku.EINVALID, "op", "must be %q", danmaku.OpMsgs)
+	switch b.Op {
+	case danmaku.OpDel, danmaku.OpBan:
+		ev := b.event()
+		return b, ev.Check()
+	case danmaku.OpMsgs:
+	default:
+		return b, danmaku.Errorf(danmaku.EINVALID, "op", "must be %q, %q or %q", danmaku.OpMsgs, danmaku.OpDel, danmaku.OpBan)
 	}
 	if err := danmaku.CheckID("room", b.Room); err != nil {
 		return b, err

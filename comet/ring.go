@@ -63,7 +63,10 @@ func (q *ring) pushFront(m danmaku.Message) {
 // with a position in (from, last] that the room's viewers were given is in
 // it, in position order. Positions the comet skipped because their id was
 // already delivered (a retry under a new position) are not in it; a
-// viewer resuming after such a position has the message already.
+// viewer resuming after such a position has the message already. Nor are
+// deleted messages (remove, and tombstones read from the history): their
+// positions stay holes, which no reader takes for a gap, since coverage is
+// a range of positions, not a count of messages.
 type timeline struct {
 	ring ring
 	ids  map[string]struct{} // ids of the ring's entries
@@ -84,6 +87,8 @@ type timeline struct {
 	// syncs counts the reads of the room's head started, so a joiner can
 	// tell whether one started after it arrived.
 	syncs uint64
+	// gone are the ids of messages deleted lately (moderation.go).
+	gone gone
 
 	// replay caches the encoded replay blocks.
 	replay replayCache
@@ -150,7 +155,9 @@ func (t *timeline) accept(msgs []danmaku.Message) (out []danmaku.Message, droppe
 	return out, dropped
 }
 
-// take is accept for one message.
+// take is accept for one message. A tombstone (a deleted message read
+// from the history) advances last like the message would have, and is not
+// delivered: its position stays a hole in the ring.
 func (t *timeline) take(m danmaku.Message) bool {
 	if m.Pos > 0 && t.epoch != "" {
 		if m.Pos <= t.last {
@@ -160,13 +167,13 @@ func (t *timeline) take(m danmaku.Message) bool {
 			t.from = max(t.from, m.Pos-1)
 		}
 		t.last = m.Pos
-		if _, dup := t.ids[m.ID]; dup {
+		if _, dup := t.ids[m.ID]; dup || m.Deleted || t.gone.has(m.ID) {
 			return false
 		}
 		t.add(m)
 		return true
 	}
-	if _, dup := t.ids[m.ID]; dup {
+	if _, dup := t.ids[m.ID]; dup || m.Deleted || t.gone.has(m.ID) {
 		return false
 	}
 	if t.epoch == "" {
@@ -227,7 +234,7 @@ func (t *timeline) prepend(msgs []danmaku.Message, since int64) {
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Pos > t.from {
+		if m.Pos > t.from || m.Deleted || t.gone.has(m.ID) {
 			continue
 		}
 		if t.ring.full() {
@@ -240,4 +247,30 @@ func (t *timeline) prepend(msgs []danmaku.Message, since int64) {
 		}
 	}
 	t.from = min(t.from, since)
+}
+
+// removeIf drops the entries for which drop reports true, keeping the
+// order of the others, and returns how many were dropped and how many of
+// them were among the first front entries.
+func (q *ring) removeIf(front int, drop func(*danmaku.Message) bool) (n, inFront int) {
+	kept := 0
+	for i := range q.n {
+		m := q.at(i)
+		if drop(m) {
+			n++
+			if i < front {
+				inFront++
+			}
+			continue
+		}
+		if kept != i {
+			*q.at(kept) = *m
+		}
+		kept++
+	}
+	for i := kept; i < q.n; i++ {
+		*q.at(i) = danmaku.Message{}
+	}
+	q.n = kept
+	return n, inFront
 }

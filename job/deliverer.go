@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -77,6 +78,9 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	v := make([]verdict, len(req.msgs))
 	if ctx.Err() != nil {
 		return req.result(v, 0, false)
+	}
+	if ev := req.msgs[0].ev; ev != nil {
+		return d.deliverEvent(ctx, req, ev)
 	}
 	msgs, idx, repeats := distinct(req.msgs)
 	b, err := d.begin(ctx, req, msgs)
@@ -172,7 +176,10 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 		msgs[k].Pos = pos[k]
 	}
 	locked := time.Now()
-	ok := d.push(ctx, b.Lock, req.room, b.Epoch, msgs, b.Comets, req.giveUp)
+	batch := danmaku.NewBatch(req.room, msgs)
+	batch.Epoch = b.Epoch
+	body, err := json.Marshal(batch)
+	ok := err == nil && d.push(ctx, b.Lock, body, len(msgs), b.Comets, req.giveUp)
 	unlocked := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
 	defer cancel()

@@ -32,6 +32,7 @@ type metrics struct {
 	commitErrors                  prometheus.Counter
 	undelivered                   *prometheus.CounterVec
 	staleLocks                    prometheus.Counter
+	events                        *prometheus.CounterVec
 }
 
 // The reasons of danmaku_job_undelivered_total.
@@ -81,6 +82,8 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 				"no_lease; quarantined; unavailable; rejected; unauthorized: the comet refused job.push_secret)."}, []string{"reason"}),
 		staleLocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_stale_locks_released_total",
 			Help: "Room locks taken by broadcast attempts that ran in Redis after they had failed (a stall), released once Redis answered."}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_events_total",
+			Help: "Moderation events finished, by op (del, ban) and result (delivered, duplicate)."}, []string{"op", "result"}),
 	}
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the Kafka reader reports it."}, lag)
@@ -95,7 +98,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors,
-		m.undelivered, m.staleLocks)
+		m.undelivered, m.staleLocks, m.events)
 	return m
 }
 

@@ -2,7 +2,6 @@ package job
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -18,16 +17,17 @@ type Pusher interface {
 	Push(ctx context.Context, addr string, body []byte) (int, error)
 }
 
-// push sends msgs (with their positions in epoch), encoded once as the
-// room's msgs frame, to every comet of room (cometID ->
-// viewers) that holds a lease and is not left out, in parallel, renewing
-// the lock while pushes run. It reports whether the batch counts as
-// delivered: every comet took it, or some did (the ones that failed are
-// left out for a while and their share counted as dropped), or giveUp is
-// set. When every comet failed the batch is to be retried as a whole.
-func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch string, msgs []danmaku.Message, counts map[string]int64, giveUp bool) bool {
+// push sends body, a room's msgs frame of n messages or one of its events
+// (n 0: the message counters leave events out), to every comet of the room
+// (cometID -> viewers) that holds a lease and is not left out, in
+// parallel, renewing the lock while pushes run. It reports whether the
+// body counts as delivered: every comet took it, or some did (the ones
+// that failed are left out for a while and their share counted as
+// dropped), or giveUp is set. When every comet failed the body is to be
+// retried as a whole.
+func (d *deliverer) push(ctx context.Context, lock *route.Lock, body []byte, msgs int, counts map[string]int64, giveUp bool) bool {
 	targets, noLease, quarantined := d.comets.targets(ctx, counts)
-	n := float64(len(msgs))
+	n := float64(msgs)
 	if len(counts) == 0 {
 		d.m.undelivered.WithLabelValues(undeliveredNoComets).Add(n)
 	}
@@ -35,12 +35,6 @@ func (d *deliverer) push(ctx context.Context, lock *route.Lock, room, epoch stri
 	d.m.undelivered.WithLabelValues(undeliveredQuarantined).Add(n * float64(quarantined))
 	if len(targets) == 0 {
 		return true // nobody reachable watching: delivered to all zero viewers
-	}
-	batch := danmaku.NewBatch(room, msgs)
-	batch.Epoch = epoch
-	body, err := json.Marshal(batch)
-	if err != nil {
-		return false
 	}
 	errs := d.pushAll(ctx, lock, targets, body)
 	var failed []string

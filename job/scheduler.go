@@ -52,9 +52,13 @@ type knownHead struct {
 	at time.Time
 }
 
-// pending is one consumed message waiting for its room's delivery.
+// pending is one consumed message, or moderation event, waiting for its
+// room's delivery.
 type pending struct {
-	msg  danmaku.Message
+	msg danmaku.Message
+	// ev is set on an event. An event is delivered on its own, after the
+	// room's messages before it and before those after it.
+	ev   *danmaku.Event
 	part int
 	off  int64
 	// waited: the message arrived while its room's window ran or a
@@ -169,6 +173,15 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		return
 	}
 	r := s.room(rec.env.Room)
+	if rec.env.Event != nil {
+		// Events are never dropped and do not wait for the window.
+		r.queue = append(r.queue, pending{ev: rec.env.Event, part: rec.part, off: rec.off})
+		s.buffered++
+		if !r.inflight {
+			s.schedule(r, s.dueAt(r, now))
+		}
+		return
+	}
 	busy := r.inflight || len(r.queue) > 0 || now.Before(r.windowEnd)
 	if s.cfg.Policy == PolicyDrop && busy {
 		// One message per window; the rest are skipped.
@@ -184,12 +197,18 @@ func (s *scheduler) accept(rec record, now time.Time) {
 	r.queue = append(r.queue, pending{msg: rec.env.Msg, part: rec.part, off: rec.off, waited: busy})
 	s.buffered++
 	if !r.inflight {
-		at := now
-		if !s.draining && r.windowEnd.After(at) {
-			at = r.windowEnd
-		}
-		s.schedule(r, at)
+		s.schedule(r, s.dueAt(r, now))
 	}
+}
+
+// dueAt is when r, not in flight and with a queue, is to be dispatched:
+// at the end of its window, or now for an event at the head of its queue
+// or while draining.
+func (s *scheduler) dueAt(r *roomState, now time.Time) time.Time {
+	if s.draining || r.queue[0].ev != nil || !r.windowEnd.After(now) {
+		return now
+	}
+	return r.windowEnd
 }
 
 // schedule makes r due at t unless it is already due earlier.
@@ -226,14 +245,19 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		if r.inflight || len(r.queue) == 0 {
 			continue
 		}
-		n := min(len(r.queue), s.cfg.Budget)
+		n := batchLen(r.queue, s.cfg.Budget)
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
 			giveUp: r.failures >= s.cfg.GiveUpAfter, known: s.heads[r.name].Head}
 		r.queue = r.queue[n:]
+		r.inflight = true
+		s.inflight++
+		if d.msgs[0].ev != nil {
+			s.work <- d // an event opens no window
+			continue
+		}
 		if len(r.queue) > 0 {
 			s.m.deferred.Add(float64(len(r.queue)))
 		}
-		r.inflight = true
 		r.windowEnd = now.Add(s.cfg.Window)
 		coalesced := 0
 		for i := range d.msgs {
@@ -243,9 +267,24 @@ func (s *scheduler) dispatchReady(now time.Time) {
 			}
 		}
 		s.m.coalesced.Add(float64(coalesced))
-		s.inflight++
 		s.work <- d // never blocks: capacity is Workers and inflight < Workers
 	}
+}
+
+// batchLen is how many entries of a room's queue go in its next delivery:
+// an event at the head alone, else the messages before the first event, at
+// most budget.
+func batchLen(q []pending, budget int) int {
+	if q[0].ev != nil {
+		return 1
+	}
+	n := min(len(q), budget)
+	for i := 1; i < n; i++ {
+		if q[i].ev != nil {
+			return i
+		}
+	}
+	return n
 }
 
 // complete applies a delivery's outcome: finished offsets, messages back to
@@ -279,9 +318,9 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 	if len(r.queue) == 0 {
 		return
 	}
-	at := r.windowEnd
-	if s.draining && wait == 0 {
-		at = now
+	at := s.dueAt(r, now)
+	if wait > 0 {
+		at = r.windowEnd // a retry waits, even while draining
 	}
 	s.schedule(r, at)
 }

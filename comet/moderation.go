@@ -1,0 +1,175 @@
+package comet
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+)
+
+// Moderation events job pushes to /push (danmaku.Event), and the refusal
+// of a banned user's join.
+//
+// A del event removes the messages from the room's ring (every position
+// of them) and goes to the room's viewers as the del frame
+// {"op":"del","room":R,"ids":[...]}, queued behind the frames they have,
+// so a viewer that was given a message before gets its deletion after it.
+// The positions of deleted messages stay holes: a resume over them is
+// recovered without them and without a gap, and the history in Redis holds
+// tombstones at the same positions, so a read from Redis agrees with the
+// ring. The room remembers the last goneMax deleted ids, so a history read
+// that raced with the deletion, or a late redelivery, cannot bring one
+// back.
+//
+// A ban event closes the user's connections to the room with CloseBanned,
+// after an error frame "banned"; the registry refuses the user's joins to
+// the room while the ban lasts (route.BanError), the same way.
+
+// CloseBanned closes a viewer banned from its room, and a banned user's
+// join.
+const CloseBanned = 4003
+
+// codeBanned is the error frame sent before CloseBanned.
+const codeBanned = "banned"
+
+// goneMax bounds the deleted ids a room remembers.
+const goneMax = 1024
+
+// delFrame is the del frame: the ids of the room's deleted messages.
+type delFrame struct {
+	Op   string   `json:"op"`
+	Room string   `json:"room"`
+	IDs  []string `json:"ids"`
+}
+
+// gone is a room's bounded memory of deleted message ids.
+type gone struct {
+	ids   map[string]struct{}
+	order []string // oldest first
+}
+
+func (g *gone) has(id string) bool {
+	_, ok := g.ids[id]
+	return ok
+}
+
+func (g *gone) add(id string) {
+	if g.ids == nil {
+		g.ids = map[string]struct{}{}
+	}
+	if g.has(id) {
+		return
+	}
+	if len(g.order) >= goneMax {
+		delete(g.ids, g.order[0])
+		g.order = append(g.order[:0], g.order[1:]...)
+	}
+	g.ids[id] = struct{}{}
+	g.order = append(g.order, id)
+}
+
+// remove deletes the messages ids from the ring and remembers them as
+// gone; r.mu is held. Cached replay and history frames may hold them and
+// are dropped. It returns the number of ring entries removed.
+func (t *timeline) remove(ids []string) int {
+	del := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		t.gone.add(id)
+		if _, ok := t.ids[id]; ok {
+			del[id] = struct{}{}
+			delete(t.ids, id)
+		}
+	}
+	if len(del) == 0 {
+		return 0
+	}
+	n, inOld := t.ring.removeIf(t.old, func(m *danmaku.Message) bool {
+		_, d := del[m.ID]
+		return d
+	})
+	t.old -= inOld
+	t.replay.reset()
+	t.joinFrame = item{}
+	return n
+}
+
+// visible returns msgs without tombstones and deleted ids; msgs itself
+// when it has none of them.
+func (t *timeline) visible(msgs []danmaku.Message) []danmaku.Message {
+	for i := range msgs {
+		if !msgs[i].Deleted && !t.gone.has(msgs[i].ID) {
+			continue
+		}
+		out := append([]danmaku.Message(nil), msgs[:i]...)
+		for _, m := range msgs[i+1:] {
+			if !m.Deleted && !t.gone.has(m.ID) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return msgs
+}
+
+// deleteMsgs applies a del event: the room's ring forgets the messages and
+// every local viewer of the room gets the del frame. It returns the number
+// of viewers the frame was handed to.
+func (s *Server) deleteMsgs(ev danmaku.Event) int {
+	r := s.hub.room(ev.Room)
+	if r == nil {
+		return 0 // nothing of the room here; a later read of its history has the tombstones
+	}
+	data, err := json.Marshal(delFrame{Op: danmaku.OpDel, Room: ev.Room, IDs: ev.IDs})
+	if err != nil {
+		return 0
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	if r.dead {
+		r.mu.Unlock()
+		return 0
+	}
+	removed := r.tl.remove(ev.IDs)
+	n, slow := r.deliverLocked(item{pm: pm, size: len(data)}, nil)
+	r.mu.Unlock()
+	s.cut(slow)
+	s.metrics.deleted(removed)
+	return n
+}
+
+// banUser applies a ban event: every local connection of the user in the
+// room is closed with CloseBanned. It returns how many were.
+func (s *Server) banUser(ev danmaku.Event) int {
+	r := s.hub.room(ev.Room)
+	if r == nil {
+		return 0
+	}
+	var out []*conn
+	r.mu.Lock()
+	for _, c := range r.conns {
+		if c.user == ev.User {
+			out = append(out, c)
+		}
+	}
+	r.mu.Unlock()
+	left := time.Until(time.UnixMilli(ev.Until))
+	for _, c := range out {
+		c.refuseBanned(ev.Room, left)
+	}
+	return len(out)
+}
+
+// refuseBanned tells the viewer it is banned from room and closes the
+// connection with CloseBanned once the error frame is written.
+func (c *conn) refuseBanned(room string, left time.Duration) {
+	c.s.metrics.rejected("banned")
+	secs := max(int64((left+time.Second-1)/time.Second), 1)
+	c.sendError(codeBanned, "banned from room "+room+" for another "+strconv.FormatInt(secs, 10)+" s")
+	c.closeAfterQueued(CloseBanned, "banned")
+}

@@ -1,0 +1,225 @@
+package comet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
+)
+
+// A deleted message leaves a hole in the ring: the positions around it do
+// not move, a range over it is still covered, a tombstone read from the
+// history advances the position without delivering anything, and the
+// deleted id cannot come back through a stale read or a redelivery.
+func TestTimelineRemove(t *testing.T) {
+	tl := newTimeline(16)
+	tl.switchEpoch("e")
+	tl.accept(posMsgs(1, 6))
+	tl.replay.tail = item{size: 1}
+	if n := tl.remove([]string{"m3", "m5", "unknown"}); n != 2 {
+		t.Fatalf("removed %d, want 2", n)
+	}
+	if tl.replay.tail.size != 0 || tl.last != 6 || !tl.covers("e", 2) {
+		t.Fatalf("after remove: cache %+v, last %d, covers 2: %v", tl.replay.tail, tl.last, tl.covers("e", 2))
+	}
+	if got := msgPositions(tl.after(2, 100)); !slices.Equal(got, []int64{4, 6}) {
+		t.Fatalf("after 2: %v", got)
+	}
+	// From the history: a tombstone at 7, then 8; a stale copy of m3.
+	out, _ := tl.accept([]danmaku.Message{{ID: "m7", Pos: 7, Deleted: true}, {ID: "m8", Pos: 8}})
+	if len(out) != 1 || out[0].ID != "m8" || tl.last != 8 || !tl.covers("e", 0) {
+		t.Fatalf("tombstone: out %v, last %d, from %d", out, tl.last, tl.from)
+	}
+	if out, _ := tl.accept([]danmaku.Message{{ID: "m3", Pos: 9}}); len(out) != 0 || tl.last != 9 {
+		t.Fatalf("a deleted id came back: %v", out)
+	}
+	if got := tl.visible([]danmaku.Message{{ID: "m2"}, {ID: "m3"}, {ID: "x", Deleted: true}, {ID: "m4"}}); len(got) != 2 {
+		t.Fatalf("visible %v", got)
+	}
+	if got := msgPositions(tl.recent(10)); !slices.Equal(got, []int64{1, 2, 4, 6, 8}) {
+		t.Fatalf("recent %v", got)
+	}
+	// Old-epoch entries removed from the front keep old right.
+	tl.switchEpoch("f")
+	tl.accept([]danmaku.Message{{ID: "n1", Pos: 1}})
+	if tl.remove([]string{"m1", "m2"}) != 2 || tl.old != 3 || tl.ring.n != 4 {
+		t.Fatalf("old %d, entries %d", tl.old, tl.ring.n)
+	}
+	expectRange(t, msgPositions(tl.after(0, 10)), 1, 1)
+	for range goneMax + 1 {
+		tl.gone.add(testutil.Uniq("g"))
+	}
+	if len(tl.gone.ids) != goneMax || tl.gone.has("m3") {
+		t.Fatalf("gone holds %d ids", len(tl.gone.ids))
+	}
+}
+
+// delete writes a del event the way job does (BeginEvent tombstones the
+// history) and pushes it to the comets.
+func (w *tlRoom) delete(p *push.Client, ids []string, comets ...*Server) {
+	w.tb.Helper()
+	ctx := context.Background()
+	ev := danmaku.Event{Op: danmaku.OpDel, Room: w.id, ID: testutil.Uniq("ev"), IDs: ids}
+	b, err := w.store.BeginEvent(ctx, ev, route.EventOptions{Owner: "test", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second})
+	if err != nil || b.Status != route.Acquired {
+		w.tb.Fatalf("begin event: %+v %v", b, err)
+	}
+	body, _ := json.Marshal(ev)
+	for _, c := range comets {
+		if _, err := p.Push(ctx, c.AdvertiseAddr(), body); err != nil {
+			w.tb.Fatalf("push del: %v", err)
+		}
+	}
+	if err := w.store.EndBroadcast(ctx, b.Lock, []string{ev.ID}, time.Minute); err != nil {
+		w.tb.Fatal(err)
+	}
+}
+
+// A del event reaches every viewer of the room as the del frame; after it
+// the messages are gone from history on join, from a resume served by the
+// ring and from one served by Redis, every resume is recovered (no gap),
+// and live messages go on at the next positions.
+func TestDeleteEvent(t *testing.T) {
+	s, store := mustStart(t, nil)
+	other, _ := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	w := newTLRoom(t, store)
+	ws1, _ := joinWelcome(t, s, w.id, "")
+	ws2, _ := joinWelcome(t, s, w.id, "")
+	mustPush(t, p, s, w.write(10))
+	for _, ws := range []*websocket.Conn{ws1, ws2} {
+		expectRange(t, positions(readMsgs(t, ws, 10)), 1, 10)
+	}
+	gone := []string{w.id + "-3", w.id + "-7"}
+	w.delete(p, gone, s, other)
+	for _, ws := range []*websocket.Conn{ws1, ws2} {
+		if f := mustReadOp(t, ws, danmaku.OpDel); f.Room != w.id || !slices.Equal(f.IDs, gone) {
+			t.Fatalf("del frame %+v, want ids %v", f, gone)
+		}
+	}
+	expectValue(t, s.metrics.deletedMsgs, 2, "messages deleted from the ring")
+	kept := []int64{4, 5, 6, 8, 9, 10}
+	for _, c := range []*Server{s, other} {
+		ws, wel := joinWelcome(t, c, w.id, resumeQuery(w.head.Epoch, 3))
+		if wel.Recovered == nil || !*wel.Recovered || wel.Pos != 10 {
+			t.Fatalf("resume after the delete: welcome %+v, want recovered at 10", wel)
+		}
+		if got := positions(readMsgs(t, ws, 10)); !slices.Equal(got, kept) {
+			t.Fatalf("resume from 3: positions %v, want %v", got, kept)
+		}
+	}
+	ws3, _ := joinWelcome(t, s, w.id, "")
+	if got := positions([]frame{mustReadOp(t, ws3, "msgs")}); !slices.Equal(got, []int64{1, 2, 4, 5, 6, 8, 9, 10}) {
+		t.Fatalf("history on join: %v", got)
+	}
+	// A comet that loads the room from Redis after the delete.
+	third, _ := mustStart(t, nil)
+	ws4, _ := joinWelcome(t, third, w.id, "")
+	if got := positions([]frame{mustReadOp(t, ws4, "msgs")}); !slices.Equal(got, []int64{1, 2, 4, 5, 6, 8, 9, 10}) {
+		t.Fatalf("history on join from Redis: %v", got)
+	}
+	mustPush(t, p, s, w.write(1))
+	for _, ws := range []*websocket.Conn{ws1, ws2, ws3} {
+		if f := mustReadOp(t, ws, "msgs"); len(f.Msgs) != 1 || f.Msgs[0].Pos != 11 || f.Replay {
+			t.Fatalf("live after the delete: %+v", f)
+		}
+	}
+}
+
+// The del frame is the wire contract: op, room and ids, nothing else.
+func TestDelFrameOnTheWire(t *testing.T) {
+	s, store := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	w := newTLRoom(t, store)
+	ws, _ := joinWelcome(t, s, w.id, "")
+	mustPush(t, p, s, w.write(2))
+	readMsgs(t, ws, 2)
+	w.delete(p, []string{w.id + "-1"}, s)
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, data, err := ws.ReadMessage()
+	if want := fmt.Sprintf(`{"op":"del","room":"%s","ids":["%s-1"]}`, w.id, w.id); err != nil || string(data) != want {
+		t.Fatalf("del frame %s %v, want %s", data, err, want)
+	}
+	// A push body that is no event and no batch is refused.
+	if _, err := p.Push(context.Background(), s.AdvertiseAddr(), []byte(`{"op":"del","room":"`+w.id+`","id":"e"}`)); danmaku.ErrorCode(err) != danmaku.EINVALID {
+		t.Fatalf("del without ids: %v", err)
+	}
+}
+
+// expectBanned reads the error frame "banned" and the close 4003.
+func expectBanned(tb testing.TB, ws *websocket.Conn) {
+	tb.Helper()
+	if f := mustReadOp(tb, ws, opError); f.Code != codeBanned {
+		tb.Fatalf("error frame %+v, want %s", f, codeBanned)
+	}
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err := ws.ReadMessage()
+	if !websocket.IsCloseError(err, CloseBanned) {
+		tb.Fatalf("after the error frame: %v, want close %d", err, CloseBanned)
+	}
+}
+
+// A ban event closes the user's connections to the room with 4003 and no
+// others; while the ban lasts the user's joins of the room are refused the
+// same way (and not counted online), joins of other rooms are not; after
+// the ban they are welcome again.
+func TestBanEvent(t *testing.T) {
+	s, store := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	room, other := testutil.Uniq("ban"), testutil.Uniq("ban")
+	bad, good := testutil.Uniq("u"), testutil.Uniq("u")
+	ws1, _ := joinWelcome(t, s, room, "uid="+bad)
+	ws2, _ := joinWelcome(t, s, room, "uid="+bad) // a second tab
+	ws3, _ := joinWelcome(t, s, room, "uid="+good)
+	ws4, _ := joinWelcome(t, s, other, "uid="+bad)
+	ctx := context.Background()
+	if err := store.Ban(ctx, bad, room, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: "ev1", User: bad, Until: time.Now().Add(2 * time.Second).UnixMilli()})
+	if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 2 {
+		t.Fatalf("ban push: %d %v, want 2 connections closed", n, err)
+	}
+	expectBanned(t, ws1)
+	expectBanned(t, ws2)
+	for _, ws := range []*websocket.Conn{ws3, ws4} {
+		mustSend(t, ws, map[string]string{"op": "ping"})
+		mustReadOp(t, ws, opPong)
+	}
+	expectRoutes(t, store, s, room, 1)
+	// Joins while banned: by URL, and by a join frame from another room.
+	ws5 := mustDial(t, s, "room="+room+"&uid="+bad)
+	expectBanned(t, ws5)
+	mustSend(t, ws4, map[string]string{"op": "join", "room": room})
+	expectBanned(t, ws4)
+	expectRoutes(t, store, s, room, 1)
+	if n, _ := store.Online(ctx, other); n != 0 {
+		t.Fatalf("the viewer that switched into the ban is still online in %s", other)
+	}
+	if v := value(t, s.metrics.rejectedConns.WithLabelValues("banned")); v != 4 {
+		t.Fatalf("banned connections counted %v, want 4", v)
+	}
+	// Welcome again after the duration.
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		ws, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid="+bad), nil)
+		if err != nil {
+			return err
+		}
+		defer ws.Close()
+		ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var f frame
+		if err := ws.ReadJSON(&f); err != nil || f.Op != opWelcome {
+			return fmt.Errorf("join after the ban: %+v %v", f, err)
+		}
+		return nil
+	})
+}
