@@ -207,6 +207,9 @@ type viewer struct {
 	rooms  map[string]bool   // rooms named by received frames
 	got    []danmaku.Message // every message received, in order, with its position
 	epochs []string          // the epoch of the frame of each message of got
+	// arrivals lists every message id and every deleted id ("del:" + id)
+	// in the order the frames came.
+	arrivals []string
 }
 
 func (e *env) viewer(c *comet.Server, room string) *viewer {
@@ -234,11 +237,28 @@ func (v *viewer) read() {
 		if err != nil {
 			return
 		}
-		var f danmaku.Batch
-		if json.Unmarshal(data, &f) != nil || f.Op != danmaku.OpMsgs {
+		var f struct {
+			danmaku.Batch
+			IDs []string `json:"ids"`
+		}
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		if f.Op == danmaku.OpDel {
+			v.mu.Lock()
+			for _, id := range f.IDs {
+				v.arrivals = append(v.arrivals, "del:"+id)
+			}
+			v.mu.Unlock()
+			continue
+		}
+		if f.Op != danmaku.OpMsgs {
 			continue
 		}
 		v.mu.Lock()
+		for _, m := range f.Msgs {
+			v.arrivals = append(v.arrivals, m.ID)
+		}
 		v.frames = append(v.frames, len(f.Msgs))
 		v.rooms[f.Room] = true
 		for _, m := range f.Msgs {
@@ -323,9 +343,6 @@ func (e *env) sendWithIDs(room string, uid int64, clientIDs []string, contents .
 // produce writes envelopes straight to the topic, bypassing logic.
 func (e *env) produce(room string, msgs ...danmaku.Message) {
 	e.t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(e.kafka.Brokers...), Topic: e.kafka.Topic, Balancer: &kafka.Hash{},
-		BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
-	defer w.Close()
 	var recs []kafka.Message
 	for _, m := range msgs {
 		v, err := danmaku.MarshalEnvelope(room, m)
@@ -334,6 +351,15 @@ func (e *env) produce(room string, msgs ...danmaku.Message) {
 		}
 		recs = append(recs, kafka.Message{Key: []byte(room), Value: v})
 	}
+	e.write(recs...)
+}
+
+// write writes records straight to the topic.
+func (e *env) write(recs ...kafka.Message) {
+	e.t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(e.kafka.Brokers...), Topic: e.kafka.Topic, Balancer: &kafka.Hash{},
+		BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.WriteMessages(ctx, recs...); err != nil {
