@@ -259,6 +259,8 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 			return nil
 		})
 	})
+	t.Run("ban", r.checkBan)
+	t.Run("delete", r.checkDelete)
 	t.Run("blocked word", func(t *testing.T) {
 		a := r.post(t, "/logic/send", k.Token(t, 46, "", nil), "192.0.2.10", sendBody(room, 0, "", "fine", "so BadWord here"))
 		expect(t, "blocked word", a, 400, "content_blocked")

@@ -11,6 +11,7 @@
  *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs, epoch, pos, recovered}
  *     onOnline(n, room) { ... },     // the room's viewer count changed
  *     onGap(info) { ... },           // comments may have been missed (see below)
+ *     onDelete(ids, room) { ... },   // a moderator deleted these comments
  *   });
  *   client.connect();
  *   client.join("another-room");     // throws on an invalid room id
@@ -45,7 +46,13 @@
  *    the room's timeline is now); the client carries on from the latter;
  *  - pacing: the server coalesces a room's messages into one batch per
  *    window; the batch is replayed over the window following the messages'
- *    own timestamps, so it does not land on screen as one clump.
+ *    own timestamps, so it does not land on screen as one clump;
+ *  - moderation: a `del` frame ({op:"del", room, ids}) calls
+ *    onDelete(ids, room) after dropping those comments from the pacing
+ *    queue; the ids count as seen, so a replay cannot show them again. A
+ *    close with code 4003 (banned from the room, after an error frame
+ *    "banned") is not retried: state "closed" with {code: 4003, room};
+ *    join() of another room connects again.
  */
 (function (global) {
   "use strict";
@@ -69,12 +76,16 @@
     onWelcome: null,
     onOnline: null,       // (online, room): the room's viewer count changed
     onGap: null,          // ({room, reason, epoch, pos, serverEpoch, serverPos})
+    onDelete: null,       // (ids, room): comments a moderator deleted
     onError: null
   };
 
   // Rooms whose timeline position is kept; the least recently used is
   // forgotten beyond this (a later join of it starts fresh).
   var TIMELINE_ROOMS = 64;
+  // Close code of a viewer banned from its room: reconnecting would be
+  // refused the same way.
+  var CLOSE_BANNED = 4003;
   var LIVE = Object.freeze({ replay: false });
   var REPLAY = Object.freeze({ replay: true });
 
@@ -191,6 +202,10 @@
         self._setState("closed", { code: ev.code, reason: ev.reason });
         return;
       }
+      if (ev.code === CLOSE_BANNED) {
+        self._setState("closed", { code: ev.code, reason: ev.reason, room: self.room });
+        return;
+      }
       self._scheduleReconnect(ev.code, ev.reason);
     };
     ws.onerror = function () { /* onclose follows and decides */ };
@@ -221,6 +236,11 @@
         this._emit("onBatch", f.room, f.msgs, f.replay === true ? REPLAY : LIVE);
         if (f.replay === true) this._replay(f.msgs);
         else this._pace(f.msgs);
+        break;
+      case "del":
+        if (f.room !== this.room || !Array.isArray(f.ids)) return;
+        this._deleted(f.ids);
+        this._emit("onDelete", f.ids.slice(), f.room);
         break;
       case "online":
         if (f.room !== this.room || typeof f.online !== "number") return;
@@ -341,6 +361,16 @@
       return (typeof a.pos === "number" && typeof b.pos === "number") ? a.pos - b.pos : a.ts - b.ts;
     });
     for (var i = 0; i < fresh.length; i++) this._emit("onMessage", fresh[i], REPLAY);
+  };
+
+  /**
+   * Forgets deleted comments that are still waiting to be paced, and
+   * marks their ids seen so that no later frame shows them.
+   */
+  DanmakuClient.prototype._deleted = function (ids) {
+    var gone = new Set(ids);
+    this.queue = this.queue.filter(function (q) { return !gone.has(q.msg.id); });
+    for (var i = 0; i < ids.length; i++) this.seen.add(ids[i]);
   };
 
   /** The messages of msgs whose id was not seen before (and marks them seen). */

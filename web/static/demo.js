@@ -91,6 +91,7 @@
       system(g.reason === "epoch" ? "the room's history was reset; some comments may be missing"
         : "some comments of #" + g.room + " sent while offline could not be recovered");
     },
+    onDelete: function (ids) { ids.forEach(unshow); },
     onError: function (e) { hint("server: " + e.message, true); }
   });
 
@@ -101,6 +102,7 @@
     if (state === "reconnecting" && info.delayMs != null) {
       text = "reconnecting in " + (info.delayMs / 1000).toFixed(1) + "s";
     }
+    if (state === "closed" && info.code === 4003) text = "banned from #" + info.room;
     $("conn-text").textContent = text;
     // Not connected: the stage is not live and the last count is not
     // known to hold.
@@ -230,6 +232,15 @@
     shownAt.push(now);
     delays.push(Math.max(0, now - m.ts));
     if (delays.length > 100) delays.shift();
+  }
+
+  // A comment a moderator deleted leaves the chat log and the stage, and
+  // does not enter it from the lanes' waiting list.
+  function unshow(id) {
+    document.querySelectorAll("#log li, #layer .bullet").forEach(function (el) {
+      if (el.dataset.id === id) el.remove();
+    });
+    waiting = waiting.filter(function (w) { return w.el.dataset.id !== id; });
   }
 
   function system(text) {
