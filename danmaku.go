@@ -121,6 +121,11 @@ type Batch struct {
 	// live ones.
 	Replay bool      `json:"replay,omitempty"`
 	Msgs   []Message `json:"msgs"`
+	// Dels is set in a push from job only: how many message ids were
+	// deleted in the epoch so far, so a comet that missed a del event
+	// reads the rest of the room's deletion log. Comets leave it out of
+	// viewers' frames.
+	Dels int64 `json:"dels,omitempty"`
 }
 
 // OpMsgs is the op of a frame carrying messages.

@@ -34,6 +34,11 @@ type Event struct {
 	// milliseconds).
 	User  string `json:"user,omitempty"`
 	Until int64  `json:"until,omitempty"`
+	// Epoch and Dels are set by job on a del it pushes: the room's epoch
+	// and the number of ids deleted in it, this event's included (see
+	// Batch.Dels).
+	Epoch string `json:"epoch,omitempty"`
+	Dels  int64  `json:"dels,omitempty"`
 }
 
 // Check reports whether ev is a valid event; the error is EINVALID and

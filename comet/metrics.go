@@ -47,6 +47,7 @@ const (
 	repairPushGap = "push"  // a push whose first position was beyond the last delivered, or of a new epoch
 	repairCheck   = "check" // the gap check found the head beyond the last delivered
 	repairJoin    = "join"  // a join found the comet's view out of date
+	repairDels    = "dels"  // a push or a read counted deletions this comet missed
 )
 
 // opts names a comet series danmaku_comet_<name>.
@@ -84,9 +85,9 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		leaseErrors:    counter("lease_errors_total", "Failed lease renewals."),
 		replays:        counterVec("replays_total", "Replay frames after a welcome (history on join, resume), by where the comet found them (ring, or redis when the join had to read).", "source"),
 		resumes:        counterVec("resumes_total", "Joins with since, by result: recovered, or unrecoverable (another epoch, or older than the kept history).", "result"),
-		gapRepairs:     counterVec("gap_repairs_total", "Gaps in a room's timeline filled from Redis before delivery, by trigger (push, check, join).", "trigger"),
-		repairedMsgs:   counterVec("repaired_messages_total", "Messages delivered to a room from Redis to fill a gap, by trigger.", "trigger"),
-		historyReads:   counterVec("history_reads_total", "Reads of room histories from Redis, by reason (push, check, join, backfill).", "reason"),
+		gapRepairs:     counterVec("gap_repairs_total", "Gaps in a room's timeline filled from Redis before delivery, by trigger (push, check, join, dels).", "trigger"),
+		repairedMsgs:   counterVec("repaired_messages_total", "Messages delivered to a room from Redis to fill a gap, by trigger (dels: deleted ids of del events this comet missed).", "trigger"),
+		historyReads:   counterVec("history_reads_total", "Reads of room histories from Redis, by reason (push, check, join, backfill, deletions).", "reason"),
 		catchUps:       counter("slow_consumer_catchups_total", "Viewers whose send queue overflowed and that were caught up from the ring instead of disconnected."),
 		staleMsgs:      counter("stale_messages_total", "Pushed messages dropped because their epoch had ended."),
 		repairs: counterVec("registry_repairs_total", "Registry repairs, by kind (reregister: Redis lost the comet's routes and all were written again; "+

@@ -1,11 +1,13 @@
 package comet
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
 )
@@ -23,6 +25,13 @@ import (
 // ring. The room remembers the last goneMax deleted ids, so a history read
 // that raced with the deletion, or a late redelivery, cannot bring one
 // back.
+//
+// A comet that missed a del event (job left it out while it failed
+// pushes) learns it from the count of deleted ids in the epoch that job
+// puts in every push (Batch.Dels, Event.Dels) and that history and head
+// reads return: a count beyond the one it applied makes it read the room's
+// deletion log (route.Deletions) and apply what it lacks, like a gap in
+// positions makes it read the history.
 //
 // A ban event closes the user's connections to the room with CloseBanned,
 // after an error frame "banned"; the registry refuses the user's joins to
@@ -114,6 +123,12 @@ func (t *timeline) visible(msgs []danmaku.Message) []danmaku.Message {
 	return msgs
 }
 
+// delsBehind reports whether a push or a read of epoch counted more
+// deleted ids than this comet applied.
+func (t *timeline) delsBehind(epoch string, dels int64) bool {
+	return t.known && epoch != "" && epoch == t.epoch && dels > t.dels
+}
+
 // deleteMsgs applies a del event: the room's ring forgets the messages and
 // every local viewer of the room gets the del frame. It returns the number
 // of viewers the frame was handed to.
@@ -122,25 +137,80 @@ func (s *Server) deleteMsgs(ev danmaku.Event) int {
 	if r == nil {
 		return 0 // nothing of the room here; a later read of its history has the tombstones
 	}
-	data, err := json.Marshal(delFrame{Op: danmaku.OpDel, Room: ev.Room, IDs: ev.IDs})
-	if err != nil {
-		return 0
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
-		return 0
-	}
 	r.mu.Lock()
 	if r.dead {
 		r.mu.Unlock()
 		return 0
 	}
-	removed := r.tl.remove(ev.IDs)
-	n, slow := r.deliverLocked(item{pm: pm, size: len(data)}, nil)
+	n, removed, slow := r.deleteLocked(ev.IDs)
+	t := &r.tl
+	behind := false
+	if ev.Epoch != "" && ev.Epoch == t.epoch {
+		// This event's ids are the last ones counted in ev.Dels.
+		behind = t.delsBehind(ev.Epoch, ev.Dels-int64(len(ev.IDs)))
+		if !behind {
+			t.dels = max(t.dels, ev.Dels)
+		}
+	}
 	r.mu.Unlock()
 	s.cut(slow)
 	s.metrics.deleted(removed)
+	if behind {
+		r.sync.Lock()
+		s.syncDels(r)
+		r.sync.Unlock()
+	}
 	return n
+}
+
+// deleteLocked removes ids from r's ring and hands the del frame to its
+// viewers; r.mu is held. It returns the viewers reached, the ring entries
+// removed and the viewers to cut.
+func (r *room) deleteLocked(ids []string) (n, removed int, slow []*conn) {
+	removed = r.tl.remove(ids)
+	data, err := json.Marshal(delFrame{Op: danmaku.OpDel, Room: r.id, IDs: ids})
+	if err != nil {
+		return 0, removed, nil
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0, removed, nil
+	}
+	n, slow = r.deliverLocked(item{pm: pm, size: len(data)}, nil)
+	return n, removed, slow
+}
+
+// syncDels reads the room's deletion log and applies the deletions this
+// comet missed; the caller holds r.sync.
+func (s *Server) syncDels(r *room) {
+	r.mu.Lock()
+	after := r.tl.dels
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+	defer cancel()
+	s.metrics.historyRead("deletions")
+	epoch, dels, ids, err := s.rt.Deletions(ctx, r.id, after)
+	if err != nil {
+		s.metrics.registryError()
+		s.log.Warn("read room deletions", zap.String("room", r.id), zap.Error(err))
+		return
+	}
+	r.mu.Lock()
+	t := &r.tl
+	var slow []*conn
+	removed := 0
+	if epoch == t.epoch && dels > t.dels {
+		if len(ids) > 0 {
+			_, removed, slow = r.deleteLocked(ids)
+		}
+		t.dels = dels
+	}
+	r.mu.Unlock()
+	s.cut(slow)
+	s.metrics.deleted(removed)
+	if len(ids) > 0 {
+		s.metrics.repaired(repairDels, len(ids))
+	}
 }
 
 // banUser applies a ban event: every local connection of the user in the

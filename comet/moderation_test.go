@@ -73,6 +73,7 @@ func (w *tlRoom) delete(p *push.Client, ids []string, comets ...*Server) {
 	if err != nil || b.Status != route.Acquired {
 		w.tb.Fatalf("begin event: %+v %v", b, err)
 	}
+	ev.Epoch, ev.Dels = b.Epoch, b.Dels
 	body, _ := json.Marshal(ev)
 	for _, c := range comets {
 		if _, err := p.Push(ctx, c.AdvertiseAddr(), body); err != nil {
@@ -133,6 +134,8 @@ func TestDeleteEvent(t *testing.T) {
 			t.Fatalf("live after the delete: %+v", f)
 		}
 	}
+	// The push counted the deletion the comet applied: nothing to catch up.
+	expectNoFrame(t, ws1, 300*time.Millisecond)
 }
 
 // The del frame is the wire contract: op, room and ids, nothing else.
@@ -222,4 +225,51 @@ func TestBanEvent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A comet that missed a del event (job left it out) catches up from the
+// room's deletion log: at the next push, which counts the deletions of the
+// epoch, or, in a quiet room, at the gap check's read of the head. Its
+// viewers get the del frame and its ring forgets the message.
+func TestMissedDeleteCaughtUp(t *testing.T) {
+	s, store := mustStart(t, func(c *Config) { c.GapCheck = 0 }) // pushes only
+	quiet, _ := mustStart(t, func(c *Config) { c.GapCheck = 100 * time.Millisecond })
+	p := push.NewClient(testSecret, 2*time.Second)
+	w := newTLRoom(t, store)
+	ws, _ := joinWelcome(t, s, w.id, "")
+	wq, _ := joinWelcome(t, quiet, w.id, "")
+	b := w.write(4)
+	mustPush(t, p, s, b)
+	mustPush(t, p, quiet, b)
+	readMsgs(t, ws, 4)
+	readMsgs(t, wq, 4)
+	w.delete(p, []string{w.id + "-2"}) // pushed to nobody
+
+	// No push comes: the quiet comet's gap check reads the head, which
+	// has no new position but one more deletion.
+	if f := mustReadOp(t, wq, danmaku.OpDel); !slices.Equal(f.IDs, []string{w.id + "-2"}) {
+		t.Fatalf("del frame on the quiet comet: %+v", f)
+	}
+
+	// The next push says one id was deleted: s reads the log.
+	mustPush(t, p, s, w.write(1))
+	if f := mustReadOp(t, ws, "msgs"); f.Msgs[0].Pos != 5 {
+		t.Fatalf("live frame %+v", f)
+	}
+	if f := mustReadOp(t, ws, danmaku.OpDel); !slices.Equal(f.IDs, []string{w.id + "-2"}) {
+		t.Fatalf("del frame after the push: %+v", f)
+	}
+	expectValue(t, s.metrics.repairedMsgs.WithLabelValues(repairDels), 1, "deletions caught up")
+	ws2, _ := joinWelcome(t, s, w.id, resumeQuery(w.head.Epoch, 1))
+	if got := positions(readMsgs(t, ws2, 5)); !slices.Equal(got, []int64{3, 4, 5}) {
+		t.Fatalf("resume after the caught-up delete: %v", got)
+	}
+	r := quiet.hub.room(w.id)
+	r.mu.Lock()
+	_, kept := r.tl.ids[w.id+"-2"]
+	dels := r.tl.dels
+	r.mu.Unlock()
+	if kept || dels != 1 {
+		t.Fatalf("the quiet comet's ring still holds the deleted id (%v) or counts %d deletions", kept, dels)
+	}
 }

@@ -57,7 +57,8 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 }
 
 // pushBody is a push: a room's msgs frame (danmaku.Batch), or one of its
-// events, whose fields are the rest (danmaku.Event).
+// events (danmaku.Event: op, room, epoch and dels in the Batch, the rest
+// here).
 type pushBody struct {
 	danmaku.Batch
 	ID    string   `json:"id"`
@@ -67,7 +68,8 @@ type pushBody struct {
 }
 
 func (p *pushBody) event() danmaku.Event {
-	return danmaku.Event{Op: p.Op, Room: p.Room, ID: p.ID, IDs: p.IDs, User: p.User, Until: p.Until}
+	return danmaku.Event{Op: p.Op, Room: p.Room, ID: p.ID, IDs: p.IDs, User: p.User, Until: p.Until,
+		Epoch: p.Epoch, Dels: p.Dels}
 }
 
 // readPush decodes and checks a push body.

@@ -87,8 +87,11 @@ type timeline struct {
 	// syncs counts the reads of the room's head started, so a joiner can
 	// tell whether one started after it arrived.
 	syncs uint64
-	// gone are the ids of messages deleted lately (moderation.go).
+	// gone are the ids of messages deleted lately, dels the number of ids
+	// the room's deletion log holds for the epoch that this comet applied
+	// (moderation.go).
 	gone gone
+	dels int64
 
 	// replay caches the encoded replay blocks.
 	replay replayCache
@@ -124,7 +127,7 @@ func (t *timeline) add(m danmaku.Message) {
 // become old ones.
 func (t *timeline) switchEpoch(e string) {
 	t.known, t.epoch = true, e
-	t.last, t.from, t.floor = 0, 0, 0
+	t.last, t.from, t.floor, t.dels = 0, 0, 0, 0
 	t.old = t.ring.n
 	t.replay.reset()
 }

@@ -85,6 +85,7 @@ func (r *room) pushNeedsRead(b danmaku.Batch) (need, started bool) {
 	switch {
 	case !t.known, t.epoch == "" && first == 1:
 		t.switchEpoch(b.Epoch)
+		t.dels = b.Dels // nothing of the epoch here to delete
 		return false, true
 	case b.Epoch == t.epoch:
 		return first > t.last+1, false
@@ -120,8 +121,14 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 		return s.repairPush(r, b)
 	}
 	n, dups, slow := r.pushLocked(b, started, time.Now())
+	behind := r.tl.delsBehind(b.Epoch, b.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
+	if behind {
+		r.sync.Lock()
+		s.syncDels(r)
+		r.sync.Unlock()
+	}
 	return n, dups
 }
 
@@ -147,8 +154,12 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	}
 	if need, started := r.pushNeedsRead(b); !need {
 		n, dups, slow := r.pushLocked(b, started, now)
+		behind := r.tl.delsBehind(b.Epoch, b.Dels)
 		r.mu.Unlock()
 		s.cut(slow)
+		if behind {
+			s.syncDels(r)
+		}
 		return n, dups
 	}
 	first := b.Msgs[0].Pos
@@ -169,6 +180,7 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	case err == nil && h.Epoch == b.Epoch:
 		if t.epoch != b.Epoch {
 			t.switchEpoch(b.Epoch)
+			t.dels = h.Dels // the read has the epoch's tombstones
 			start = true
 		}
 		t.floor = max(t.floor, h.First-1)
@@ -183,6 +195,7 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 		return 0, len(b.Msgs) // an epoch that ended
 	case t.epoch != b.Epoch:
 		t.switchEpoch(b.Epoch)
+		t.dels = b.Dels
 		start = true
 	}
 	fresh, _ := t.accept(missing)
@@ -190,8 +203,12 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	t.seen = now
 	all := append(fresh, out...)
 	n, slow := r.deliverMsgsLocked(all, start, nil)
+	behind := t.delsBehind(b.Epoch, max(b.Dels, h.Dels))
 	r.mu.Unlock()
 	s.cut(slow)
+	if behind {
+		s.syncDels(r)
+	}
 	if len(fresh) > 0 {
 		s.metrics.repaired(repairPushGap, len(fresh))
 	}
@@ -238,10 +255,14 @@ func (s *Server) syncRoom(r *room, reason string) {
 	}
 	r.mu.Lock()
 	n, slow := r.applyLocked(h, reason)
+	behind := r.tl.delsBehind(h.Epoch, h.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
 	if n > 0 && known {
 		s.metrics.repaired(reason, n)
+	}
+	if behind {
+		s.syncDels(r)
 	}
 }
 
@@ -274,6 +295,7 @@ func (r *room) applyLocked(h route.History, _ string) (int, []*conn) {
 	start := false
 	if !t.known || h.Epoch != t.epoch {
 		t.switchEpoch(h.Epoch)
+		t.dels = h.Dels // the read has the epoch's tombstones
 		start = true
 	}
 	t.floor = max(t.floor, h.First-1)
@@ -351,7 +373,7 @@ func (s *Server) checkHeads(rooms []*room) {
 		h := heads[r.id]
 		r.mu.Lock()
 		t := &r.tl
-		behind := h.Epoch != "" && (!t.known || h.Epoch != t.epoch || h.Last > t.last)
+		behind := h.Epoch != "" && (!t.known || h.Epoch != t.epoch || h.Last > t.last || h.Dels > t.dels)
 		if !behind {
 			t.seen = now
 		}

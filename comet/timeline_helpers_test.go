@@ -63,7 +63,7 @@ func (w *tlRoom) write(k int) danmaku.Batch {
 		w.tb.Fatalf("end broadcast: %v", err)
 	}
 	out := danmaku.NewBatch(w.id, msgs)
-	out.Epoch = b.Epoch
+	out.Epoch, out.Dels = b.Epoch, b.Dels
 	return out
 }
 

@@ -177,7 +177,7 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 	}
 	locked := time.Now()
 	batch := danmaku.NewBatch(req.room, msgs)
-	batch.Epoch = b.Epoch
+	batch.Epoch, batch.Dels = b.Epoch, b.Dels
 	body, err := json.Marshal(batch)
 	ok := err == nil && d.push(ctx, b.Lock, body, len(msgs), b.Comets, req.giveUp)
 	unlocked := time.Now()

@@ -42,7 +42,9 @@ func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku
 		d.m.retries.WithLabelValues("busy_claim").Inc()
 		return req.result(v, d.cfg.RetryMin, false)
 	}
-	body, err := json.Marshal(ev)
+	pushed := *ev
+	pushed.Epoch, pushed.Dels = b.Epoch, b.Dels
+	body, err := json.Marshal(pushed)
 	ok := err == nil && d.push(ctx, b.Lock, body, 0, b.Comets, req.giveUp)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
 	defer cancel()

@@ -111,6 +111,10 @@ type Begin struct {
 	// Tombstoned is, for a del event (BeginEvent), how many elements of the
 	// room's history became tombstones.
 	Tombstoned int
+	// Dels is, with Acquired, the number of message ids deleted in the
+	// epoch so far (after this call for a del event); see Deletions. A
+	// BeginEvent of a room without a timeline leaves it 0 with Epoch "".
+	Dels int64
 }
 
 // Head is the timeline head after this batch: its epoch and the last
@@ -153,7 +157,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		b.Lock = &Lock{Room: room, Token: token}
 		return b, wrap("begin broadcast", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -169,6 +173,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		b.Comets = parseCounts(res[3])
 		b.Epoch, _ = res[4].(string)
 		next, _ := res[5].(int64)
+		b.Dels, _ = res[6].(int64)
 		b.Pos = make([]int64, len(b.States))
 		for i, st := range b.States {
 			if st == Claimed {
@@ -223,7 +228,7 @@ func beginArgs(room string, msgs []danmaku.Message, o *BeginOptions) (keys []str
 		}
 		args[i] = js
 	}
-	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room), timelineKey(room), historyKey(room)}, pk...)
+	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room), timelineKey(room), historyKey(room), delsKey(room)}, pk...)
 	return keys, args, nil
 }
 

@@ -27,6 +27,7 @@ func lockKey(room string) string             { return "lock:broadcast:{" + room 
 func rateKey(user string) string             { return "ratelimit:user:{" + user + "}" }
 func timelineKey(room string) string         { return "room:timeline:{" + room + "}" }
 func historyKey(room string) string          { return "room:history:{" + room + "}" }
+func delsKey(room string) string             { return "room:dels:{" + room + "}" }
 
 // ipRateKey returns the bucket key of a client address: the address itself
 // for IPv4, its /64 for IPv6 (an IPv4-mapped address counts as IPv4).

@@ -8,7 +8,14 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-var beginEventScript = script("begin_event")
+var (
+	beginEventScript = script("begin_event")
+	deletionsScript  = script("deletions")
+)
+
+// DelLogSize is how many of the newest deleted ids a room's deletion log
+// keeps.
+const DelLogSize = 1000
 
 // BanError is Register's refusal of a user banned from the room.
 type BanError struct {
@@ -72,9 +79,10 @@ type EventOptions struct {
 // elements of room:history:{room} into tombstones, in their places, so
 // every position stays where it was and readers of the history see the
 // hole for what it is. It opens no cooldown window and assigns no
-// position. The Begin has Status, States (one), and with Acquired Lock,
-// Comets and Tombstoned. The caller pushes the event and ends with
-// EndBroadcast (the event's id), as for messages.
+// position. A del event also appends the ids to the room's deletion log
+// (see Deletions). The Begin has Status, States (one), and with Acquired
+// Lock, Comets, Tombstoned, Epoch and Dels. The caller pushes the event and
+// ends with EndBroadcast (the event's id), as for messages.
 func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions) (Begin, error) {
 	var b Begin
 	if err := ev.Check(); err != nil {
@@ -84,8 +92,9 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 		return b, err
 	}
 	token := newToken()
-	keys := []string{lockKey(ev.Room), roomCometsKey(ev.Room), historyKey(ev.Room), processedKey(ev.Room, ev.ID)}
-	args := []any{o.Owner, o.ClaimTTL.Milliseconds(), token, o.LockTTL.Milliseconds()}
+	keys := []string{lockKey(ev.Room), roomCometsKey(ev.Room), historyKey(ev.Room), processedKey(ev.Room, ev.ID),
+		timelineKey(ev.Room), delsKey(ev.Room)}
+	args := []any{o.Owner, o.ClaimTTL.Milliseconds(), token, o.LockTTL.Milliseconds(), DelLogSize}
 	if ev.Op == danmaku.OpDel {
 		for _, id := range ev.IDs {
 			args = append(args, id)
@@ -95,7 +104,7 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 	if err != nil {
 		return b, wrap("begin event", err)
 	}
-	if len(res) != 4 {
+	if len(res) != 6 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin event returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -108,6 +117,8 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 		b.Comets = parseCounts(res[2])
 		n, _ := res[3].(int64)
 		b.Tombstoned = int(n)
+		b.Epoch, _ = res[4].(string)
+		b.Dels, _ = res[5].(int64)
 	case NoneClaimable:
 		b.States = []ClaimState{ClaimState(state)}
 	case LockedElsewhere:
@@ -115,4 +126,35 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 		return Begin{}, danmaku.Errorf(danmaku.EINTERNAL, "", "begin event returned status %s", strconv.FormatInt(status, 10))
 	}
 	return b, nil
+}
+
+// Deletions reads room's deletion log: every message id deleted in the
+// timeline's epoch is numbered 1, 2, 3... in the order of the deletions,
+// and the log keeps the newest DelLogSize. It returns the epoch, the
+// number of ids deleted in it (the dels of Head and History) and the ids
+// numbered after after that the log still holds, oldest first. A comet
+// that learns from a push or a read that more ids were deleted than it
+// applied (it missed a del event) reads the rest here.
+func (s *Store) Deletions(ctx context.Context, room string, after int64) (epoch string, dels int64, ids []string, err error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return "", 0, nil, err
+	}
+	res, err := deletionsScript.Run(ctx, s.rdb, []string{timelineKey(room), delsKey(room)}).Slice()
+	if err != nil {
+		return "", 0, nil, wrap("deletions", err)
+	}
+	if len(res) != 3 {
+		return "", 0, nil, danmaku.Errorf(danmaku.EINTERNAL, "", "deletions returned %d values", len(res))
+	}
+	epoch, _ = res[0].(string)
+	dels, _ = res[1].(int64)
+	log, _ := res[2].([]any)
+	first := dels - int64(len(log)) + 1 // the number of log[0]
+	for i, v := range log {
+		if first+int64(i) > after {
+			id, _ := v.(string)
+			ids = append(ids, id)
+		}
+	}
+	return epoch, dels, ids, nil
 }

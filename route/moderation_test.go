@@ -186,3 +186,74 @@ func TestBeginEventDeletes(t *testing.T) {
 		tl.s.ReleaseLock(ctx, b.Lock)
 	})
 }
+
+// Every del event appends its ids to the room's deletion log and counts
+// them in the timeline; Deletions, History, Heads and BeginBroadcast say
+// how many were deleted in the epoch, the log keeps the newest DelLogSize,
+// and a new epoch starts a new log.
+func TestDeletionLog(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		tl := newTimeline(t, rdb, 100, time.Minute)
+		opts := route.EventOptions{Owner: "job-a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
+		del := func(ids ...string) route.Begin {
+			t.Helper()
+			b, err := tl.s.BeginEvent(ctx, danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testutil.Uniq("ev"), IDs: ids}, opts)
+			if err != nil || b.Status != route.Acquired {
+				t.Fatalf("del: %+v %v", b, err)
+			}
+			tl.s.ReleaseLock(ctx, b.Lock)
+			return b
+		}
+		// Without a timeline there is no log.
+		if b := del("x"); b.Epoch != "" || b.Dels != 0 {
+			t.Fatalf("del in a room without a timeline: %+v", b)
+		}
+		first := tl.batch(tl.fresh(3))
+		if first.Dels != 0 {
+			t.Fatalf("dels %d before any deletion", first.Dels)
+		}
+		if b := del("m0001", "m0002"); b.Epoch != first.Epoch || b.Dels != 2 {
+			t.Fatalf("first del: %+v", b)
+		}
+		if b := del("m0003"); b.Dels != 3 {
+			t.Fatalf("second del: %+v", b)
+		}
+		if b := tl.batch(tl.fresh(1)); b.Dels != 3 {
+			t.Fatalf("the next batch says %d deleted", b.Dels)
+		}
+		epoch, n, ids, err := tl.s.Deletions(ctx, tl.room, 1)
+		if err != nil || epoch != first.Epoch || n != 3 || fmt.Sprint(ids) != "[m0002 m0003]" {
+			t.Fatalf("deletions after 1: %s %d %v %v", epoch, n, ids, err)
+		}
+		if h := tl.history(0, 10); h.Dels != 3 {
+			t.Fatalf("history dels %d", h.Dels)
+		}
+		heads, err := tl.s.Heads(ctx, []string{tl.room})
+		if err != nil || heads[tl.room].Dels != 3 || heads[tl.room].Last != 4 {
+			t.Fatalf("heads %+v %v", heads, err)
+		}
+		// The log keeps the newest DelLogSize ids.
+		for i := 0; i < route.DelLogSize/danmaku.MaxDelIDs+1; i++ {
+			batch := make([]string, danmaku.MaxDelIDs)
+			for k := range batch {
+				batch[k] = fmt.Sprintf("d%d-%d", i, k)
+			}
+			del(batch...)
+		}
+		_, n, ids, _ = tl.s.Deletions(ctx, tl.room, 0)
+		if want := int64(3 + route.DelLogSize + danmaku.MaxDelIDs); n != want || len(ids) != route.DelLogSize || ids[len(ids)-1] != "d10-99" {
+			t.Fatalf("log of %d ids, count %d, want %d kept of %d", len(ids), n, route.DelLogSize, want)
+		}
+		// A new epoch (the timeline was lost) starts a new log.
+		rdb.Del(ctx, "room:timeline:{"+tl.room+"}")
+		tl.known = route.Head{}
+		b := tl.batch(tl.fresh(1))
+		if b.Epoch == first.Epoch || b.Dels != 0 {
+			t.Fatalf("new epoch: %+v", b)
+		}
+		if _, n, ids, _ := tl.s.Deletions(ctx, tl.room, 0); n != 0 || len(ids) != 0 {
+			t.Fatalf("the new epoch's log: %d %v", n, ids)
+		}
+	})
+}

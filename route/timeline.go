@@ -27,6 +27,9 @@ var historyScript = script("history")
 type Head struct {
 	Epoch string
 	Last  int64
+	// Dels is the number of message ids deleted in the epoch, as Heads
+	// reads it (a caller's Known leaves it 0).
+	Dels int64
 }
 
 // History is a range of a room's timeline as History reads it.
@@ -43,6 +46,9 @@ type History struct {
 	// positions. A deleted message is there as its tombstone (ID, Pos and
 	// Deleted only); Visible leaves tombstones out.
 	Msgs []danmaku.Message
+	// Dels is the number of message ids deleted in the epoch (see
+	// Deletions).
+	Dels int64
 }
 
 // Visible returns the messages of h that were not deleted. It returns
@@ -88,9 +94,10 @@ func (s *Store) History(ctx context.Context, room string, since int64, limit int
 	if err != nil {
 		return h, wrap("history", err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return h, danmaku.Errorf(danmaku.EINTERNAL, "", "history returned %d values", len(res))
 	}
+	h.Dels, _ = res[5].(int64)
 	h.Epoch, _ = res[0].(string)
 	h.Last, _ = res[1].(int64)
 	h.First, _ = res[2].(int64)
@@ -122,7 +129,7 @@ func (s *Store) Heads(ctx context.Context, rooms []string) (map[string]Head, err
 	}
 	cmds, err := s.execPipe(ctx, "heads", func(p redis.Pipeliner) {
 		for _, r := range rooms {
-			p.HMGet(ctx, timelineKey(r), "epoch", "seq")
+			p.HMGet(ctx, timelineKey(r), "epoch", "seq", "dels")
 		}
 	})
 	if err != nil {
@@ -131,10 +138,12 @@ func (s *Store) Heads(ctx context.Context, rooms []string) (map[string]Head, err
 	for i, c := range cmds {
 		vals := c.(*redis.SliceCmd).Val()
 		var h Head
-		if len(vals) == 2 {
+		if len(vals) == 3 {
 			h.Epoch, _ = vals[0].(string)
 			seq, _ := vals[1].(string)
 			h.Last, _ = strconv.ParseInt(seq, 10, 64)
+			dels, _ := vals[2].(string)
+			h.Dels, _ = strconv.ParseInt(dels, 10, 64)
 		}
 		if h.Epoch == "" {
 			h = Head{}

@@ -3,20 +3,22 @@
 -- history of the claimed messages.
 -- KEYS[1] lock:broadcast:{room}  KEYS[2] room:cooldown:{room}
 -- KEYS[3] room:comets:{room}     KEYS[4] room:timeline:{room}
--- KEYS[5] room:history:{room}    KEYS[6..] msg:processed:{room}:{msgId}
+-- KEYS[5] room:history:{room}    KEYS[6] room:dels:{room}
+-- KEYS[7..] msg:processed:{room}:{msgId}
 -- ARGV[1] window ms (0: no cooldown check)  ARGV[2] owner  ARGV[3] claim TTL ms
 -- ARGV[4] lock token  ARGV[5] lock TTL ms
 -- ARGV[6] history size  ARGV[7] history TTL ms  ARGV[8] epoch to start if needed
 -- ARGV[9] the caller's known epoch ('' if none)  ARGV[10] its known last position
--- ARGV[11..] message JSON, one per KEYS[6..], in batch order
--- Returns {status, ms, states, comets, epoch, first}:
+-- ARGV[11..] message JSON, one per KEYS[7..], in batch order
+-- Returns {status, ms, states, comets, epoch, first, dels}:
 --   status 0: locked by the caller; states per id; comets = HGETALL room:comets;
---             the claimed messages hold positions first, first+1, ... in order
+--             the claimed messages hold positions first, first+1, ... in order;
+--             dels = message ids deleted in the epoch so far
 --   status 1: window still running for ms (nothing claimed, no lock)
 --   status 2: lock held by another owner (nothing claimed, window untouched)
 --   status 3: no id claimable; states per id (no lock taken)
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {2, 0, {}, {}, '', 0}
+  return {2, 0, {}, {}, '', 0, 0}
 end
 local window = tonumber(ARGV[1])
 if window > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', window) then
@@ -25,12 +27,12 @@ if window > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', window) then
     redis.call('PEXPIRE', KEYS[2], window)
     t = window
   end
-  return {1, math.max(t, 1), {}, {}, '', 0}
+  return {1, math.max(t, 1), {}, {}, '', 0, 0}
 end
 local mine = 'claim:' .. ARGV[2]
 local states = {}
 local claimed = {}
-for i = 6, #KEYS do
+for i = 7, #KEYS do
   local k = KEYS[i]
   local s
   if redis.call('SET', k, mine, 'NX', 'PX', ARGV[3]) then
@@ -46,11 +48,11 @@ for i = 6, #KEYS do
       s = 2
     end
   end
-  if s == 0 then claimed[#claimed + 1] = ARGV[i + 5] end
+  if s == 0 then claimed[#claimed + 1] = ARGV[i + 4] end
   states[#states + 1] = s
 end
 if #claimed == 0 then
-  return {3, 0, states, {}, '', 0}
+  return {3, 0, states, {}, '', 0, 0}
 end
 redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
 
@@ -58,11 +60,12 @@ redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
 -- A missing hash (expired, emptied) or a seq below what the caller already
 -- assigned in the same epoch (a failover lost writes) starts a new epoch:
 -- positions the history cannot serve must never be reused in one epoch.
-local tl = redis.call('HMGET', KEYS[4], 'epoch', 'seq')
-local epoch, seq = tl[1], tonumber(tl[2])
+local tl = redis.call('HMGET', KEYS[4], 'epoch', 'seq', 'dels')
+local epoch, seq, dels = tl[1], tonumber(tl[2]), tonumber(tl[3]) or 0
 if not epoch or not seq or (epoch == ARGV[9] and seq < tonumber(ARGV[10])) then
-  epoch, seq = ARGV[8], 0
-  redis.call('DEL', KEYS[5])
+  epoch, seq, dels = ARGV[8], 0, 0
+  redis.call('DEL', KEYS[5], KEYS[6])
+  redis.call('HDEL', KEYS[4], 'dels')
 end
 local len = 0
 for i = 1, #claimed, 1000 do
@@ -75,4 +78,5 @@ end
 redis.call('HSET', KEYS[4], 'epoch', epoch, 'seq', seq + #claimed)
 redis.call('PEXPIRE', KEYS[4], ARGV[7])
 redis.call('PEXPIRE', KEYS[5], ARGV[7])
-return {0, 0, states, redis.call('HGETALL', KEYS[3]), epoch, seq + 1}
+redis.call('PEXPIRE', KEYS[6], ARGV[7])
+return {0, 0, states, redis.call('HGETALL', KEYS[3]), epoch, seq + 1, dels}
