@@ -76,6 +76,18 @@
 // finished (delivered, skipped as duplicate, or dropped by policy), so a
 // crash never commits past an undelivered message.
 //
+// Moderation events (danmaku.Event: del, ban) share the room's partition
+// and buffer. An event is delivered alone, after every message of the room
+// before it and before those after it, never dropped by policy or
+// overflow, and without waiting for the room's window: BeginEvent claims
+// its id and takes the room's lock (a del turns the deleted messages of
+// the room's history into tombstones and appends them to the room's
+// deletion log in the same script), the event goes to every comet of the
+// room, EndBroadcast marks it, and only then is its offset finished; a
+// failed push is retried like a batch. Every push of messages carries the
+// room's count of deleted ids (Batch.Dels), so a comet left out while a del
+// went out catches up.
+//
 // # Structure
 //
 // A Job wires four parts, each with one task:

@@ -10,10 +10,10 @@
 //	                            202 {"msgIds":[...]} in request order
 //	GET  /logic/online?roomId=  200 {"roomId","online"}
 //	GET  /logic/history?roomId=R[&since=P][&limit=N]
-//	                            200 {"roomId","epoch","pos","messages":[...]} (history.go)
+//	                            200 {"roomId","epoch","pos","through","messages":[...]} (history.go)
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
-//	POST /logic/admin/...       moderation (admin.go), Bearer logic.admin_secret
+//	POST /logic/admin/...       moderation (admin.go, moderation.go), Bearer logic.admin_secret
 //
 // # Who sends
 //
@@ -69,8 +69,9 @@
 // Each user has a token bucket in Redis: Config.RateLimit messages per
 // second, up to Config.RateBurst at once; each client address another
 // (Config.IPRateLimit, IPRateBurst; the address from X-Forwarded-For only
-// behind Config.TrustedProxies). route.Store.Admit checks both buckets and
-// the user's mutes in one pipelined round trip. A request of n messages
+// behind Config.TrustedProxies). route.Store.Admit checks both buckets, the
+// user's mutes and the user's ban from the room (403 banned) in one
+// pipelined round trip. A request of n messages
 // takes n tokens from both or from neither. Instances share the budgets
 // because the buckets live in Redis. Blocked words (Config.BlockedWords)
 // are checked before, without Redis.
