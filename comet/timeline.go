@@ -203,7 +203,11 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	t.seen = now
 	all := append(fresh, out...)
 	n, slow := r.deliverMsgsLocked(all, start, nil)
-	behind := t.delsBehind(b.Epoch, max(b.Dels, h.Dels))
+	dels := b.Dels
+	if h.Epoch == b.Epoch {
+		dels = max(dels, h.Dels)
+	}
+	behind := t.delsBehind(b.Epoch, dels)
 	r.mu.Unlock()
 	s.cut(slow)
 	if behind {

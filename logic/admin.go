@@ -1,6 +1,7 @@
 package logic
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -209,11 +210,17 @@ func (s *Server) adminUnmute(r *http.Request, req *AdminRequest) (AdminResponse,
 	if err := requireUser(req); err != nil {
 		return AdminResponse{}, err
 	}
+	return s.lift(r, req, "unmute", s.store.Unmute)
+}
+
+// lift runs an unmute or an unban: fn lifts the sanction of the request's
+// user in its room and reports whether there was one.
+func (s *Server) lift(r *http.Request, req *AdminRequest, op string, fn func(ctx context.Context, user, room string) (bool, error)) (AdminResponse, error) {
 	ctx, cancel := s.redisCtx(r)
 	defer cancel()
-	removed, err := s.store.Unmute(ctx, strconv.FormatInt(req.UserID, 10), req.RoomID)
+	removed, err := fn(ctx, strconv.FormatInt(req.UserID, 10), req.RoomID)
 	if err != nil {
-		return AdminResponse{}, s.redisError("unmute", err)
+		return AdminResponse{}, s.redisError(op, err)
 	}
 	return AdminResponse{UserID: req.UserID, RoomID: req.RoomID, Removed: &removed}, nil
 }

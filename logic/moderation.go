@@ -51,13 +51,7 @@ func (s *Server) adminUnban(r *http.Request, req *AdminRequest) (AdminResponse, 
 	if err := requireUserRoom(req); err != nil {
 		return AdminResponse{}, err
 	}
-	ctx, cancel := s.redisCtx(r)
-	defer cancel()
-	removed, err := s.store.Unban(ctx, strconv.FormatInt(req.UserID, 10), req.RoomID)
-	if err != nil {
-		return AdminResponse{}, s.redisError("unban", err)
-	}
-	return AdminResponse{UserID: req.UserID, RoomID: req.RoomID, Removed: &removed}, nil
+	return s.lift(r, req, "unban", s.store.Unban)
 }
 
 // adminDelete deletes messages of a room: it answers once Kafka has the
