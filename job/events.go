@@ -19,7 +19,8 @@ import (
 // scheduler sends an event alone and only once the room's messages before
 // it are finished, so the messages it deletes were delivered (and are in
 // the history) first. A duplicate finishes at once; a lock or claim held
-// elsewhere waits, and a failed push is retried with backoff, like a batch.
+// elsewhere waits, a failed push is retried with backoff, and what a
+// BeginEvent that failed here may have taken is released, like a batch.
 func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku.Event) outcome {
 	v := make([]verdict, 1)
 	bctx, cancel := context.WithTimeout(ctx, d.cfg.RedisTimeout)
@@ -28,6 +29,7 @@ func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku
 	if err != nil {
 		d.log.Debug("event postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
+		d.release.add(req.room, b.Lock, []danmaku.Message{{ID: ev.ID}})
 		return req.result(v, 0, true)
 	}
 	switch {

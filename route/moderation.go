@@ -102,6 +102,8 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 	}
 	res, err := beginEventScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
+		// As for BeginBroadcast: AbortBroadcast can take the lock back.
+		b.Lock = &Lock{Room: ev.Room, Token: token}
 		return b, wrap("begin event", err)
 	}
 	if len(res) != 6 {
