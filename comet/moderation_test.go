@@ -211,6 +211,9 @@ func TestBanEvent(t *testing.T) {
 	if v := value(t, s.metrics.rejectedConns.WithLabelValues("banned")); v != 4 {
 		t.Fatalf("banned connections counted %v, want 4", v)
 	}
+	if v := value(t, s.metrics.registryErrors); v != 0 {
+		t.Fatalf("refused joins counted as %v registry errors", v)
+	}
 	// Welcome again after the duration.
 	testutil.SucceedsSoon(t, 5*time.Second, func() error {
 		ws, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid="+bad), nil)

@@ -2,6 +2,7 @@ package comet
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,10 @@ func (r *registry) move(c *conn, old, room string) (int64, error) {
 		rc := r.routeConn(c, room)
 		if err := r.rt.Register(ctx, rc); err != nil {
 			r.drop(c.id, "")
-			r.metrics.registryError()
+			var banned *route.BanError
+			if !errors.As(err, &banned) {
+				r.metrics.registryError() // a ban is an answer, not a failure
+			}
 			done <- moveResult{err: err}
 			return
 		}
