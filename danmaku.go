@@ -10,15 +10,18 @@ import (
 	"fmt"
 )
 
-// EnvelopeVersion is the version written into every message Envelope, and
-// EventEnvelopeVersion the one written into moderation events. Readers
-// accept any version up to EventEnvelopeVersion and reject newer ones, so a
-// rolling upgrade deploys readers (job) before writers (logic); a reader of
-// version 1 skips events as invalid records (counted) and keeps delivering
-// messages, whose shape did not change.
+// EnvelopeVersion is the version written into every message Envelope,
+// EventEnvelopeVersion the one written into moderation events and
+// NoticeEnvelopeVersion the one written into notices (messages to a user or to
+// everyone). Readers accept any version up to NoticeEnvelopeVersion and
+// reject newer ones, so a rolling upgrade deploys readers (job) before
+// writers (logic); an older reader skips the shapes it does not know as
+// invalid records (counted) and keeps delivering messages, whose shape did
+// not change.
 const (
-	EnvelopeVersion      = 1
-	EventEnvelopeVersion = 2
+	EnvelopeVersion       = 1
+	EventEnvelopeVersion  = 2
+	NoticeEnvelopeVersion = 3
 )
 
 // Message is one comment as a viewer receives it. The JSON names are part of
@@ -49,14 +52,20 @@ type Message struct {
 }
 
 // Envelope is the Kafka record value: one message, or one moderation event,
-// of one room. The record key is the room id, so one partition carries all
-// messages and events of a room in order.
+// of one room, or one notice to a user or to everyone. The record key is the
+// room id (a note's: UserKey or BroadcastKey), so one partition carries all messages and
+// events of a room, or all notices of a user, in order.
 type Envelope struct {
 	V    int     `json:"v"`
 	Room string  `json:"room"`
 	Msg  Message `json:"msg"`
 	// Event is set instead of Msg on an event (version 2).
 	Event *Event `json:"event,omitempty"`
+	// Notice is set instead of Msg on a notice (version 3), with User (its
+	// user) or All (a broadcast to every viewer); Room is empty.
+	Notice *Notice `json:"notice,omitempty"`
+	User   string  `json:"user,omitempty"`
+	All    bool    `json:"all,omitempty"`
 }
 
 // MarshalEnvelope encodes one message of room as a Kafka record value.
@@ -78,15 +87,18 @@ func MarshalEvent(ev Event) ([]byte, error) {
 
 // UnmarshalEnvelope decodes and checks a Kafka record value. A record that
 // cannot be decoded, comes from a newer writer, or carries an invalid room,
-// an empty message id or an invalid event is an EINVALID error: it can
-// never be delivered and the consumer counts and skips it.
+// an empty message id, an invalid event or an invalid notice is an EINVALID
+// error: it can never be delivered and the consumer counts and skips it.
 func UnmarshalEnvelope(b []byte) (Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
 		return e, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
 	}
-	if e.V < 1 || e.V > EventEnvelopeVersion {
+	if e.V < 1 || e.V > NoticeEnvelopeVersion {
 		return e, Errorf(EINVALID, "envelope.v", "unsupported envelope version %d", e.V)
+	}
+	if e.Notice != nil {
+		return e, e.checkNotice()
 	}
 	if err := CheckID("envelope.room", e.Room); err != nil {
 		return e, err
