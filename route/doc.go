@@ -15,6 +15,8 @@
 //	comet:{cometId}                hash addr, started; TTL lease (liveness + discovery)
 //	comets:index                   set of cometIds that hold or held a lease
 //	msg:processed:{room}:{msgId}   "claim:<owner>" (short TTL) or "done" (60 s)
+//	msg:processed:user:{user}:<id> the same, for a notice to the user
+//	msg:processed:all:{all}:<id>   the same, for a broadcast notice
 //	room:cooldown:{room}           one broadcast window, PX (1000 ms by default)
 //	lock:broadcast:{room}          unique token, PX 5000, compare-and-delete
 //	ratelimit:user:{user}          token bucket: tokens, ts
@@ -114,6 +116,18 @@
 // event's id like a message id, takes the lock and reads the room's
 // comets, in one script; the caller pushes the event and calls
 // EndBroadcast with the event's id.
+//
+// # Notices
+//
+// A notice goes to one user (every connection listed in
+// user:online:{user}) or to everyone (every comet with a lease). Notices
+// have no room, no lock, no window and no position; BeginNotices claims
+// their ids like message ids, in keys of their own (a room id holds no
+// ':', so they never meet a room's keys), and reads each user's
+// connections in the same script: the claims of one user and
+// user:online:{user} share the user's hash tag. One pipelined round trip
+// for a batch of any number of users, one script per user; EndNotices
+// marks them done the same way. UserComets reads one user's comets.
 //
 // Each Lua script lives in lua/ and is declared next to the Go function that
 // runs it.

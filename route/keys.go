@@ -29,6 +29,18 @@ func timelineKey(room string) string         { return "room:timeline:{" + room +
 func historyKey(room string) string          { return "room:history:{" + room + "}" }
 func delsKey(room string) string             { return "room:dels:{" + room + "}" }
 
+// noticeProcessedKey is the dedup key of a notice to user, or of a
+// broadcast notice when user is empty. A user's keys carry the user's hash
+// tag, the slot of user:online:{user}, so one script claims a user's
+// notices and reads the user's connections; broadcasts share one tag.
+// Room ids hold no ':', so no room's key looks like these.
+func noticeProcessedKey(user, id string) string {
+	if user == "" {
+		return "msg:processed:all:{all}:" + id
+	}
+	return "msg:processed:user:{" + user + "}:" + id
+}
+
 // ipRateKey returns the bucket key of a client address: the address itself
 // for IPv4, its /64 for IPv6 (an IPv4-mapped address counts as IPv4).
 func ipRateKey(ip string) (string, error) {
