@@ -14,6 +14,9 @@
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
 //	POST /logic/admin/...       moderation (admin.go, moderation.go), Bearer logic.admin_secret
+//	POST /logic/push/user       {"userId","messages":[{"content"?,"data"?,"msgId"?}]}
+//	POST /logic/broadcast       {"messages":[...]}: notices (notice.go), Bearer logic.admin_secret
+//	                            202 {"msgIds":[...]}
 //
 // # Who sends
 //

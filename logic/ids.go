@@ -98,7 +98,13 @@ func idTime(id string) (time.Time, bool) {
 // resending the id it was given) is kept as it is, so retrying with either
 // form yields the same id.
 func clientMsgID(field string, uid int64, id string) (string, error) {
-	prefix := "u" + strconv.FormatInt(uid, 10) + "-"
+	return namespacedID(field, "u"+strconv.FormatInt(uid, 10)+"-", id)
+}
+
+// namespacedID returns prefix + id for the client's idempotency key id, or
+// id itself when it already carries the prefix; the result must pass
+// danmaku.CheckID. The error names field.
+func namespacedID(field, prefix, id string) (string, error) {
 	if strings.HasPrefix(id, prefix) && len(id) > len(prefix) {
 		return id, danmaku.CheckID(field, id)
 	}

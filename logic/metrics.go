@@ -17,6 +17,7 @@ type metrics struct {
 	rateLimited prometheus.Counter
 	refused     *prometheus.CounterVec
 	admin       *prometheus.CounterVec
+	notices     *prometheus.CounterVec
 	produce     *prometheus.HistogramVec
 }
 
@@ -46,13 +47,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "danmaku", Subsystem: "logic", Name: "admin_actions_total",
 			Help: "Admin API requests by action and result (ok, error, unauthenticated, disabled).",
 		}, []string{"action", "result"}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "notices_accepted_total",
+			Help: "Notices acknowledged by Kafka and answered with 202, by route (push_user, broadcast).",
+		}, []string{"route"}),
 		produce: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "kafka_produce_seconds",
 			Help:    "Time from handing a request's messages to the producer until Kafka acknowledged them (or the attempt failed).",
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.admin, m.produce)
+	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.admin, m.notices, m.produce)
 	return m
 }
 
@@ -69,6 +74,10 @@ func (m *metrics) observeProduce(d time.Duration, err error) {
 }
 
 func (m *metrics) observeAccepted(n int) { m.accepted.Add(float64(n)) }
+
+func (m *metrics) observeNotices(route string, n int) {
+	m.notices.WithLabelValues(route).Add(float64(n))
+}
 
 // observeRefused counts a refused send; the per-user and per-address
 // limits also count in rate_limited_total.

@@ -133,6 +133,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/logic/history", "history", s.serveHistory)
 	s.handleAdmin()
+	s.handleNotices()
 	s.handle("/healthz", "healthz", s.serveHealthz)
 	s.handle("/readyz", "readyz", s.serveReadyz)
 	s.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {

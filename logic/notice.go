@@ -1,0 +1,256 @@
+package logic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+)
+
+// Notices: messages to one user on every tab, or to every viewer.
+//
+//	POST /logic/push/user  {"userId","messages":[{"content"?,"data"?,"msgId"?}]}
+//	POST /logic/broadcast  {"messages":[{"content"?,"data"?,"msgId"?}]}
+//	                       202 {"msgIds":[...]} in request order
+//
+// Both take "Authorization: Bearer <logic.admin_secret>" (checkAdmin: 401
+// without or with a wrong secret, 403 while the admin API is off). They are
+// the service's own senders (a gift, a removed comment, an announcement),
+// so there is no rate limit and no blocked-word check, and unlike the
+// moderation routes they log no line per request: a site may push
+// thousands a second. Each message has content (text, checked like a
+// comment), data (a JSON object of at most MaxNoticeData bytes, passed to
+// the page as it is), or both. The body is validated like a send (400
+// naming the field, 413, 415), each message gets an id (a msgId is an
+// idempotency key, namespaced "to<userId>-" or "all-") and the server
+// time, and the answer is 202 once Kafka acknowledged every message: the
+// record key is danmaku.UserKey(userId) or danmaku.BroadcastKey, so a
+// user's notices stay in order on one partition.
+
+// MaxNoticeData is the largest data object of a notice, in bytes of its
+// compact JSON.
+const MaxNoticeData = 4096
+
+// NoticeRequest is the body of POST /logic/push/user and, without UserID,
+// of POST /logic/broadcast.
+type NoticeRequest struct {
+	UserID   int64           `json:"userId,omitempty"`
+	Messages []NoticeMessage `json:"messages"`
+}
+
+// NoticeMessage is one message of a NoticeRequest: content, data or both;
+// MsgID is the client's optional idempotency key.
+type NoticeMessage struct {
+	Content string          `json:"content,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	MsgID   string          `json:"msgId,omitempty"`
+}
+
+// noticeWire is a NoticeRequest as first decoded; see sendWire.
+type noticeWire struct {
+	UserID   *int64            `json:"userId"`
+	Messages []json.RawMessage `json:"messages"`
+}
+
+type noticeMessageWire struct {
+	Content contentText     `json:"content"`
+	Data    json.RawMessage `json:"data"`
+	MsgID   string          `json:"msgId"`
+}
+
+func (s *Server) handleNotices() {
+	s.handle("/logic/push/user", "push_user", s.serveNotice("push_user", true))
+	s.handle("/logic/broadcast", "broadcast", s.serveNotice("broadcast", false))
+}
+
+// serveNotice serves a push to a user (toUser) or a broadcast.
+func (s *Server) serveNotice(action string, toUser bool) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !allowMethod(w, r, http.MethodPost) {
+			return
+		}
+		if result, err := s.checkAdmin(r); err != nil {
+			s.m.observeAdmin(action, result)
+			s.log.Info("admin request refused", zap.String("action", action), zap.String("result", result),
+				zap.String("remote", r.RemoteAddr))
+			httpx.WriteError(w, err)
+			return
+		}
+		req, err := decodeNotice(w, r, s.cfg.MaxBodyBytes, toUser)
+		var ids []string
+		if err == nil {
+			ids, err = s.lim.validateNotices(&req, toUser)
+		}
+		if err == nil {
+			err = s.produceNotices(r.Context(), &req, toUser, ids)
+		}
+		if err != nil {
+			s.m.observeAdmin(action, "error")
+			httpx.WriteError(w, err)
+			return
+		}
+		s.m.observeAdmin(action, "ok")
+		s.m.observeNotices(action, len(ids))
+		httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
+	}
+}
+
+// decodeNotice reads a notice request; unknown fields are refused, and so
+// is a userId in a broadcast.
+func decodeNotice(w http.ResponseWriter, r *http.Request, limit int64, toUser bool) (NoticeRequest, error) {
+	var req NoticeRequest
+	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
+		return req, err
+	}
+	var wire noticeWire
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wire); err != nil {
+		return req, decodeError(err, "", limit)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return req, decodeError(err, "", limit)
+		}
+		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	}
+	switch {
+	case toUser && wire.UserID == nil:
+		return req, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
+	case toUser:
+		req.UserID = *wire.UserID
+	case wire.UserID != nil:
+		return req, danmaku.Errorf(danmaku.EINVALID, "userId", "a broadcast goes to everyone; use /logic/push/user for one user")
+	}
+	if wire.Messages != nil {
+		req.Messages = make([]NoticeMessage, len(wire.Messages))
+	}
+	for i, raw := range wire.Messages {
+		md := json.NewDecoder(bytes.NewReader(raw))
+		md.DisallowUnknownFields()
+		var m noticeMessageWire
+		if err := md.Decode(&m); err != nil {
+			return req, decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
+		}
+		req.Messages[i] = NoticeMessage{Content: string(m.Content), Data: m.Data, MsgID: m.MsgID}
+	}
+	return req, nil
+}
+
+// validateNotices checks req and returns the message ids to use:
+// namespaced client ids where given, "" where the server assigns one. Data
+// is compacted in place.
+func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, error) {
+	prefix := "all-"
+	if toUser {
+		if req.UserID <= 0 {
+			return nil, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
+		}
+		prefix = "to" + strconv.FormatInt(req.UserID, 10) + "-"
+	}
+	switch n := len(req.Messages); {
+	case n == 0:
+		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
+	case n > l.maxMessages:
+		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
+	}
+	ids := make([]string, len(req.Messages))
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		field := fmt.Sprintf("messages[%d]", i)
+		if m.Content == "" && isNull(m.Data) {
+			return nil, danmaku.Errorf(danmaku.EINVALID, field+".content", "a message needs content, data or both")
+		}
+		if m.Content != "" {
+			if err := checkText(field+".content", m.Content, l.maxContent, true); err != nil {
+				return nil, err
+			}
+		}
+		data, err := checkData(field+".data", m.Data)
+		if err != nil {
+			return nil, err
+		}
+		m.Data = data
+		if m.MsgID == "" {
+			continue
+		}
+		id, err := namespacedID(field+".msgId", prefix, m.MsgID)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < i; j++ {
+			if ids[j] == id {
+				return nil, danmaku.Errorf(danmaku.EINVALID, field+".msgId", "same msgId as messages[%d]", j)
+			}
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// checkData returns a notice's data compacted, nil when absent or null.
+// It must be a JSON object of valid UTF-8 and at most MaxNoticeData bytes.
+func checkData(field string, raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	if !utf8.Valid(raw) {
+		return nil, danmaku.Errorf(danmaku.EINVALID, field, "not valid UTF-8")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+		return nil, danmaku.Errorf(danmaku.EINVALID, field, "must be a JSON object")
+	}
+	if b.Len() > MaxNoticeData {
+		return nil, danmaku.Errorf(danmaku.EINVALID, field, "larger than %d bytes (%d)", MaxNoticeData, b.Len())
+	}
+	return b.Bytes(), nil
+}
+
+// produceNotices assigns ids and the server time and writes the notices in
+// one WriteMessages call, answering once Kafka acknowledged all of them.
+func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser bool, ids []string) error {
+	ts := time.Now()
+	user, key := "", []byte(danmaku.BroadcastKey)
+	if toUser {
+		user = strconv.FormatInt(req.UserID, 10)
+		key = []byte(danmaku.UserKey(user))
+	}
+	msgs := make([]kafka.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		if ids[i] == "" {
+			ids[i] = s.ids.next()
+		}
+		value, err := danmaku.MarshalNotice(user, danmaku.Notice{ID: ids[i], TS: ts.UnixMilli(), Content: m.Content, Data: m.Data})
+		if err != nil {
+			return fmt.Errorf("encode notice: %w", err)
+		}
+		msgs[i] = kafka.Message{Key: key, Value: value, Time: ts}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
+	defer cancel()
+	start := time.Now()
+	err := s.writer.WriteMessages(ctx, msgs...)
+	s.m.observeProduce(time.Since(start), err)
+	if err != nil {
+		s.log.Warn("kafka produce of notices failed", zap.String("key", string(key)), zap.Int("messages", len(msgs)), zap.Error(err))
+		return danmaku.Unavailable("kafka unavailable, notice not accepted; retry with the same msgId", err)
+	}
+	return nil
+}
