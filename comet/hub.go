@@ -20,6 +20,8 @@ const numShards = 64
 type hub struct {
 	shards   [numShards]shard
 	ringSize int
+	users    userIndex  // connections by user id (notice.go)
+	notices  noticeSeen // notice ids delivered here (notice.go)
 }
 
 // shard is one bucket of rooms, picked by FNV-1a of the room id, plus the
@@ -80,6 +82,7 @@ func (h *hub) addConn(c *conn) {
 	sh.mu.Lock()
 	sh.conns[c] = struct{}{}
 	sh.mu.Unlock()
+	h.users.add(c)
 }
 
 // removeConn forgets c entirely (it must have left its room).
@@ -88,6 +91,7 @@ func (h *hub) removeConn(c *conn) {
 	sh.mu.Lock()
 	delete(sh.conns, c)
 	sh.mu.Unlock()
+	h.users.remove(c)
 }
 
 // room returns the room id, or nil when this comet holds no state for it.

@@ -40,6 +40,7 @@ type metrics struct {
 	repairedConns  *prometheus.CounterVec
 	events         *prometheus.CounterVec
 	deletedMsgs    prometheus.Counter
+	notices        *prometheus.CounterVec
 }
 
 // Reasons a room's history is read and gaps are repaired (label values).
@@ -96,6 +97,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			"removed: routes of connections the comet does not hold; rooms_corrected: per-room counts set right).", "change"),
 		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban).", "op"),
 		deletedMsgs: counter("deleted_messages_total", "Messages removed from room rings by del events."),
+		notices:     counterVec("notices_total", "Notices pushed by job, by op (user: to one user, all: to every viewer); repeats are also counted in duplicate_messages_total.", "op"),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
@@ -126,7 +128,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
-		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs,
+		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
 		conns, rooms, held, registered)
 	return m
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/danmaku/danmaku/internal/push"
 )
 
-// servePush is job's endpoint: POST /push with a danmaku.Batch body, or a
-// danmaku.Event (del, ban). It answers only after the batch or the event
-// was handed to every local viewer's queue.
+// servePush is job's endpoint: POST /push with a danmaku.Batch body, a
+// danmaku.Event (del, ban) or a danmaku.NoticePush (user, all). It answers
+// only after the batch, the event or the notices were handed to every
+// local viewer's queue.
 func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
@@ -42,6 +43,11 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	}
 	var n int
 	switch b.Op {
+	case danmaku.OpUser, danmaku.OpAll:
+		var dups int
+		n, dups = s.deliverNotices(b.notices)
+		s.metrics.notices.WithLabelValues(b.Op).Add(float64(noticeCount(b.notices)))
+		s.metrics.observePush("ok", time.Since(start), n, dups)
 	case danmaku.OpDel:
 		s.metrics.events.WithLabelValues(b.Op).Inc()
 		n = s.deleteMsgs(b.event())
@@ -58,13 +64,14 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 
 // pushBody is a push: a room's msgs frame (danmaku.Batch), or one of its
 // events (danmaku.Event: op, room, epoch and dels in the Batch, the rest
-// here).
+// here), or notices (op user or all, decoded apart into notices).
 type pushBody struct {
 	danmaku.Batch
-	ID    string   `json:"id"`
-	IDs   []string `json:"ids"`
-	User  string   `json:"user"`
-	Until int64    `json:"until"`
+	ID      string   `json:"id"`
+	IDs     []string `json:"ids"`
+	User    string   `json:"user"`
+	Until   int64    `json:"until"`
+	notices *danmaku.NoticePush
 }
 
 func (p *pushBody) event() danmaku.Event {
@@ -83,6 +90,11 @@ func readPush(w http.ResponseWriter, r *http.Request, limit int64) (pushBody, er
 		}
 		return b, danmaku.Errorf(danmaku.EINVALID, "body", "read body: %v", err)
 	}
+	if op := pushOp(body); op == danmaku.OpUser || op == danmaku.OpAll {
+		b.Op = op
+		b.notices, err = readNoticePush(body)
+		return b, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&b); err != nil {
 		return b, danmaku.Errorf(danmaku.EINVALID, "body", "decode batch: %v", err)
@@ -96,7 +108,7 @@ func readPush(w http.ResponseWriter, r *http.Request, limit int64) (pushBody, er
 		return b, ev.Check()
 	case danmaku.OpMsgs:
 	default:
-		return b, danmaku.Errorf(danmaku.EINVALID, "op", "must be %q, %q or %q", danmaku.OpMsgs, danmaku.OpDel, danmaku.OpBan)
+		return b, danmaku.Errorf(danmaku.EINVALID, "op", "must be %q, %q, %q, %q or %q", danmaku.OpMsgs, danmaku.OpDel, danmaku.OpBan, danmaku.OpUser, danmaku.OpAll)
 	}
 	if err := danmaku.CheckID("room", b.Room); err != nil {
 		return b, err

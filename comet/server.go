@@ -1,7 +1,9 @@
 // Package comet is the WebSocket edge of the broadcast service. Browsers
 // connect to its public listener (/ws) and join rooms; job pushes batches of
 // messages to its internal listener (/push); the comet fans each batch out to
-// its local viewers of the room. Connections are registered in Redis through
+// its local viewers of the room. Notices (to one user, or to everyone) come
+// the same way and go to the user's local connections, found in an index
+// by user id, or to every connection (notice.go). Connections are registered in Redis through
 // package route so job knows which comets hold a room, and the comet keeps a
 // lease there so job stops pushing to it once it is gone.
 //

@@ -1,0 +1,252 @@
+package comet
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+)
+
+// Notices job pushes to /push (danmaku.NoticePush): with op "user" the
+// notices of each user go to every local connection of the user, as one
+// frame {"op":"user","msgs":[...]}, whatever rooms the connections are in;
+// with op "all" one frame {"op":"all","msgs":[...]} goes to every local
+// connection. Each frame is encoded once and handed to every connection it
+// is for. A notice id this comet already took (the last noticeMemory of
+// them) is dropped, so a push that job delivers again after a crash or a
+// retry is not shown twice. Notices have no position: a viewer whose queue
+// overflows keeps its queued notice frames (only positioned room frames
+// are dropped for a catch-up), and one cut as a slow consumer, or away
+// while a notice went out, does not get it again.
+
+// noticeMemory bounds the notice ids a comet remembers for dedup: at 2,000
+// notices a second, about half a minute of them.
+const noticeMemory = 1 << 16
+
+// noticeSeen is the comet's bounded memory of notice ids, oldest dropped
+// first.
+type noticeSeen struct {
+	mu   sync.Mutex
+	ids  map[string]struct{}
+	ring []string // a circular buffer of the ids in ids
+	next int
+}
+
+// fresh returns the notices of msgs whose id it has not seen, and
+// remembers them; msgs itself when all are new.
+func (s *noticeSeen) fresh(msgs []danmaku.Notice) []danmaku.Notice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = make(map[string]struct{}, 1024)
+		s.ring = make([]string, noticeMemory)
+	}
+	out := msgs
+	for i, n := range msgs {
+		if _, dup := s.ids[n.ID]; dup {
+			if len(out) == len(msgs) {
+				out = append([]danmaku.Notice(nil), msgs[:i]...)
+			}
+			continue
+		}
+		if old := s.ring[s.next]; old != "" {
+			delete(s.ids, old)
+		}
+		s.ring[s.next] = n.ID
+		s.next = (s.next + 1) % len(s.ring)
+		s.ids[n.ID] = struct{}{}
+		if len(out) != len(msgs) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// userIndex is the comet's connections by user id, in shards picked like
+// the rooms'. Connections without a user id are not in it.
+type userIndex struct {
+	shards [numShards]struct {
+		mu    sync.RWMutex
+		conns map[string][]*conn
+	}
+}
+
+func (u *userIndex) add(c *conn) {
+	if c.user == "" {
+		return
+	}
+	sh := &u.shards[shardIndex(c.user)]
+	sh.mu.Lock()
+	if sh.conns == nil {
+		sh.conns = map[string][]*conn{}
+	}
+	sh.conns[c.user] = append(sh.conns[c.user], c)
+	sh.mu.Unlock()
+}
+
+func (u *userIndex) remove(c *conn) {
+	if c.user == "" {
+		return
+	}
+	sh := &u.shards[shardIndex(c.user)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	list := sh.conns[c.user]
+	for i, o := range list {
+		if o != c {
+			continue
+		}
+		list[i] = list[len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+		break
+	}
+	if len(list) == 0 {
+		delete(sh.conns, c.user)
+		return
+	}
+	sh.conns[c.user] = list
+}
+
+// appendConns appends the local connections of user to buf.
+func (u *userIndex) appendConns(user string, buf []*conn) []*conn {
+	sh := &u.shards[shardIndex(user)]
+	sh.mu.RLock()
+	buf = append(buf, sh.conns[user]...)
+	sh.mu.RUnlock()
+	return buf
+}
+
+// noticeItem encodes a frame of notices once for every connection it goes
+// to.
+func noticeItem(op string, msgs []danmaku.Notice) (item, bool) {
+	data, err := json.Marshal(danmaku.NoticeFrame{Op: op, Msgs: msgs})
+	if err != nil {
+		return item{}, false
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return item{}, false
+	}
+	return item{pm: pm, size: len(data)}, true
+}
+
+// enqueueAll hands it to every connection of conns without blocking and
+// returns how many took it and the ones to cut (queue overflowed).
+func enqueueAll(it item, conns []*conn, slow []*conn) (int, []*conn) {
+	n := 0
+	for _, c := range conns {
+		switch c.enqueue(it) {
+		case enqueued:
+			n++
+		case queueFull:
+			slow = append(slow, c)
+		}
+	}
+	return n, slow
+}
+
+// deliverNotices hands a notice push to the local connections it is for
+// and returns how many frames were handed out and how many notices were
+// dropped as already seen.
+func (s *Server) deliverNotices(p *danmaku.NoticePush) (delivered, dups int) {
+	var slow, buf []*conn
+	switch p.Op {
+	case danmaku.OpUser:
+		for _, un := range p.Users {
+			fresh := s.hub.notices.fresh(un.Msgs)
+			dups += len(un.Msgs) - len(fresh)
+			buf = s.hub.users.appendConns(un.User, buf[:0])
+			if len(fresh) == 0 || len(buf) == 0 {
+				continue
+			}
+			it, ok := noticeItem(danmaku.OpUser, fresh)
+			if !ok {
+				continue
+			}
+			var n int
+			n, slow = enqueueAll(it, buf, slow)
+			delivered += n
+		}
+		clear(buf)
+	case danmaku.OpAll:
+		fresh := s.hub.notices.fresh(p.Msgs)
+		dups = len(p.Msgs) - len(fresh)
+		it, ok := noticeItem(danmaku.OpAll, fresh)
+		if len(fresh) == 0 || !ok {
+			break
+		}
+		var all []*conn
+		for i := range s.hub.shards {
+			buf = s.hub.forEachConn(i, buf, func(c *conn) { all = append(all, c) })
+		}
+		delivered, slow = enqueueAll(it, all, slow)
+	}
+	s.cut(slow)
+	return delivered, dups
+}
+
+// readNoticePush decodes and checks a notice push.
+func readNoticePush(body []byte) (*danmaku.NoticePush, error) {
+	var p danmaku.NoticePush
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&p); err != nil {
+		return nil, danmaku.Errorf(danmaku.EINVALID, "body", "decode notices: %v", err)
+	}
+	if dec.More() {
+		return nil, danmaku.Errorf(danmaku.EINVALID, "body", "trailing data after the notices")
+	}
+	checkIDs := func(field string, msgs []danmaku.Notice) error {
+		for j, m := range msgs {
+			if m.ID == "" {
+				return danmaku.Errorf(danmaku.EINVALID, field+"["+strconv.Itoa(j)+"].id", "must not be empty")
+			}
+		}
+		return nil
+	}
+	if p.Op == danmaku.OpAll {
+		return &p, checkIDs("msgs", p.Msgs)
+	}
+	for i, un := range p.Users {
+		field := "users[" + strconv.Itoa(i) + "]"
+		if err := danmaku.CheckID(field+".user", un.User); err != nil {
+			return nil, err
+		}
+		if err := checkIDs(field+".msgs", un.Msgs); err != nil {
+			return nil, err
+		}
+	}
+	return &p, nil
+}
+
+// pushOp returns the op of a push body: cheaply when "op" is its first key
+// (job writes it first), else by decoding the body.
+func pushOp(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	if k, err := dec.Token(); err == nil && k == "op" {
+		v, _ := dec.Token()
+		op, _ := v.(string)
+		return op
+	}
+	var p struct {
+		Op string `json:"op"`
+	}
+	json.Unmarshal(body, &p)
+	return p.Op
+}
+
+// noticeCount is the number of notices in p.
+func noticeCount(p *danmaku.NoticePush) int {
+	n := len(p.Msgs)
+	for _, un := range p.Users {
+		n += len(un.Msgs)
+	}
+	return n
+}

@@ -1,0 +1,211 @@
+package comet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// noticeFrame is a user or all frame as a viewer decodes it.
+type noticeFrame struct {
+	Op   string           `json:"op"`
+	Msgs []danmaku.Notice `json:"msgs"`
+}
+
+// readNotices reads the next frame, which must be a notice frame of op.
+func readNotices(t *testing.T, ws *websocket.Conn, op string) []danmaku.Notice {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, data, err := ws.ReadMessage()
+	if err != nil {
+		t.Fatalf("read %s frame: %v", op, err)
+	}
+	var f noticeFrame
+	if err := json.Unmarshal(data, &f); err != nil || f.Op != op {
+		t.Fatalf("frame %s, want op %s (%v)", data, op, err)
+	}
+	return f.Msgs
+}
+
+func noticeIDs(ns []danmaku.Notice) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID
+	}
+	return out
+}
+
+func pushNotices(t *testing.T, s *Server, p danmaku.NoticePush) int {
+	t.Helper()
+	body, _ := json.Marshal(p)
+	n, err := push.NewClient(testSecret, 2*time.Second).Push(context.Background(), s.AdvertiseAddr(), body)
+	if err != nil {
+		t.Fatalf("push %s: %v", body, err)
+	}
+	return n
+}
+
+// TestNoticeToUser: a user push reaches every connection of the user on
+// this comet (in a room, in another, in none) as one user frame with the
+// notices' content and data, and nobody else; a redelivered notice is not
+// sent again; a closed tab leaves the user's connections.
+func TestNoticeToUser(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	u, other := testutil.Uniq("u"), testutil.Uniq("u")
+	r1, r2 := testutil.Uniq("r"), testutil.Uniq("r")
+	tabs := []*websocket.Conn{
+		mustDial(t, s, "room="+r1+"&uid="+u),
+		mustDial(t, s, "room="+r2+"&uid="+u),
+		mustDial(t, s, "uid="+u),
+	}
+	mustReadOp(t, tabs[0], opWelcome)
+	mustReadOp(t, tabs[1], opWelcome)
+	bystanders := []*websocket.Conn{mustDial(t, s, "room="+r1+"&uid="+other), mustDial(t, s, "room="+r1)}
+	for _, ws := range bystanders {
+		mustReadOp(t, ws, opWelcome)
+	}
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		if n := len(s.hub.users.appendConns(u, nil)); n != 3 {
+			return fmt.Errorf("user connections %d, want 3", n)
+		}
+		return nil
+	})
+	n1 := danmaku.Notice{ID: testutil.Uniq("n"), TS: 5, Content: "your comment was removed"}
+	n2 := danmaku.Notice{ID: testutil.Uniq("n"), TS: 6, Data: json.RawMessage(`{"gift":"rose"}`)}
+	p := danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{
+		{User: u, Msgs: []danmaku.Notice{n1, n2}}, {User: testutil.Uniq("absent"), Msgs: []danmaku.Notice{{ID: testutil.Uniq("n"), Content: "x"}}}}}
+	if got := pushNotices(t, s, p); got != 3 {
+		t.Fatalf("delivered %d, want 3 (one frame per tab)", got)
+	}
+	for i, ws := range tabs {
+		got := readNotices(t, ws, danmaku.OpUser)
+		if len(got) != 2 || got[0].Content != n1.Content || got[0].TS != 5 || string(got[1].Data) != `{"gift":"rose"}` || got[1].ID != n2.ID {
+			t.Fatalf("tab %d got %+v", i, got)
+		}
+	}
+	for _, ws := range bystanders {
+		expectNoFrame(t, ws, 200*time.Millisecond)
+	}
+
+	// The same push again is dropped; a push with one old and one new
+	// notice carries the new one only.
+	if got := pushNotices(t, s, p); got != 0 {
+		t.Fatalf("redelivery handed to %d tabs, want 0", got)
+	}
+	n3 := danmaku.Notice{ID: testutil.Uniq("n"), Content: "three"}
+	pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n2, n3}}}})
+	for _, ws := range tabs {
+		if got := noticeIDs(readNotices(t, ws, danmaku.OpUser)); !slices.Equal(got, []string{n3.ID}) {
+			t.Fatalf("after a partial redelivery got %v, want only %s", got, n3.ID)
+		}
+	}
+	if d := value(t, s.metrics.duplicateMsgs); d != 4 {
+		t.Errorf("duplicates counted %v, want 4", d)
+	}
+
+	tabs[2].Close()
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		if n := len(s.hub.users.appendConns(u, nil)); n != 2 {
+			return fmt.Errorf("user connections after a close %d, want 2", n)
+		}
+		return nil
+	})
+	n4 := danmaku.Notice{ID: testutil.Uniq("n"), Content: "four"}
+	if got := pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n4}}}}); got != 2 {
+		t.Fatalf("after a tab closed: delivered %d, want 2", got)
+	}
+}
+
+// TestNoticeToAll: a broadcast reaches every connection once, in a room or
+// not, with a user id or without; a redelivery is dropped.
+func TestNoticeToAll(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	room := testutil.Uniq("r")
+	var conns []*websocket.Conn
+	for i := 0; i < 4; i++ {
+		ws := mustDial(t, s, "room="+room+"&uid=u"+strconv.Itoa(i))
+		mustReadOp(t, ws, opWelcome)
+		conns = append(conns, ws)
+	}
+	conns = append(conns, mustDial(t, s, ""), mustDial(t, s, "room="+testutil.Uniq("r")))
+	mustReadOp(t, conns[5], opWelcome)
+	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		if _, n := s.hub.counts(); n != 6 {
+			return fmt.Errorf("connections %d, want 6", n)
+		}
+		return nil
+	})
+	n := danmaku.Notice{ID: testutil.Uniq("all"), TS: 7, Content: "maintenance at 3:00"}
+	p := danmaku.NoticePush{Op: danmaku.OpAll, Msgs: []danmaku.Notice{n}}
+	if got := pushNotices(t, s, p); got != 6 {
+		t.Fatalf("delivered %d, want 6", got)
+	}
+	for i, ws := range conns {
+		if got := readNotices(t, ws, danmaku.OpAll); len(got) != 1 || got[0].ID != n.ID || got[0].TS != 7 || got[0].Content != n.Content || got[0].Data != nil {
+			t.Fatalf("connection %d got %+v", i, got)
+		}
+	}
+	if got := pushNotices(t, s, p); got != 0 {
+		t.Fatalf("redelivered broadcast handed out %d times, want 0", got)
+	}
+	for _, ws := range conns {
+		expectNoFrame(t, ws, 100*time.Millisecond)
+	}
+	if v := value(t, s.metrics.notices.WithLabelValues(danmaku.OpAll)); v != 2 {
+		t.Errorf("all notices counted %v, want 2", v)
+	}
+}
+
+// Bad notice pushes are refused naming the field.
+func TestNoticePushRejects(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	for body, field := range map[string]string{
+		`{"op":"user","users":[{"user":"a:b","msgs":[{"id":"x"}]}]}`:    "users[0].user",
+		`{"op":"user","users":[{"user":"7","msgs":[{"content":"x"}]}]}`: "users[0].msgs[0].id",
+		`{"op":"all","msgs":[{"id":"a"},{"content":"x"}]}`:              "msgs[1].id",
+		`{"users":[],"op":"user","extra":1} {}`:                         "body",
+	} {
+		_, err := p.Push(context.Background(), s.AdvertiseAddr(), []byte(body))
+		if danmaku.ErrorCode(err) != danmaku.EINVALID || danmaku.ErrorField(err) != field {
+			t.Errorf("push %s: %v, want invalid_argument on %s", body, err, field)
+		}
+	}
+	if got := pushOp([]byte(`{"users":[],"op":"user"}`)); got != danmaku.OpUser {
+		t.Errorf("op after another key: %q", got)
+	}
+}
+
+// The notice memory drops its oldest ids first.
+func TestNoticeMemory(t *testing.T) {
+	var seen noticeSeen
+	batch := func(from, to int) []danmaku.Notice {
+		var out []danmaku.Notice
+		for i := from; i < to; i++ {
+			out = append(out, danmaku.Notice{ID: strconv.Itoa(i)})
+		}
+		return out
+	}
+	if got := seen.fresh(batch(0, noticeMemory)); len(got) != noticeMemory {
+		t.Fatalf("first pass kept %d", len(got))
+	}
+	if got := seen.fresh(batch(noticeMemory-1, noticeMemory+1)); len(got) != 1 || got[0].ID != strconv.Itoa(noticeMemory) {
+		t.Fatalf("overlap kept %v", noticeIDs(got))
+	}
+	if got := seen.fresh(batch(1, 2)); len(got) != 0 {
+		t.Fatalf("id 1 is still remembered, kept %v", noticeIDs(got))
+	}
+	if got := seen.fresh(batch(0, 1)); len(got) != 1 {
+		t.Fatalf("id 0 was evicted first and is new again, kept %v", noticeIDs(got))
+	}
+}
