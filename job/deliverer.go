@@ -82,6 +82,9 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if ev := req.msgs[0].ev; ev != nil {
 		return d.deliverEvent(ctx, req, ev)
 	}
+	if req.msgs[0].notice != nil {
+		return d.deliverNotices(ctx, req)
+	}
 	msgs, idx, repeats := distinct(req.msgs)
 	b, err := d.begin(ctx, req, msgs)
 	if err != nil {

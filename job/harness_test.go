@@ -34,6 +34,9 @@ func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 
 const pushSecret = "test-push-secret"
 
+// adminSecret is the harness logic's logic.admin_secret (notices).
+const adminSecret = "test-admin-secret-0123"
+
 // env is one complete system on loopback: real Redis, the embedded Kafka
 // broker, comets, a logic server and any number of jobs.
 type env struct {
@@ -64,6 +67,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	lcfg.RateLimit, lcfg.RateBurst = 100000, 100000
 	lcfg.IPRateLimit = 0 // every sender of the harness is 127.0.0.1
 	lcfg.BatchTimeout = 2 * time.Millisecond
+	lcfg.AdminSecret = adminSecret
 	ls, err := logic.New(lcfg, logic.Deps{Store: e.store, Kafka: e.kafka})
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ type metrics struct {
 	undelivered                   *prometheus.CounterVec
 	staleLocks                    prometheus.Counter
 	events                        *prometheus.CounterVec
+	notices                       *prometheus.CounterVec
 }
 
 // The reasons of danmaku_job_undelivered_total.
@@ -58,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_deferred_total",
 			Help: "Messages that did not fit their window's batch (job.budget) and waited for the next window; counted once per window waited."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_dropped_total",
-			Help: "Messages deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed)."}, []string{"reason"}),
+			Help: "Messages and notices deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed; no_route: a notice to a user without a connection)."}, []string{"reason"}),
 		lockBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_lock_contention_total",
 			Help: "Deliveries postponed because the room's broadcast lock was held elsewhere."}),
 		broadcasts: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_broadcasts_total",
@@ -84,10 +85,12 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Room locks taken by broadcast attempts that ran in Redis after they had failed (a stall), released once Redis answered."}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_events_total",
 			Help: "Moderation events finished, by op (del, ban) and result (delivered, duplicate)."}, []string{"op", "result"}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_notices_total",
+			Help: "Notices finished, by op (user, all) and result (delivered, no_route: the user had no connection, duplicate)."}, []string{"op", "result"}),
 	}
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the Kafka reader reports it."}, lag)
-	for _, c := range []string{"cooldown", "overflow", "comet_failed"} {
+	for _, c := range []string{"cooldown", "overflow", "comet_failed", "no_route"} {
 		m.dropped.WithLabelValues(c)
 	}
 	for _, c := range []string{undeliveredNoComets, undeliveredNoLease, undeliveredQuarantined,
@@ -98,7 +101,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors,
-		m.undelivered, m.staleLocks, m.events)
+		m.undelivered, m.staleLocks, m.events, m.notices)
 	return m
 }
 

@@ -36,13 +36,24 @@ func (d *deliverer) push(ctx context.Context, lock *route.Lock, body []byte, msg
 	if len(targets) == 0 {
 		return true // nobody reachable watching: delivered to all zero viewers
 	}
-	errs := d.pushAll(ctx, lock, targets, body)
+	errs := d.pushAll(ctx, lock, targets, func(int) []byte { return body })
+	return d.settle(targets, errs, func(int) int { return msgs }, giveUp)
+}
+
+// settle judges the pushes of one delivery to targets (errs[i] is the
+// outcome of targets[i]) and reports whether the delivery counts as done:
+// every comet took its body, or some did, or giveUp is set. When every
+// comet failed it is to be retried as a whole. share(i) is how many
+// messages the body of targets[i] carried.
+func (d *deliverer) settle(targets []route.CometInfo, errs []error, share func(i int) int, giveUp bool) bool {
 	var failed []string
 	var reasons []string
+	var shares []int
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, targets[i].ID)
 			reasons = append(reasons, d.pushFailure(targets[i], err))
+			shares = append(shares, share(i))
 		}
 	}
 	switch {
@@ -57,10 +68,12 @@ func (d *deliverer) push(ctx context.Context, lock *route.Lock, body []byte, msg
 	// the batch is counted as dropped. If it is really gone its lease ends
 	// and the janitor removes its routes; its viewers reconnect elsewhere.
 	d.comets.quarantine(failed)
-	d.m.dropped.WithLabelValues("comet_failed").Add(n * float64(len(failed)))
-	for _, r := range reasons {
-		d.m.undelivered.WithLabelValues(r).Add(n)
+	lost := 0
+	for k, r := range reasons {
+		d.m.undelivered.WithLabelValues(r).Add(float64(shares[k]))
+		lost += shares[k]
 	}
+	d.m.dropped.WithLabelValues("comet_failed").Add(float64(lost))
 	d.log.Warn("comet failed; left out for a while", zap.Strings("comets", failed), zap.Strings("reasons", reasons),
 		zap.Duration("for", d.cfg.Quarantine))
 	return true
@@ -82,12 +95,13 @@ func (d *deliverer) pushFailure(c route.CometInfo, err error) string {
 	return undeliveredRejected
 }
 
-// pushAll pushes body to every target, one goroutine per comet when there
-// are several, and returns each push's error.
-func (d *deliverer) pushAll(ctx context.Context, lock *route.Lock, targets []route.CometInfo, body []byte) []error {
+// pushAll pushes body(i) to targets[i], one goroutine per comet when there
+// are several, renewing lock (when not nil) while they run, and returns
+// each push's error.
+func (d *deliverer) pushAll(ctx context.Context, lock *route.Lock, targets []route.CometInfo, body func(i int) []byte) []error {
 	errs := make([]error, len(targets))
 	if len(targets) == 1 {
-		errs[0] = d.pushOne(ctx, targets[0], body)
+		errs[0] = d.pushOne(ctx, targets[0], body(0))
 		return errs
 	}
 	done := make(chan struct{})
@@ -96,7 +110,7 @@ func (d *deliverer) pushAll(ctx context.Context, lock *route.Lock, targets []rou
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = d.pushOne(ctx, c, body)
+			errs[i] = d.pushOne(ctx, c, body(i))
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
@@ -105,8 +119,13 @@ func (d *deliverer) pushAll(ctx context.Context, lock *route.Lock, targets []rou
 }
 
 // waitRenewing waits for done, renewing the broadcast lock every third of
-// its TTL so a push that takes long does not lose it.
+// its TTL so a push that takes long does not lose it. Without a lock it
+// only waits.
 func (d *deliverer) waitRenewing(ctx context.Context, lock *route.Lock, done <-chan struct{}) {
+	if lock == nil {
+		<-done
+		return
+	}
 	renew := time.NewTicker(d.cfg.LockTTL / 3)
 	defer renew.Stop()
 	for {

@@ -40,6 +40,9 @@ type roomState struct {
 	due       time.Time // scheduled dispatch; zero when none
 	inflight  bool
 	failures  int // failed deliveries in a row
+	// lane marks a lane of notices (notice.go) rather than a room: it has
+	// no window, and its deliveries go out as soon as a worker is free.
+	lane bool
 }
 
 // knownHead is a room's timeline head as this job's last delivery of the
@@ -58,9 +61,12 @@ type pending struct {
 	msg danmaku.Message
 	// ev is set on an event. An event is delivered on its own, after the
 	// room's messages before it and before those after it.
-	ev   *danmaku.Event
-	part int
-	off  int64
+	ev *danmaku.Event
+	// notice is set on a notice, with user its user ("" for a broadcast).
+	notice *danmaku.Notice
+	user   string
+	part   int
+	off    int64
 	// waited: the message arrived while its room's window ran or a
 	// delivery was in flight, so it goes out in a trailing batch.
 	waited bool
@@ -172,6 +178,10 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
+	if rec.env.Notice != nil {
+		s.acceptNotice(rec, now)
+		return
+	}
 	r := s.room(rec.env.Room)
 	if rec.env.Event != nil {
 		// Events are never dropped and do not wait for the window.
@@ -202,10 +212,10 @@ func (s *scheduler) accept(rec record, now time.Time) {
 }
 
 // dueAt is when r, not in flight and with a queue, is to be dispatched:
-// at the end of its window, or now for an event at the head of its queue
-// or while draining.
+// at the end of its window, or now for a lane of notices, for an event at
+// the head of its queue or while draining.
 func (s *scheduler) dueAt(r *roomState, now time.Time) time.Time {
-	if s.draining || r.queue[0].ev != nil || !r.windowEnd.After(now) {
+	if s.draining || r.lane || r.queue[0].ev != nil || !r.windowEnd.After(now) {
 		return now
 	}
 	return r.windowEnd
@@ -251,8 +261,8 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		r.queue = r.queue[n:]
 		r.inflight = true
 		s.inflight++
-		if d.msgs[0].ev != nil {
-			s.work <- d // an event opens no window
+		if d.msgs[0].ev != nil || r.lane {
+			s.work <- d // an event or a lane of notices opens no window
 			continue
 		}
 		if len(r.queue) > 0 {

@@ -1,0 +1,336 @@
+package job_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// tab is one WebSocket connection of a user (uid), in a room or in none,
+// that records the notices it receives, by op.
+type tab struct {
+	conn *websocket.Conn
+	mu   sync.Mutex
+	got  map[string][]string // op -> notice ids in arrival order
+	seen map[string]int      // op + id -> copies
+	data map[string]string   // id -> data JSON
+}
+
+func (e *env) tab(c *comet.Server, uid, room string) *tab {
+	t := e.t
+	q := "?uid=" + uid
+	if room != "" {
+		q += "&room=" + room
+	}
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+c.PublicAddr()+"/ws"+q, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", q, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tb := &tab{conn: conn, got: map[string][]string{}, seen: map[string]int{}, data: map[string]string{}}
+	go tb.read()
+	return tb
+}
+
+func (tb *tab) read() {
+	for {
+		_, b, err := tb.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var f danmaku.NoticeFrame
+		if json.Unmarshal(b, &f) != nil || (f.Op != danmaku.OpUser && f.Op != danmaku.OpAll) {
+			continue
+		}
+		tb.mu.Lock()
+		for _, n := range f.Msgs {
+			tb.got[f.Op] = append(tb.got[f.Op], n.ID)
+			tb.seen[f.Op+" "+n.ID]++
+			tb.data[n.ID] = string(n.Data)
+		}
+		tb.mu.Unlock()
+	}
+}
+
+// has reports whether the tab got every id of op once, and no other notice
+// of op.
+func (tb *tab) has(op string, ids []string) error {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	got := append([]string(nil), tb.got[op]...)
+	want := append([]string(nil), ids...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("%s notices %d (%v...), want %d", op, len(got), got[:min(len(got), 3)], len(want))
+	}
+	return nil
+}
+
+// waitUsers waits until user:online lists n connections of each user.
+func (e *env) waitUsers(n int, users ...string) {
+	e.t.Helper()
+	testutil.SucceedsSoon(e.t, 5*time.Second, func() error {
+		for _, u := range users {
+			comets, err := e.store.UserComets(context.Background(), u)
+			if err != nil {
+				return err
+			}
+			total := int64(0)
+			for _, c := range comets {
+				total += c
+			}
+			if total != int64(n) {
+				return fmt.Errorf("user %s has %d connections, want %d", u, total, n)
+			}
+		}
+		return nil
+	})
+}
+
+// notify posts a notice request (path /logic/push/user or
+// /logic/broadcast) with the admin secret and returns the accepted ids.
+func (e *env) notify(path, body string) []string {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.logic.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		MsgIDs []string `json:"msgIds"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		e.t.Fatalf("%s: status %d", path, resp.StatusCode)
+	}
+	return out.MsgIDs
+}
+
+func pushBody(user string, contents ...string) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"userId":%s,"messages":[`, user)
+	for i, c := range contents {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"content":%q,"data":{"i":%d}}`, c, i)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// committed is the sum of the group's committed offsets over the topic's
+// partitions: the number of records finished when nothing else was written.
+func (e *env) committed() (int64, error) {
+	c := &kafka.Client{Addr: kafka.TCP(e.kafka.Brokers...), Timeout: 5 * time.Second}
+	parts := make([]int, e.kafka.Partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	res, err := c.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: e.kafka.Group,
+		Topics: map[string][]int{e.kafka.Topic: parts}})
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, p := range res.Topics[e.kafka.Topic] {
+		if p.Error != nil {
+			return 0, p.Error
+		}
+		sum += max(p.CommittedOffset, 0)
+	}
+	return sum, nil
+}
+
+// A user with three tabs on two comets gets each notice once per tab,
+// whatever room each tab is in (one in none), with its data; another user
+// on the same comets gets none.
+func TestUserNoticeReachesEveryTab(t *testing.T) {
+	e := newEnv(t, 2)
+	u, other := fmt.Sprint(time.Now().UnixNano()%1e9+1000), fmt.Sprint(time.Now().UnixNano()%1e9+2000)
+	r1, r2 := testutil.Uniq("room"), testutil.Uniq("room")
+	tabs := []*tab{e.tab(e.comets[0], u, r1), e.tab(e.comets[0], u, ""), e.tab(e.comets[1], u, r2)}
+	bystander := e.tab(e.comets[1], other, r1)
+	// The registry lists connections in rooms: user:online names the
+	// user's tabs on both comets; the comet that holds the tab in no room
+	// finds it by the user id.
+	e.waitUsers(2, u)
+	e.waitUsers(1, other)
+	j := e.startJob(jobConfig(), nil)
+	ids := e.notify("/logic/push/user", pushBody(u, "one", "two", "three"))
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		for i, tb := range tabs {
+			if err := tb.has(danmaku.OpUser, ids); err != nil {
+				return fmt.Errorf("tab %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	tabs[1].mu.Lock()
+	data := tabs[1].data[ids[1]]
+	tabs[1].mu.Unlock()
+	if data != `{"i":1}` {
+		t.Fatalf("data of %s: %q", ids[1], data)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i, tb := range tabs {
+		if err := tb.has(danmaku.OpUser, ids); err != nil {
+			t.Fatalf("tab %d later: %v", i, err)
+		}
+	}
+	if err := bystander.has(danmaku.OpUser, nil); err != nil {
+		t.Fatalf("another user: %v", err)
+	}
+	if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "user", "result", "delivered"); n != 3 {
+		t.Fatalf("delivered notices counted %v, want 3", n)
+	}
+}
+
+// A notice to a user without a connection is counted (no_route), not
+// retried, and its offset is committed.
+func TestUserNoticeOfflineIsCounted(t *testing.T) {
+	e := newEnv(t, 1)
+	j := e.startJob(jobConfig(), nil)
+	e.notify("/logic/push/user", pushBody("987654321", "nobody home", "still nobody"))
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "no_route"); n != 2 {
+			return fmt.Errorf("no_route %v, want 2", n)
+		}
+		if n, err := e.committed(); err != nil || n != 2 {
+			return fmt.Errorf("committed %d records (%v), want 2", n, err)
+		}
+		return nil
+	})
+	if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "user", "result", "no_route"); n != 2 {
+		t.Fatalf("no_route notices %v, want 2", n)
+	}
+	if n := counter(t, j.reg, "danmaku_job_retries_total"); n != 0 {
+		t.Fatalf("retries %v, want none", n)
+	}
+}
+
+// A broadcast reaches every connection of every comet exactly once: in
+// rooms, in none, with a user id and without; a copy written again to
+// Kafka (a redelivery) is not shown again.
+func TestBroadcastReachesEveryConnection(t *testing.T) {
+	e := newEnv(t, 2)
+	room := testutil.Uniq("room")
+	var tabs []*tab
+	for i := 0; i < 6; i++ {
+		r := room
+		if i == 5 {
+			r = ""
+		}
+		tabs = append(tabs, e.tab(e.comets[i%2], fmt.Sprint(3000+i), r))
+	}
+	anon, _, err := websocket.DefaultDialer.Dial("ws://"+e.comets[1].PublicAddr()+"/ws?room="+room, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	anonTab := &tab{conn: anon, got: map[string][]string{}, seen: map[string]int{}, data: map[string]string{}}
+	go anonTab.read()
+	tabs = append(tabs, anonTab)
+	e.waitOnline(room, 6)
+	j := e.startJob(jobConfig(), nil)
+	ids := e.notify("/logic/broadcast", `{"messages":[{"content":"maintenance at 3:00","msgId":"b1"},{"data":{"banner":"gift"}}]}`)
+	v, err := danmaku.MarshalNotice("", danmaku.Notice{ID: ids[0], TS: time.Now().UnixMilli(), Content: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		for i, tb := range tabs {
+			if err := tb.has(danmaku.OpAll, ids); err != nil {
+				return fmt.Errorf("connection %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	e.write(kafka.Message{Key: []byte(danmaku.BroadcastKey), Value: v})
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "all", "result", "duplicate"); n != 1 {
+			return fmt.Errorf("duplicate broadcasts %v, want 1", n)
+		}
+		return nil
+	})
+	for i, tb := range tabs {
+		if err := tb.has(danmaku.OpAll, ids); err != nil {
+			t.Fatalf("connection %d after the redelivery: %v", i, err)
+		}
+	}
+}
+
+// A job that crashes in the middle of a stream of user notices loses
+// none: the next member of the group delivers what the first had not
+// finished, and no tab shows one twice.
+func TestUserNoticesSurviveACrash(t *testing.T) {
+	e := newEnv(t, 2)
+	users := []string{"41001", "41002", "41003", "41004"}
+	var tabs []*tab
+	for i, u := range users {
+		tabs = append(tabs, e.tab(e.comets[i%2], u, testutil.Uniq("room")), e.tab(e.comets[(i+1)%2], u, testutil.Uniq("room")))
+	}
+	e.waitUsers(2, users...)
+	cfg := jobConfig()
+	a := e.startJob(cfg, nil)
+	want := map[string][]string{}
+	var wmu sync.Mutex
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := 0; i < 120; i++ {
+			u := users[i%len(users)]
+			ids := e.notify("/logic/push/user", pushBody(u, "a", "b", "c", "d", "e"))
+			wmu.Lock()
+			want[u] = append(want[u], ids...)
+			wmu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		tabs[0].mu.Lock()
+		n := len(tabs[0].got[danmaku.OpUser])
+		tabs[0].mu.Unlock()
+		if n < 30 {
+			return fmt.Errorf("%d notices delivered, waiting for 30", n)
+		}
+		return nil
+	})
+	a.Crash()
+	<-a.Done()
+	tabs[0].mu.Lock()
+	before := len(tabs[0].got[danmaku.OpUser])
+	tabs[0].mu.Unlock()
+	if before >= 150 {
+		t.Fatal("every notice was delivered before the crash; the test proves nothing")
+	}
+	e.startJob(cfg, nil)
+	<-sent
+	wmu.Lock()
+	defer wmu.Unlock()
+	testutil.SucceedsSoon(t, 60*time.Second, func() error {
+		for i, tb := range tabs {
+			if err := tb.has(danmaku.OpUser, want[users[i/2]]); err != nil {
+				return fmt.Errorf("tab %d of user %s: %w", i, users[i/2], err)
+			}
+		}
+		return nil
+	})
+}
