@@ -88,6 +88,14 @@
 // room's count of deleted ids (Batch.Dels), so a comet left out while a del
 // went out catches up.
 //
+// Notices (to one user, or to everyone) share the topic and these rules
+// without the room's window, lock and positions: they queue in lanes (one
+// per partition for users, one for broadcasts), a delivery claims their
+// ids and reads the users' connections (user:online) in one round trip,
+// pushes one body per comet, marks them and lets their offsets be
+// committed. A user without a connection is counted (dropped, reason
+// "no_route") and finished. See notice.go.
+//
 // # Structure
 //
 // A Job wires four parts, each with one task:
@@ -100,9 +108,10 @@
 //     It sends a delivery (a room and its batch) to the workers and applies
 //     the outcome that comes back (which messages are done, which go back to
 //     the room's queue, how long to wait).
-//   - deliverer (deliverer.go, push.go, release.go): runs on Workers
-//     goroutines, one delivery each: BeginBroadcast, the pushes,
-//     EndBroadcast; one more goroutine releases what failed attempts took.
+//   - deliverer (deliverer.go, push.go, events.go, notice.go, release.go):
+//     runs on Workers goroutines, one delivery each: BeginBroadcast, the
+//     pushes, EndBroadcast (BeginEvent or BeginNotices for events and
+//     notices); one more goroutine releases what failed attempts took.
 //   - comet directory (directory.go): the cache of comets with a current
 //     lease, the quarantine of comets that failed, and the janitor.
 //
