@@ -12,6 +12,8 @@
  *     onOnline(n, room) { ... },     // the room's viewer count changed
  *     onGap(info) { ... },           // comments may have been missed (see below)
  *     onDelete(ids, room) { ... },   // a moderator deleted these comments
+ *     onUser(msgs) { ... },          // notices to this user: [{id, ts, content?, data?}]
+ *     onBroadcast(msgs) { ... },     // notices to every viewer, same shape
  *   });
  *   client.connect();
  *   client.join("another-room");     // throws on an invalid room id
@@ -52,7 +54,13 @@
  *    queue; the ids count as seen, so a replay cannot show them again. A
  *    close with code 4003 (banned from the room, after an error frame
  *    "banned") is not retried: state "closed" with {code: 4003, room};
- *    join() of another room connects again.
+ *    join() of another room connects again;
+ *  - notices: a `user` frame ({op:"user", msgs}: notices to the user of
+ *    `uid`/the token, on every tab, whatever the room) calls onUser(msgs),
+ *    an `all` frame (a broadcast to every viewer) onBroadcast(msgs). Each
+ *    notice is {id, ts} with `content` (text), `data` (a JSON object for
+ *    the page), or both. They are not paced, have no position and are not
+ *    replayed after a reconnect; an id already handed over is dropped.
  */
 (function (global) {
   "use strict";
@@ -77,6 +85,8 @@
     onOnline: null,       // (online, room): the room's viewer count changed
     onGap: null,          // ({room, reason, epoch, pos, serverEpoch, serverPos})
     onDelete: null,       // (ids, room): comments a moderator deleted
+    onUser: null,         // (msgs): notices to this user
+    onBroadcast: null,    // (msgs): notices to every viewer
     onError: null
   };
 
@@ -120,6 +130,7 @@
     this.attempt = 0;          // failed connects in a row (backoff exponent)
     this.wanted = false;       // connect() called and close() not yet
     this.seen = new SeenSet(this.opts.seenIds);
+    this.seenNotices = new SeenSet(this.opts.seenIds);
     this.timeline = new Map(); // room -> {epoch, pos}, least recently used first
     this.asked = new Map();    // room -> {epoch, pos} of a resume not yet answered
     this.queue = [];           // paced messages, ordered by due time
@@ -241,6 +252,14 @@
         if (f.room !== this.room || !Array.isArray(f.ids)) return;
         this._deleted(f.ids);
         this._emit("onDelete", f.ids.slice(), f.room);
+        break;
+      case "user":
+      case "all":
+        if (!Array.isArray(f.msgs)) return;
+        var fresh = f.msgs.filter(function (n) {
+          return n && typeof n.id === "string" && this.seenNotices.add(n.id);
+        }, this);
+        if (fresh.length) this._emit(f.op === "user" ? "onUser" : "onBroadcast", fresh);
         break;
       case "online":
         if (f.room !== this.room || typeof f.online !== "number") return;

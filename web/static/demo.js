@@ -92,6 +92,8 @@
         : "some comments of #" + g.room + " sent while offline could not be recovered");
     },
     onDelete: function (ids) { ids.forEach(unshow); },
+    onUser: function (msgs) { announce("user", msgs); },
+    onBroadcast: function (msgs) { announce("all", msgs); },
     onError: function (e) { hint("server: " + e.message, true); }
   });
 
@@ -255,6 +257,34 @@
     log.appendChild(li);
     while (log.children.length > MAX_LOG) log.removeChild(log.firstChild);
     if (stick) log.scrollTop = log.scrollHeight;
+  }
+
+  // ---- notices --------------------------------------------------------------
+  // Notices to this user and broadcasts show as a banner over the stage,
+  // one after another, and stay in the chat log.
+  var BANNER_MS = 6000, BANNER_QUEUED_MS = 2500, MAX_BANNERS = 20;
+  var banners = [], bannerTimer = null;
+  function noticeText(n) {
+    if (n.content) return n.content;
+    try { return JSON.stringify(n.data); } catch (e) { return ""; }
+  }
+  function announce(kind, msgs) {
+    msgs.forEach(function (n) {
+      var text = noticeText(n);
+      system((kind === "user" ? "for you: " : "announcement: ") + text);
+      if (banners.length < MAX_BANNERS) banners.push({ kind: kind, id: n.id, text: text });
+    });
+    if (!bannerTimer) nextBanner();
+  }
+  function nextBanner() {
+    var el = $("banner"), b = banners.shift();
+    if (!b) { el.hidden = true; bannerTimer = null; return; }
+    el.dataset.kind = b.kind;
+    el.dataset.id = b.id;
+    $("banner-kind").textContent = b.kind === "user" ? "For you" : "Announcement";
+    $("banner-text").textContent = b.text;
+    el.hidden = false;
+    bannerTimer = setTimeout(nextBanner, banners.length ? BANNER_QUEUED_MS : BANNER_MS);
   }
 
   function hint(text, isError) {
