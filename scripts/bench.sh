@@ -15,7 +15,8 @@
 # (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
-# hot room (its viewers resume on another).
+# hot room (its viewers resume on another), U1 notices (pushes to users and
+# broadcasts).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # WRITE_MD=0 to leave BENCHMARKS.md alone (a run of a SCENARIOS selection leaves it
 # unless WRITE_MD=1 or MD_BLOCK is set), MD_BLOCK (the block of BENCHMARKS.md
@@ -32,7 +33,7 @@ SCALE=${SCALE:-1}
 # A selection of scenarios writes BENCHMARKS.md only when asked to (WRITE_MD=1
 # or MD_BLOCK): its table would replace the full one.
 if [ -z "${SCENARIOS:-}" ] || [ -n "${MD_BLOCK:-}" ]; then WRITE_MD=${WRITE_MD:-1}; fi
-SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1 R2"}
+SCENARIOS=${SCENARIOS:-"SMOKE S1 J S2 S3 S4 S5 R1 R2 U1"}
 OUT=${OUT:-/tmp/danmaku-bench}
 WRITE_MD=${WRITE_MD:-0}
 MD_BLOCK=${MD_BLOCK:-bench}
@@ -42,6 +43,7 @@ KAFKA_PORT=$((PB + 92))
 LOGIC_PORT=$((PB + 90))
 JOB_METRICS_PORT=$((PB + 82))
 SECRET=bench-push-secret
+ADMIN_SECRET=bench-admin-secret-0123456789
 mkdir -p "$OUT"
 BIN="$OUT/bin"
 LOGS="$OUT/logs"
@@ -128,6 +130,7 @@ start_logic() {
 	"$BIN/logic" -config configs/logic.yaml -log.level warn \
 		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 -logic.ip_rate_limit 0 \
+		-logic.admin_secret "$ADMIN_SECRET" \
 		2>"$LOGS/logic.log" &
 	PIDS+=($!)
 	PROCS+=("logic=$!")
@@ -263,6 +266,20 @@ scenario_R2() {
 	} | tee -a "$OUT/R2.txt"
 }
 
+# U1: notices. Every viewer is a user of its own (10,000 in 100 rooms, spread
+# evenly, on 2 comets); 2,000 pushes a second go to users drawn at random
+# (POST /logic/push/user, one notice each) and 1 broadcast a second to
+# everyone (POST /logic/broadcast), for 30 s, no room messages. Goal: 0
+# lost, 0 dup; p99 of each kind reported.
+scenario_U1() {
+	up 2 100ms coalesce
+	local rooms
+	rooms=$(val U1_ROOMS "$(scale 100 5)")
+	lt U1 -viewers "$(val U1_VIEWERS "$(scale 10000 50)")" -rooms "$rooms" -hot "$(awk -v n="$rooms" 'BEGIN { print 1 / n }')" \
+		-rate 0 -user-rate "$(val U1_RATE "$(scale 2000 20)")" -broadcast-rate "$(val U1_BROADCAST 1)" \
+		-duration "$(val U1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -admin-secret "$ADMIN_SECRET"
+}
+
 scenario_J() {
 	local w
 	for w in 100ms 1000ms; do
@@ -290,7 +307,7 @@ summary() {
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n all=()
-	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 " f
+	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 U1 " f
 	for n in $known; do
 		[ -f "$OUT/$n.rc" ] && all+=("$n")
 	done
@@ -309,6 +326,7 @@ summary() {
 		    (if .cometRssPerConnKiB then "comet RSS/conn \(r(.cometRssPerConnKiB)) KiB" else empty end),
 		    (if ([.servers[]? | .idleCpuPercent] | add // 0) > 0 then "idle CPU " + ([.servers[]? | select(.name|startswith("comet")) | "\(.name) \(r(.idleCpuPercent))%"] | join(", ")) else empty end),
 		    (if .policyDroppedMessages > 0 then "job policy drops: \(.policyDroppedMessages) of \(.send.accepted) msgs" else empty end),
+		    (if .notices then "notices: \(.notices.userSend.accepted) pushes (\(r(.notices.userSend.acceptedPerSecond))/s) + \(.notices.broadcastSend.accepted) broadcasts; push p50/p99 \(r(.notices.userLatencyMs.p50))/\(r(.notices.userLatencyMs.p99)) ms, broadcast p50/p99 \(r(.notices.broadcastLatencyMs.p50))/\(r(.notices.broadcastLatencyMs.p99)) ms; lost \(.notices.userLost)+\(.notices.allLost), dup \(.notices.userDuplicates)+\(.notices.allDuplicates)" else empty end),
 		    (if .resume then "resume: \(.resume.reconnects) reconnects, recovered true/false/none \(.resume.recoveredTrue)/\(.resume.recoveredFalse)/\(.resume.recoveredMissing), drop->welcome p50/p99 \(r(.resume.resumeMs.p50))/\(r(.resume.resumeMs.p99)) ms, drop->caught up p50/p99/max \(r(.resume.caughtUpMs.p50))/\(r(.resume.caughtUpMs.p99))/\(r(.resume.caughtUpMs.max)) ms" else empty end),
 		    (if .replayLatencyMs.count > 0 then "live frames p50/p99 \(r(.liveLatencyMs.p50))/\(r(.liveLatencyMs.p99)) ms, replay frames p50/p99 \(r(.replayLatencyMs.p50))/\(r(.replayLatencyMs.p99)) ms" else empty end),
 		    ((.notes // [])[] | select(startswith("killed"))),

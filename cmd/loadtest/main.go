@@ -7,6 +7,11 @@
 //	loadtest -comets 127.0.0.1:8080 -logic http://127.0.0.1:8090 \
 //	    -viewers 10000 -rooms 1 -rate 1000 -duration 30s -json s1.json -svg s1.svg
 //
+// -user-rate R and -broadcast-rate B post notices instead of (or besides)
+// room messages: R pushes a second to random viewers' users and B
+// broadcasts a second, each viewer connecting as a user of its own
+// (scenario U1); -admin-secret is logic's.
+//
 // -jitter D makes every viewer drop once during sending and resume after
 // about D; -churn F makes a share F of them drop -churn-drops times. Viewers
 // resume with ?since=POS&epoch=E and are accounted like viewers that never
@@ -92,6 +97,9 @@ func run(args []string) int {
 	fs.IntVar(&c.Senders, "senders", 0, "sender goroutines, each with a keep-alive connection (0: rate/4, at least 64, at most 4096)")
 	fs.IntVar(&c.PerPost, "per-post", 1, "messages per request (ingest runs; -rate and -ingest rates count requests)")
 	fs.IntVar(&c.Users, "users", 1000, "distinct userIds the messages rotate through")
+	fs.Float64Var(&c.UserRate, "user-rate", 0, "notices per second to users drawn at random among the viewers (POST /logic/push/user); every viewer connects as a user of its own")
+	fs.Float64Var(&c.BroadcastRate, "broadcast-rate", 0, "broadcasts per second (POST /logic/broadcast) to every viewer")
+	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate and -broadcast-rate")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "pause between the ramp and sending")
 	fs.DurationVar(&c.Warmup, "warmup", 30*time.Second, "before the ramp, wait at most this long for one message to go through each comet (0: skip)")

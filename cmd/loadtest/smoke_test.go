@@ -24,9 +24,9 @@ func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 // stack is the real binaries running on loopback: logic, job and two
 // comets on a private redis-server and the embedded Kafka broker.
 type stack struct {
-	bin, suffix, logicURL, jobMetrics string
-	comets                            []string
-	procs                             []loadtest.Proc
+	bin, suffix, logicURL, jobMetrics, adminSecret string
+	comets                                         []string
+	procs                                          []loadtest.Proc
 }
 
 // config is a small run against the stack: 200 viewers on both comets in
@@ -62,6 +62,7 @@ func TestSmoke(t *testing.T) {
 	s := startStack(t)
 	t.Run("steady", func(t *testing.T) { steady(t, s) })
 	t.Run("jitter", func(t *testing.T) { jitter(t, s) })
+	t.Run("notices", func(t *testing.T) { notices(t, s) })
 	t.Run("failover", func(t *testing.T) { failover(t, s) }) // kills the first comet: last
 }
 
@@ -80,13 +81,14 @@ func startStack(t *testing.T) *stack {
 	topic := "lt-smoke-" + suffix
 	kb := kafkatest.Start(t, kafkatest.Topic(topic, 4))
 	secret := "smoke-secret-" + suffix
+	adminSecret := "smoke-admin-secret-" + suffix
 	common := []string{"-log.level", "warn", "-redis.addrs", rs.Addr}
 	kafka := []string{"-kafka.brokers", kb.Addr(), "-kafka.topic", topic, "-kafka.partitions", "4", "-kafka.group", "lt-smoke-" + suffix}
 
 	logicAddr := testutil.FreeAddr(t)
 	logic := start(t, bin, "logic", append(append(common, kafka...), "-config", "../../configs/logic.yaml",
 		"-logic.listen", logicAddr, "-logic.rate_limit", "100000", "-logic.rate_burst", "100000",
-		"-logic.ip_rate_limit", "0")...)
+		"-logic.ip_rate_limit", "0", "-logic.admin_secret", adminSecret)...)
 	jobAddr := testutil.FreeAddr(t)
 	job := start(t, bin, "job", append(append(common, kafka...), "-config", "../../configs/job.yaml",
 		"-job.metrics_addr", jobAddr, "-job.window", "100ms", "-job.push_secret", secret,
@@ -106,7 +108,7 @@ func startStack(t *testing.T) *stack {
 	}
 	waitHTTP(t, "http://"+jobAddr+"/healthz")
 	waitHTTP(t, "http://"+logicAddr+"/logic/online?roomId=smoke")
-	return &stack{bin: bin, suffix: suffix, logicURL: "http://" + logicAddr,
+	return &stack{bin: bin, suffix: suffix, logicURL: "http://" + logicAddr, adminSecret: adminSecret,
 		jobMetrics: "http://" + jobAddr + "/metrics", comets: comets, procs: procs}
 }
 
@@ -183,6 +185,38 @@ func jitter(t *testing.T, s *stack) {
 	}
 	if rep.ExactDelivered+rep.Lost != rep.ExpectedExact {
 		t.Errorf("delivered %d + lost %d != expected %d", rep.ExactDelivered, rep.Lost, rep.ExpectedExact)
+	}
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
+	}
+}
+
+// notices is scenario U1 in small: every viewer a user of its own, 100
+// pushes a second to random viewers' users and 2 broadcasts a second for
+// five seconds, no room messages. Every accepted push reaches its user's
+// viewer once, every broadcast every viewer once.
+func notices(t *testing.T, s *stack) {
+	c := s.config("notices")
+	c.Rate, c.UserRate, c.BroadcastRate, c.AdminSecret = 0, 100, 2, s.adminSecret
+	rep := runLoad(t, c)
+	n := rep.Notices
+	if n == nil {
+		t.Fatal("no notice figures in the report")
+	}
+	if n.UserSend.Accepted != 500 || n.BroadcastSend.Accepted != 10 {
+		t.Errorf("accepted %d pushes and %d broadcasts, want 500 and 10", n.UserSend.Accepted, n.BroadcastSend.Accepted)
+	}
+	if rep.ViewerStats.WholeTimeExact != 200 {
+		t.Errorf("whole-time viewers %d, want 200", rep.ViewerStats.WholeTimeExact)
+	}
+	if n.UserExpected != 500 || n.UserDelivered != 500 || n.AllExpected != 2000 || n.AllDelivered != 2000 {
+		t.Errorf("pushes delivered %d of %d (want 500), broadcasts %d of %d (want 2000)", n.UserDelivered, n.UserExpected, n.AllDelivered, n.AllExpected)
+	}
+	if n.UserLost+n.AllLost+n.UserDuplicates+n.AllDuplicates+n.UserUnaccepted != 0 || rep.Lost+rep.Duplicates != 0 {
+		t.Errorf("lost %d+%d, duplicates %d+%d, unaccepted %d; want none", n.UserLost, n.AllLost, n.UserDuplicates, n.AllDuplicates, n.UserUnaccepted)
+	}
+	if n.UserLatency.Count != 500 || n.AllLatency.Count != 2000 || n.UserLatency.P99 <= 0 || rep.Latency.Count != 2500 {
+		t.Errorf("latency samples: user %+v, broadcast %+v, all %+v", n.UserLatency, n.AllLatency, rep.Latency)
 	}
 	if !rep.Pass {
 		t.Errorf("report fails: %v", rep.Problems)

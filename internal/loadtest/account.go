@@ -188,9 +188,10 @@ func (rep *Report) judge(c Config) {
 	if c.Viewers > 0 && rep.ViewerStats.WholeTimeExact == 0 && rep.Send.Accepted > 0 {
 		rep.Problems = append(rep.Problems, "no viewer was connected the whole time")
 	}
-	if rep.Send.Accepted == 0 {
+	if rep.Send.Accepted == 0 && rep.Notices == nil {
 		rep.Problems = append(rep.Problems, "no message accepted")
 	}
+	rep.Problems = append(rep.Problems, rep.noticeProblems()...)
 	rep.Pass = len(rep.Problems) == 0
 	if c.TargetP99 > 0 {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("p99 < %s", c.TargetP99),

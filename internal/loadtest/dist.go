@@ -91,14 +91,20 @@ func (l *Layout) ViewerRoom(i int) int {
 // MessageRoom picks the room of message seq by the room weights, from a
 // hash of seq so the choice is reproducible.
 func (l *Layout) MessageRoom(seq uint64) int {
-	x := seq*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
-	x ^= x >> 31
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 29
-	u := float64(x>>11) / float64(1<<53)
+	u := float64(mix64(seq)>>11) / float64(1<<53)
 	r := sort.SearchFloat64s(l.cum, u)
 	if r >= len(l.cum) {
 		r = len(l.cum) - 1
 	}
 	return r
+}
+
+// mix64 scrambles seq into a well-spread 64-bit value (a SplitMix64 step),
+// for reproducible random choices.
+func mix64(seq uint64) uint64 {
+	x := seq*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
+	x ^= x >> 31
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 29
+	return x
 }

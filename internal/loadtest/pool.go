@@ -61,6 +61,9 @@ type PoolSpec struct {
 	// Reconnects: how many times a viewer the server or the network cut
 	// resumes; 0: it stays closed and is not counted whole-time.
 	Reconnects int `json:"reconnects,omitempty"`
+	// UserBase > 0: viewer i connects as user UserBase+i+1 and accounts
+	// the notices it gets (notice.go).
+	UserBase int64 `json:"userBase,omitempty"`
 }
 
 // Progress is a snapshot of the ramp.
@@ -88,8 +91,10 @@ type shard struct {
 	mu     sync.Mutex
 	hist   Hist
 	replay Hist   // the part of hist that came in replay frames
-	total  uint64 // messages received
+	total  uint64 // messages and notices received
 	perSec map[int64]*secStat
+	// Latencies of notices to users and of broadcasts (notice.go).
+	userHist, allHist Hist
 }
 
 type secStat struct {
@@ -130,6 +135,7 @@ type viewer struct {
 	history   uint64 // messages replayed at the first join (before the run)
 	foreign   uint64 // messages without a load-test content
 	misrouted uint64 // frames for another room
+	notices   noticeBits
 }
 
 // resumeStats counts the drops and resumes of one pool.
@@ -277,7 +283,7 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0)}
+	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + uidQuery(p.spec.UserBase, v.idx)}
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
 		return nil, welcome{}, dialError(resp, err)
@@ -401,6 +407,9 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 		head = head[:160]
 	}
 	if !bytes.Contains(head, []byte(`"op":"msgs"`)) {
+		if p.spec.UserBase > 0 {
+			p.noticeFrame(v, sh, b, now)
+		}
 		return
 	}
 	if !bytes.Contains(head, roomKey) {

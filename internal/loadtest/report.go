@@ -76,6 +76,10 @@ type Report struct {
 	RSSGeneratorMiB float64       `json:"generatorRssMiB"`
 	Redis           *RedisStats   `json:"redis,omitempty"`
 
+	// Notices of a notice run (U1): user pushes and broadcasts; their
+	// deliveries, losses and duplicates are also in the totals above.
+	Notices *NoticeStats `json:"notices,omitempty"`
+
 	Ingest        []IngestStep `json:"ingest,omitempty"`
 	MaxIngestPerS float64      `json:"maxIngestPerSecondP99Under50ms,omitempty"`
 
@@ -259,6 +263,7 @@ func (rep *Report) Print(w io.Writer) {
 					c.P50, c.P90, c.P99, c.Max, c.Count)
 			}
 		}
+		rep.printNotices(p)
 		l := rep.Latency
 		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
 		if r := rep.ReplayLatency; r.Count > 0 {

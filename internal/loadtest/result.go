@@ -42,10 +42,7 @@ func (p *Pool) Finish() *PoolResult {
 		if v.connected == 0 {
 			continue
 		}
-		// Whole-time: connected before the mark and connected at the end,
-		// every session after a drop resumed.
-		whole := v.connected < mark && v.conn != nil && !v.gone
-		if !whole {
+		if !v.wholeTime(mark) {
 			res.Partial++
 			continue
 		}
@@ -72,6 +69,7 @@ func (p *Pool) Finish() *PoolResult {
 			}
 		}
 	}
+	res.Notices = p.noticeResult(mark)
 	var h, rh Hist
 	secs := map[int64]*Hist{}
 	for i := range p.shards {
@@ -138,6 +136,7 @@ type PoolResult struct {
 	Hist             sparse              `json:"hist"`
 	ReplayHist       sparse              `json:"replayHist"` // the messages of Hist that came in replay frames
 	SecHist          map[int64]sparse    `json:"secHist"`
+	Notices          *NoticeResult       `json:"notices,omitempty"`
 	CPUSeconds       float64             `json:"cpuSeconds"`
 	RSSBytes         int64               `json:"rssBytes"`
 }
@@ -171,4 +170,10 @@ func (r *ResumeCounts) add(o ResumeCounts) {
 	r.RecoveredMissing += o.RecoveredMissing
 	r.Failed += o.Failed
 	r.AwayAtEnd += o.AwayAtEnd
+}
+
+// wholeTime reports whether v was connected before the mark (unix nano)
+// and is connected at the end, every session after a drop resumed.
+func (v *viewer) wholeTime(mark int64) bool {
+	return v.connected != 0 && v.connected < mark && v.conn != nil && !v.gone
 }

@@ -79,16 +79,22 @@ type Config struct {
 
 	Rate     float64 // messages per second
 	Duration time.Duration
-	Senders  int
-	Users    int
-	Timeout  time.Duration
-	PerPost  int           // messages per request
-	Settle   time.Duration // pause between ramp and sending
-	Idle     time.Duration // idle measurement before sending
-	Drain    time.Duration // wait after the last send before counting
-	MaxDrain time.Duration // then keep waiting while deliveries still arrive, up to this
-	Warmup   time.Duration // bound of the end-to-end check before the ramp; 0: skip
-	Steps    []Step        // ingest mode: replaces Rate/Duration
+	// UserRate and BroadcastRate are notices per second over Duration,
+	// posted with AdminSecret (see notice.go); either makes every viewer
+	// a user of its own.
+	UserRate      float64
+	BroadcastRate float64
+	AdminSecret   string
+	Senders       int
+	Users         int
+	Timeout       time.Duration
+	PerPost       int           // messages per request
+	Settle        time.Duration // pause between ramp and sending
+	Idle          time.Duration // idle measurement before sending
+	Drain         time.Duration // wait after the last send before counting
+	MaxDrain      time.Duration // then keep waiting while deliveries still arrive, up to this
+	Warmup        time.Duration // bound of the end-to-end check before the ramp; 0: skip
+	Steps         []Step        // ingest mode: replaces Rate/Duration
 
 	// Drops during sending (see PoolSpec): every viewer once for about
 	// Jitter; a Churn share of them ChurnDrops times, away up to
@@ -161,6 +167,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var userBase int64
+	if c.UserRate > 0 || c.BroadcastRate > 0 {
+		userBase = userBaseFor(time.Now())
+	}
 	rep := &Report{Scenario: c.Scenario, Started: time.Now().UTC(), Viewers: c.Viewers, Rooms: c.Rooms,
 		Comets: len(c.Comets), Rate: c.Rate, DurationS: c.Duration.Seconds(), Cores: runtime.NumCPU()}
 
@@ -221,7 +231,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
 			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
 			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects,
-			Standby: c.Standby}
+			Standby: c.Standby, UserBase: userBase}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
@@ -309,6 +319,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		c.Senders = min(4096, max(64, int(peak/4)))
 	}
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
+	notices := newNoticeSenders(c, userBase)
 	sendStart := time.Now()
 	var killed chan string
 	if victim > 0 {
@@ -366,7 +377,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			waitNotices := notices.start(ctx, c.Duration)
 			snd.openLoop(ctx, c.Rate, c.Duration)
+			waitNotices()
 		}()
 		tick := time.NewTicker(500 * time.Millisecond)
 	wait:
@@ -455,6 +468,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	rep.account(layout, snd, results, sendStart, sendEnd)
+	rep.accountNotices(notices, results, sendEnd.Sub(sendStart))
 	if killed != nil {
 		select {
 		case k := <-killed:

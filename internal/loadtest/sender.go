@@ -27,6 +27,15 @@ type SendSpec struct {
 	// PerPost is the number of messages in one request (default 1).
 	PerPost int
 	Layout  *Layout
+	// Notice "user" posts notices instead of room messages, each to one
+	// of Targets users drawn at random (user k is UserBase+k+1; POST
+	// /logic/push/user), "all" posts broadcasts (POST /logic/broadcast);
+	// both with AdminSecret. Sequences and accepted bitmaps are then per
+	// user, or one for the broadcasts (see notice.go).
+	Notice      string
+	Targets     int
+	UserBase    int64
+	AdminSecret string
 }
 
 // sender posts load-test messages and records what logic answered.
@@ -65,7 +74,15 @@ func newSender(spec SendSpec) *sender {
 	if spec.PerPost <= 0 {
 		spec.PerPost = 1
 	}
-	n := len(spec.Layout.Rooms)
+	n, path := 0, "/logic/send"
+	switch spec.Notice {
+	case "user":
+		n, path = spec.Targets, "/logic/push/user"
+	case "all":
+		n, path = 1, "/logic/broadcast"
+	default:
+		n = len(spec.Layout.Rooms)
+	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        4096,
@@ -74,7 +91,7 @@ func newSender(spec SendSpec) *sender {
 		DisableCompression:  true,
 	}
 	return &sender{
-		spec: spec, client: &http.Client{Transport: tr}, url: spec.LogicURL + "/logic/send",
+		spec: spec, client: &http.Client{Transport: tr}, url: spec.LogicURL + path,
 		roomSeq: make([]atomic.Uint64, n), accepted: make([][]uint64, n), acc: make([]int64, n),
 		status: map[int]int64{}, errs: map[string]int64{}, perSec: map[int64]int64{},
 	}
@@ -83,16 +100,20 @@ func newSender(spec SendSpec) *sender {
 // post sends request number i (PerPost messages, all to one room) and
 // records the outcome.
 func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
-	room := s.spec.Layout.MessageRoom(i)
+	room := s.target(i)
 	k := uint64(s.spec.PerPost)
 	first := s.roomSeq[room].Add(k) - k
 	start := time.Now()
 	buf.Reset()
-	buf.WriteString(`{"roomId":"`)
-	buf.WriteString(s.spec.Layout.Rooms[room])
-	buf.WriteString(`","userId":`)
-	buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
-	buf.WriteString(`,"userName":"lt","messages":[`)
+	if s.spec.Notice != "" {
+		s.noticeBody(buf, room)
+	} else {
+		buf.WriteString(`{"roomId":"`)
+		buf.WriteString(s.spec.Layout.Rooms[room])
+		buf.WriteString(`","userId":`)
+		buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
+		buf.WriteString(`,"userName":"lt","messages":[`)
+	}
 	for j := uint64(0); j < k; j++ {
 		if j > 0 {
 			buf.WriteByte(',')
@@ -108,6 +129,9 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(buf.Bytes()))
 	req.Header.Set("Content-Type", "application/json")
+	if s.spec.AdminSecret != "" {
+		req.Header.Set("Authorization", "Bearer "+s.spec.AdminSecret)
+	}
 	resp, err := s.client.Do(req)
 	code := 0
 	if err == nil {
