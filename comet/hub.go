@@ -231,16 +231,7 @@ func (h *hub) drop(r *room, linger time.Duration, now time.Time) bool {
 // appends the viewers to cut to slow (the caller disconnects them after
 // the lock is released).
 func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
-	n := 0
-	for _, c := range r.conns {
-		switch c.enqueue(it) {
-		case enqueued:
-			n++
-		case queueFull:
-			slow = append(slow, c)
-		}
-	}
-	return n, slow
+	return enqueueAll(it, r.conns, slow)
 }
 
 // deliver enqueues it to every local viewer of id; see deliverLocked.

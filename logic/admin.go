@@ -81,11 +81,7 @@ func (s *Server) admin(action string, fn func(r *http.Request, req *AdminRequest
 		if !allowMethod(w, r, http.MethodPost) {
 			return
 		}
-		if result, err := s.checkAdmin(r); err != nil {
-			s.m.observeAdmin(action, result)
-			s.log.Info("admin request refused", zap.String("action", action), zap.String("result", result),
-				zap.String("remote", r.RemoteAddr))
-			httpx.WriteError(w, err)
+		if !s.adminAllowed(w, r, action) {
 			return
 		}
 		var req AdminRequest
@@ -118,6 +114,20 @@ func (s *Server) admin(action string, fn func(r *http.Request, req *AdminRequest
 		resp.Action = action
 		httpx.WriteJSON(w, http.StatusOK, resp)
 	}
+}
+
+// adminAllowed checks the admin secret of r (checkAdmin); a refusal is
+// answered, counted and logged, and reported as false.
+func (s *Server) adminAllowed(w http.ResponseWriter, r *http.Request, action string) bool {
+	result, err := s.checkAdmin(r)
+	if err == nil {
+		return true
+	}
+	s.m.observeAdmin(action, result)
+	s.log.Info("admin request refused", zap.String("action", action), zap.String("result", result),
+		zap.String("remote", r.RemoteAddr))
+	httpx.WriteError(w, err)
+	return false
 }
 
 // checkAdmin compares the request's bearer token with logic.admin_secret

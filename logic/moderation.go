@@ -92,11 +92,7 @@ func (s *Server) produceEvent(ctx context.Context, ev danmaku.Event) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
-	defer cancel()
-	start := time.Now()
-	err = s.writer.WriteMessages(ctx, kafka.Message{Key: []byte(ev.Room), Value: value, Time: start})
-	s.m.observeProduce(time.Since(start), err)
+	err = s.write(ctx, kafka.Message{Key: []byte(ev.Room), Value: value, Time: time.Now()})
 	if err != nil {
 		s.log.Warn("kafka produce of an event failed", zap.String("room", ev.Room), zap.String("op", ev.Op), zap.Error(err))
 	}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -81,11 +79,7 @@ func (s *Server) serveNotice(action string, toUser bool) func(http.ResponseWrite
 		if !allowMethod(w, r, http.MethodPost) {
 			return
 		}
-		if result, err := s.checkAdmin(r); err != nil {
-			s.m.observeAdmin(action, result)
-			s.log.Info("admin request refused", zap.String("action", action), zap.String("result", result),
-				zap.String("remote", r.RemoteAddr))
-			httpx.WriteError(w, err)
+		if !s.adminAllowed(w, r, action) {
 			return
 		}
 		req, err := decodeNotice(w, r, s.cfg.MaxBodyBytes, toUser)
@@ -111,20 +105,9 @@ func (s *Server) serveNotice(action string, toUser bool) func(http.ResponseWrite
 // is a userId in a broadcast.
 func decodeNotice(w http.ResponseWriter, r *http.Request, limit int64, toUser bool) (NoticeRequest, error) {
 	var req NoticeRequest
-	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
-		return req, err
-	}
 	var wire noticeWire
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wire); err != nil {
-		return req, decodeError(err, "", limit)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return req, decodeError(err, "", limit)
-		}
-		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	if err := decodeBody(w, r, limit, &wire); err != nil {
+		return req, err
 	}
 	switch {
 	case toUser && wire.UserID == nil:
@@ -138,11 +121,9 @@ func decodeNotice(w http.ResponseWriter, r *http.Request, limit int64, toUser bo
 		req.Messages = make([]NoticeMessage, len(wire.Messages))
 	}
 	for i, raw := range wire.Messages {
-		md := json.NewDecoder(bytes.NewReader(raw))
-		md.DisallowUnknownFields()
 		var m noticeMessageWire
-		if err := md.Decode(&m); err != nil {
-			return req, decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
+		if err := decodeItem(raw, i, limit, &m); err != nil {
+			return req, err
 		}
 		req.Messages[i] = NoticeMessage{Content: string(m.Content), Data: m.Data, MsgID: m.MsgID}
 	}
@@ -160,11 +141,8 @@ func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, erro
 		}
 		prefix = "to" + strconv.FormatInt(req.UserID, 10) + "-"
 	}
-	switch n := len(req.Messages); {
-	case n == 0:
-		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
-	case n > l.maxMessages:
-		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
+	if err := l.checkCount(len(req.Messages)); err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(req.Messages))
 	for i := range req.Messages {
@@ -190,12 +168,9 @@ func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, erro
 		if err != nil {
 			return nil, err
 		}
-		for j := 0; j < i; j++ {
-			if ids[j] == id {
-				return nil, danmaku.Errorf(danmaku.EINVALID, field+".msgId", "same msgId as messages[%d]", j)
-			}
+		if ids[i], err = once(ids[:i], id, field+".msgId"); err != nil {
+			return nil, err
 		}
-		ids[i] = id
 	}
 	return ids, nil
 }
@@ -243,12 +218,7 @@ func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser 
 		}
 		msgs[i] = kafka.Message{Key: key, Value: value, Time: ts}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
-	defer cancel()
-	start := time.Now()
-	err := s.writer.WriteMessages(ctx, msgs...)
-	s.m.observeProduce(time.Since(start), err)
-	if err != nil {
+	if err := s.write(ctx, msgs...); err != nil {
 		s.log.Warn("kafka produce of notices failed", zap.String("key", string(key)), zap.Int("messages", len(msgs)), zap.Error(err))
 		return danmaku.Unavailable("kafka unavailable, notice not accepted; retry with the same msgId", err)
 	}

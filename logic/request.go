@@ -58,36 +58,55 @@ type messageWire struct {
 // (Field names match case-insensitively, as encoding/json does.)
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
 	var req SendRequest
-	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
-		return req, err
-	}
 	var wire sendWire
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wire); err != nil {
-		return req, decodeError(err, "", limit)
-	}
-	// Exactly one JSON value: trailing garbage means a broken client.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return req, decodeError(err, "", limit)
-		}
-		return req, danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	if err := decodeBody(w, r, limit, &wire); err != nil {
+		return req, err
 	}
 	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: string(wire.UserName)}
 	if wire.Messages != nil {
 		req.Messages = make([]SendMessage, len(wire.Messages))
 	}
 	for i, raw := range wire.Messages {
-		md := json.NewDecoder(bytes.NewReader(raw))
-		md.DisallowUnknownFields()
 		var m messageWire
-		if err := md.Decode(&m); err != nil {
-			return req, decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
+		if err := decodeItem(raw, i, limit, &m); err != nil {
+			return req, err
 		}
 		req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
 	}
 	return req, nil
+}
+
+// decodeBody decodes the JSON body of r, of at most limit bytes and sent
+// as application/json, into v: exactly one JSON object, unknown fields
+// refused.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, "", limit)
+	}
+	// Exactly one JSON value: trailing garbage means a broken client.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return decodeError(err, "", limit)
+		}
+		return danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// decodeItem decodes messages[i] of a request into v, unknown fields
+// refused, so an error names the message ("messages[3].content").
+func decodeItem(raw json.RawMessage, i int, limit int64, v any) error {
+	md := json.NewDecoder(bytes.NewReader(raw))
+	md.DisallowUnknownFields()
+	if err := md.Decode(v); err != nil {
+		return decodeError(err, fmt.Sprintf("messages[%d]", i), limit)
+	}
+	return nil
 }
 
 func checkJSONType(ct string) error {
@@ -172,11 +191,8 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 	if err := checkText("userName", req.UserName, l.maxName, false); err != nil {
 		return nil, err
 	}
-	switch n := len(req.Messages); {
-	case n == 0:
-		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
-	case n > l.maxMessages:
-		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
+	if err := l.checkCount(len(req.Messages)); err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(req.Messages))
 	for i := range req.Messages {
@@ -192,14 +208,33 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for j := 0; j < i; j++ {
-			if ids[j] == id {
-				return nil, danmaku.Errorf(danmaku.EINVALID, field, "same msgId as messages[%d]", j)
-			}
+		if ids[i], err = once(ids[:i], id, field); err != nil {
+			return nil, err
 		}
-		ids[i] = id
 	}
 	return ids, nil
+}
+
+// checkCount requires 1 to maxMessages messages in a request.
+func (l limits) checkCount(n int) error {
+	switch {
+	case n == 0:
+		return danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
+	case n > l.maxMessages:
+		return danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
+	}
+	return nil
+}
+
+// once returns id unless an earlier message of the request (ids) has it,
+// which is an error naming field.
+func once(earlier []string, id, field string) (string, error) {
+	for j, e := range earlier {
+		if e == id {
+			return "", danmaku.Errorf(danmaku.EINVALID, field, "same msgId as messages[%d]", j)
+		}
+	}
+	return id, nil
 }
 
 // checkText requires 1..max code points, not all white space, and no

@@ -393,18 +393,24 @@ func (s *Server) produce(ctx context.Context, req *SendRequest, ids []string) er
 		}
 		msgs[i] = kafka.Message{Key: key, Value: value, Time: ts}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
-	defer cancel()
-	start := time.Now()
-	err := s.writer.WriteMessages(ctx, msgs...)
-	s.m.observeProduce(time.Since(start), err)
-	if err != nil {
+	if err := s.write(ctx, msgs...); err != nil {
 		// Sampled by the logger: an outage logs a few lines a second, not
 		// one per request.
 		s.log.Warn("kafka produce failed", zap.String("room", req.RoomID), zap.Int("messages", len(msgs)), zap.Error(err))
 		return danmaku.Unavailable("kafka unavailable, message not accepted; retry with the same msgId", err)
 	}
 	return nil
+}
+
+// write produces msgs and returns once Kafka acknowledged every one, or
+// failed, within Config.ProduceTimeout; the time taken is observed.
+func (s *Server) write(ctx context.Context, msgs ...kafka.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
+	defer cancel()
+	start := time.Now()
+	err := s.writer.WriteMessages(ctx, msgs...)
+	s.m.observeProduce(time.Since(start), err)
+	return err
 }
 
 func (s *Server) redisError(op string, err error) error {

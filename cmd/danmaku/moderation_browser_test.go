@@ -12,8 +12,14 @@ import (
 	"github.com/danmaku/danmaku/internal/testutil"
 )
 
-// adminPost calls the admin API of m with secret.
+// adminPost calls the admin API of m with secret and expects 200.
 func adminPost(t *testing.T, m *Main, secret, path, body string) {
+	t.Helper()
+	adminCall(t, m, secret, path, body, http.StatusOK)
+}
+
+// adminCall calls the admin API of m with secret and expects status want.
+func adminCall(t *testing.T, m *Main, secret, path, body string, want int) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+m.Addr()+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -23,7 +29,7 @@ func adminPost(t *testing.T, m *Main, secret, path, body string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != want {
 		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
 	}
 }

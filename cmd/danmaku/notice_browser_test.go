@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,17 +13,7 @@ import (
 // notify posts a notice request with the admin secret and expects 202.
 func notify(t *testing.T, m *Main, secret, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+m.Addr()+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
-	}
+	adminCall(t, m, secret, path, body, http.StatusAccepted)
 }
 
 // recordNotices records the page client's onUser and onBroadcast calls in
