@@ -304,6 +304,9 @@ func (rep *Report) accountNotices(ns *noticeSenders, results []*PoolResult, d ti
 		uh.Merge(&ah)
 		rep.Latency = quantiles(&uh)
 	}
+	if accepted := n.UserSend.Accepted + n.BroadcastSend.Accepted; rep.Redis != nil && rep.Send.Accepted == 0 && accepted > 0 {
+		rep.Redis.PerMessage = float64(rep.Redis.Commands) / float64(accepted) // per notice
+	}
 }
 
 func word(b []uint64, w int) uint64 {
