@@ -159,7 +159,10 @@ func (rj *runningJob) stop(t *testing.T) {
 // hungComet registers a comet with a lease and one viewer in room whose
 // push endpoint accepts connections and never answers. It returns the
 // comet's id and the connections it accepted, one per push.
-func (e *env) hungComet(room string) (string, <-chan net.Conn) {
+func (e *env) hungComet(room string) (string, <-chan net.Conn) { return e.hungCometOf(room, "") }
+
+// hungCometOf is hungComet with a viewer of user (none when empty).
+func (e *env) hungCometOf(room, user string) (string, <-chan net.Conn) {
 	t := e.t
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -194,7 +197,7 @@ func (e *env) hungComet(room string) (string, <-chan net.Conn) {
 	if err := e.store.RenewLease(ctx, route.CometInfo{ID: id, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Register(ctx, route.Conn{ID: id + "-c1", Room: room, Comet: id}); err != nil {
+	if err := e.store.Register(ctx, route.Conn{ID: id + "-c1", Room: room, User: user, Comet: id}); err != nil {
 		t.Fatal(err)
 	}
 	return id, accepted

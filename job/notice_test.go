@@ -334,3 +334,36 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 		return nil
 	})
 }
+
+// A comet that never answers a user's notice, while another comet of the
+// user takes it, is left out like a room's comet: its share is counted
+// (comet_failed), the tab on the other comet gets the notice, and the
+// next notice goes to the good comet only.
+func TestUserNoticeFailedCometLeftOut(t *testing.T) {
+	e := newEnv(t, 1)
+	u, room := "61001", testutil.Uniq("room")
+	good := e.tab(e.comets[0], u, room)
+	_, accepted := e.hungCometOf(room, u)
+	e.waitUsers(2, u)
+	j := e.startJob(jobConfig(), nil)
+	first := e.notify("/logic/push/user", pushBody(u, "one"))
+	select {
+	case <-accepted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hung comet was never pushed to")
+	}
+	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+		if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "comet_failed"); n != 1 {
+			return fmt.Errorf("comet_failed %v, want 1", n)
+		}
+		return good.has(danmaku.OpUser, first)
+	})
+	second := e.notify("/logic/push/user", pushBody(u, "two"))
+	testutil.SucceedsSoon(t, 20*time.Second, func() error { return good.has(danmaku.OpUser, append(first, second...)) })
+	if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "comet_failed"); n != 1 {
+		t.Fatalf("comet_failed %v after the second notice, want still 1 (the comet is left out)", n)
+	}
+	if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "user", "result", "delivered"); n != 2 {
+		t.Fatalf("delivered notices %v, want 2", n)
+	}
+}
