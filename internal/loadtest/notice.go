@@ -46,14 +46,15 @@ func setBit(b *[]uint64, seq uint64) bool {
 }
 
 // nextLT finds the next load-test content "lt:<seq>:<unixnano>" in b and
-// returns its numbers and what follows it.
+// returns its numbers and what follows it; without one, ok is false and
+// rest is what is left after the last 'l'.
 func nextLT(b []byte) (seq, ns uint64, rest []byte, ok bool) {
 	for {
 		// Find each "lt:" by its rare first byte rather than by the whole
 		// `"content":"lt:` key, whose leading quote is in every JSON token.
 		i := bytes.IndexByte(b, 'l')
 		if i < 0 {
-			return 0, 0, nil, false
+			return 0, 0, b, false
 		}
 		if i+3 > len(b) || b[i+1] != 't' || b[i+2] != ':' || i < len(anyContent) || !bytes.Equal(b[i-len(anyContent):i], anyContent) {
 			b = b[i+1:]
@@ -83,10 +84,10 @@ func (p *Pool) noticeFrame(v *viewer, sh *shard, b []byte, now int64) {
 	st := sh.sec(now / 1e9)
 	for {
 		seq, ns, rest, ok := nextLT(b)
+		b = rest
 		if !ok {
 			return
 		}
-		b = rest
 		bits, dups, h := &v.notices.user, &v.notices.userDup, &sh.userHist
 		if all {
 			bits, dups, h = &v.notices.all, &v.notices.allDup, &sh.allHist

@@ -449,33 +449,14 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 	sh.mu.Lock()
 	st := sh.sec(sec)
 	var n uint64
-	// Find each "lt:" by its rare first byte rather than by the whole
-	// `"content":"lt:` key, whose leading quote is in every JSON token.
 	for {
-		i := bytes.IndexByte(b, 'l')
-		if i < 0 {
+		seq, ns, rest, ok := nextLT(b)
+		b = rest
+		if !ok {
 			break
 		}
-		if i+3 > len(b) || b[i+1] != 't' || b[i+2] != ':' || i < len(anyContent) || !bytes.Equal(b[i-len(anyContent):i], anyContent) {
-			b = b[i+1:]
-			continue
-		}
-		b = b[i+3:]
-		seq, rest, ok := parseUint(b, ':')
-		if !ok {
-			continue
-		}
-		ns, rest, ok := parseUint(rest, '"')
-		if !ok {
-			continue
-		}
-		b = rest
 		n++
-		w, bit := seq/64, uint64(1)<<(seq%64)
-		for uint64(len(v.bits)) <= w {
-			v.bits = append(v.bits, 0)
-		}
-		if v.bits[w]&bit != 0 {
+		if !setBit(&v.bits, seq) {
 			if mode == replayLenient {
 				v.again++
 			} else {
@@ -483,7 +464,6 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 			}
 			continue
 		}
-		v.bits[w] |= bit
 		lat := time.Duration(now - int64(ns))
 		sh.hist.Add(lat)
 		st.hist.Add(lat)
