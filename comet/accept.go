@@ -21,7 +21,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	req, badRoom := joinRequest(r)
+	rooms := roomsOfURL(r)
 	ip := remoteIP(r)
 	if !s.limiter.acquire(ip) {
 		s.metrics.rejected("ip_limit")
@@ -36,30 +36,48 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.claims = claims
 	s.metrics.accept()
 	s.hub.addConn(c)
-	go c.readLoop(req, badRoom)
+	go c.readLoop(rooms)
 }
 
-// joinRequest reads the join of the URL: room, and since and epoch for a
-// resume. An invalid room is reported (an error frame after the upgrade);
-// a since that is not a non-negative integer makes a fresh join.
-func joinRequest(r *http.Request) (joinReq, error) {
+// urlRooms are the rooms of a /ws URL: the joins to make, in order, and
+// the invalid room ids (each answered by an error frame).
+type urlRooms struct {
+	reqs []joinReq
+	bad  []error
+}
+
+// roomsOfURL reads the rooms of the URL: every room parameter, in order,
+// once. A room resumes after since.ROOM of epoch.ROOM when those are given;
+// the plain since and epoch belong to the first room, so the one-room form
+// ?room=R&since=P&epoch=E keeps its meaning. A since that is not a
+// non-negative integer makes a fresh join.
+func roomsOfURL(r *http.Request) urlRooms {
 	q := r.URL.Query()
-	req := joinReq{room: q.Get("room")}
-	if req.room == "" {
-		return req, nil
-	}
-	if err := danmaku.CheckID("room", req.room); err != nil {
-		return joinReq{}, err
-	}
-	if v := q.Get("since"); v != "" {
-		if p, err := strconv.ParseInt(v, 10, 64); err == nil && p >= 0 {
+	var u urlRooms
+	seen := map[string]bool{}
+	for i, room := range q["room"] {
+		if room == "" || seen[room] {
+			continue
+		}
+		seen[room] = true
+		if err := danmaku.CheckID("room", room); err != nil {
+			u.bad = append(u.bad, err)
+			continue
+		}
+		since, epoch := q.Get("since."+room), q.Get("epoch."+room)
+		if i == 0 && !q.Has("since."+room) {
+			since, epoch = q.Get("since"), q.Get("epoch")
+		}
+		req := joinReq{room: room, epoch: epoch}
+		if p, err := strconv.ParseInt(since, 10, 64); err == nil && p >= 0 {
 			req.resume, req.since = true, p
 		}
+		if len(req.epoch) > maxEpochLen {
+			req.epoch = ""
+		}
+		u.reqs = append(u.reqs, req)
 	}
-	if req.epoch = q.Get("epoch"); len(req.epoch) > maxEpochLen {
-		req.epoch = ""
-	}
-	return req, nil
+	return u
 }
 
 // admit checks that a viewer may connect: the comet is not shutting down,
@@ -111,10 +129,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string)
 func (s *Server) release(c *conn) {
 	c.w.markClosed()
 	c.ws.Close()
-	if c.roomID != "" {
-		s.hub.leave(c, c.roomID)
-		s.reg.unregisterAsync(c, c.roomID)
-	}
+	c.leaveAll()
 	s.hub.removeConn(c)
 	s.limiter.release(c.ip)
 	s.readers.Done()

@@ -7,6 +7,10 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 )
 
+// maxRoomsPerConn bounds Config.MaxRoomsPerConn: every room of a connection
+// is a registration in Redis and a position in its writer.
+const maxRoomsPerConn = 256
+
 // Config configures a comet. Every field has a default in DefaultConfig and a
 // line in configs/comet.yaml.
 type Config struct {
@@ -53,6 +57,9 @@ type Config struct {
 	// Redis, and their ids drop redelivered messages. A room with no local
 	// viewer drops its ring after half a minute.
 	RingSize int `yaml:"ring_size" help:"recent messages kept per room (resume, history on join, slow-viewer catch-up, redelivery filter); memory: up to this many messages per room with viewers"`
+	// MaxRoomsPerConn bounds the rooms one connection holds at once (sub);
+	// a sub beyond it gets the error frame too_many_rooms.
+	MaxRoomsPerConn int `yaml:"max_rooms_per_conn" help:"rooms one connection may hold at once (sub); beyond: error frame too_many_rooms, the connection stays"`
 	// HistoryOnJoin is how many of the room's last messages a fresh join
 	// gets after its welcome (one replay frame); 0 sends none.
 	HistoryOnJoin int `yaml:"history_on_join" help:"last messages sent to a viewer after its welcome on a fresh join; 0: none"`
@@ -108,6 +115,7 @@ func DefaultConfig() Config {
 		MaxPushBytes:      4 << 20,
 		QueueSize:         64,
 		RingSize:          4096,
+		MaxRoomsPerConn:   8,
 		HistoryOnJoin:     20,
 		GapCheck:          time.Second,
 		WriteWait:         10 * time.Second,
@@ -145,6 +153,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("queue_size", "must be at least 1")
 	case c.RingSize < 16 || c.RingSize > 1<<20:
 		return config.Invalid("ring_size", "must be between 16 and 1048576")
+	case c.MaxRoomsPerConn < 1 || c.MaxRoomsPerConn > maxRoomsPerConn:
+		return config.Invalid("max_rooms_per_conn", "must be between 1 and %d", maxRoomsPerConn)
 	case c.HistoryOnJoin < 0 || c.HistoryOnJoin > c.RingSize:
 		return config.Invalid("history_on_join", "must be between 0 and ring_size (%d)", c.RingSize)
 	case c.GapCheck < 0:

@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"go.uber.org/zap"
 
-	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
-	"github.com/danmaku/danmaku/route"
 )
 
 // closeGrace is how long a closing connection waits for the peer's close
@@ -34,14 +31,13 @@ type conn struct {
 	// starts, read only by it.
 	claims *auth.Claims
 
-	// roomID is the room the registry knows this viewer in; only the reader
-	// goroutine touches it.
-	roomID string
-
-	// room is the room the viewer is in (nil: none); idx its place in
-	// room.conns, guarded by the room's lock.
-	room roomPtr
-	idx  int
+	// mu guards members and nextReg (see rooms.go).
+	mu sync.Mutex
+	// members are the connection's rooms in the order it joined them,
+	// including one whose registration is under way.
+	members []*member
+	// nextReg numbers the connection's registrations in Redis.
+	nextReg uint64
 
 	w writer
 }
@@ -110,44 +106,6 @@ func (c *conn) kill(code int, text string) {
 	}()
 }
 
-// catchUp sends a viewer whose queue overflowed what it missed since the
-// last position it got, as one frame from the room's ring, when its writer
-// is free again; live frames after it queue behind it (the room's lock is
-// held). A gap the ring no longer covers disconnects it with 4008.
-func (c *conn) catchUp() {
-	r := c.room.Load()
-	if r == nil {
-		c.w.mu.Lock()
-		c.w.behind = false
-		c.w.mu.Unlock()
-		return
-	}
-	r.mu.Lock()
-	w := &c.w
-	w.mu.Lock()
-	if !w.behind || w.closed {
-		w.mu.Unlock()
-		r.mu.Unlock()
-		return
-	}
-	if c.room.Load() != r || !r.tl.covers(w.gotEpoch, w.got) {
-		w.mu.Unlock()
-		r.mu.Unlock()
-		c.slowConsumer()
-		return
-	}
-	w.behind = false
-	msgs := r.tl.after(w.got, r.tl.ring.n)
-	if len(msgs) > 0 {
-		b := danmaku.NewBatch(r.id, msgs)
-		b.Epoch, b.Replay = r.tl.epoch, true
-		w.queue = append(w.queue, item{batch: &b, pos: msgs[len(msgs)-1].Pos, epoch: b.Epoch})
-	}
-	w.mu.Unlock()
-	r.mu.Unlock()
-	c.s.metrics.caughtUp()
-}
-
 // slowConsumer disconnects a viewer whose queue overflowed with 4008 and
 // counts it.
 func (c *conn) slowConsumer() {
@@ -175,9 +133,14 @@ func (c *conn) sendItem(it item) {
 }
 
 func (c *conn) sendError(code, message string) {
-	f := errorFrame{Op: opError, Code: code, Message: message}
+	c.sendRoomError("", code, message)
+}
+
+// sendRoomError queues an error frame about room ("" for none).
+func (c *conn) sendRoomError(room, code, message string) {
+	f := errorFrame{Op: opError, Room: room, Code: code, Message: message}
 	pm := prepare(f)
-	c.send(pm, len(f.Code)+len(f.Message)+32)
+	c.send(pm, len(f.Room)+len(f.Code)+len(f.Message)+40)
 }
 
 // readLoop serves the viewer until the connection ends, then removes every
@@ -191,13 +154,13 @@ func (c *conn) sendError(code, message string) {
 // a deeper stack — gorilla's frame reading, JSON, joining — runs on a
 // short-lived goroutine (deep) whose stack is gone when it is done. A
 // stack that grew once is never shrunk below 4 KiB by the runtime.
-func (c *conn) readLoop(req joinReq, badRoom error) {
+func (c *conn) readLoop(u urlRooms) {
 	defer c.s.release(c)
 	if c.fc == nil {
-		c.serveFrames(req, badRoom)
+		c.serveFrames(u)
 		return
 	}
-	if !c.deep(func() bool { c.start(req, badRoom); return true }) {
+	if !c.deep(func() bool { c.start(u); return true }) {
 		return
 	}
 	for {
@@ -225,17 +188,22 @@ func (c *conn) deep(fn func() bool) bool {
 	return ok
 }
 
-// start prepares the connection and handles the room of the URL.
-func (c *conn) start(req joinReq, badRoom error) {
+// start prepares the connection and handles the rooms of the URL: an
+// error frame for each invalid one, then a subscription to each valid one,
+// in the URL's order.
+func (c *conn) start(u urlRooms) {
 	ws := c.ws
 	ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
 	c.alive()
 	ws.SetPongHandler(func(string) error { c.alive(); return nil })
-	switch {
-	case badRoom != nil:
-		c.sendError(codeBadRoom, badRoomText(badRoom))
-	case req.room != "":
-		c.join(req)
+	for _, err := range u.bad {
+		c.sendError(codeBadRoom, badRoomText(err))
+	}
+	for _, req := range u.reqs {
+		if c.isClosed() {
+			return
+		}
+		c.subscribe(req)
 	}
 }
 
@@ -261,8 +229,8 @@ func (c *conn) readReady() bool {
 
 // serveFrames is the plain loop for a connection that is not a socket:
 // the reader waits inside gorilla.
-func (c *conn) serveFrames(req joinReq, badRoom error) {
-	c.start(req, badRoom)
+func (c *conn) serveFrames(u urlRooms) {
+	c.start(u)
 	for c.readMessage() {
 	}
 }
@@ -300,69 +268,11 @@ func (c *conn) readMessage() bool {
 	case opPing:
 		c.send(pongFrame, pongFrameLen)
 	case opJoin:
-		req := joinReq{room: f.Room, epoch: f.Epoch}
-		if f.Since != nil {
-			req.resume, req.since = true, *f.Since
-		}
-		c.join(req)
+		c.join(f.joinReq())
+	case opSub:
+		c.subscribe(f.joinReq())
+	case opUnsub:
+		c.unsubscribe(f.Room)
 	}
 	return true
-}
-
-// join registers the viewer in req.room (leaving its current room), sends
-// the welcome frame and the replay (history on join, or what a resume
-// missed), and only then starts delivering the room's batches, so the
-// welcome is always the first frame of a room. A viewer that cannot be
-// registered gets an error frame and is closed with 1013 (try again
-// later); a user banned from the room gets the error frame "banned" and is
-// closed with CloseBanned. A join of the room the viewer is in is answered
-// with a welcome only.
-func (c *conn) join(req joinReq) {
-	s := c.s
-	room := req.room
-	if !c.mayJoin(room) {
-		s.metrics.rejected("forbidden_room")
-		c.sendError(codeForbidden, "room "+room+": not allowed by the token")
-		return
-	}
-	old := c.roomID
-	if old != "" && old != room {
-		s.hub.leave(c, old)
-	}
-	online, err := s.reg.move(c, old, room)
-	var banned *route.BanError
-	if errors.As(err, &banned) {
-		// The registry wrote the connection's own records before it
-		// refused the room: release unregisters roomID.
-		c.roomID = room
-		c.refuseBanned(room, banned.Left)
-		return
-	}
-	if err != nil {
-		s.log.Warn("register viewer", zap.String("conn", c.id), zap.String("room", room), zap.Error(err))
-		// The registry may hold either room; release unregisters roomID,
-		// the old one is retried here (both calls are idempotent).
-		if old != "" && old != room {
-			s.reg.unregisterAsync(c, old)
-		}
-		c.roomID = room
-		c.sendError(codeUnavailable, "cannot join now, try again later")
-		c.closeAfterQueued(CloseUnavailable, "registry unavailable")
-		return // the reader ends when the close completes
-	}
-	c.roomID = room
-	w := welcomeFrame{
-		Op: opWelcome, ConnID: c.id, Room: room, Online: online,
-		HeartbeatMs: s.cfg.PingPeriod.Milliseconds(),
-	}
-	if old != room {
-		s.enter(c, req, w)
-		return
-	}
-	if r := c.room.Load(); r != nil {
-		r.mu.Lock()
-		w.Epoch, w.Pos = r.tl.epoch, r.tl.last
-		r.mu.Unlock()
-	}
-	c.sendItem(item{pm: prepare(w), size: len(c.id) + len(room) + 96})
 }

@@ -2,7 +2,6 @@ package comet
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -13,8 +12,10 @@ const numShards = 64
 // hub holds the rooms and connections of this comet in memory.
 //
 // Lock order: room.sync, then shard.mu, then room.mu, then the writer's
-// lock of a conn. No code holds two shard locks or two room locks at once,
-// and nothing blocks on the network while holding shard.mu or room.mu:
+// lock of a conn. A conn's own lock (conn.mu, its list of rooms) is taken
+// with no other lock held and none is taken under it. No code holds two
+// shard locks or two room locks at once, and nothing blocks on the network
+// while holding shard.mu or room.mu:
 // enqueueing is a non-blocking append, socket writes happen in the
 // connection's writer, Redis reads hold only room.sync.
 type hub struct {
@@ -26,7 +27,8 @@ type hub struct {
 
 // shard is one bucket of rooms, picked by FNV-1a of the room id, plus the
 // connections whose sequence number falls into it (for pings, whether or
-// not they joined a room).
+// not they joined a room). A connection in several rooms is a member of
+// each room's list and once in its shard's connections.
 type shard struct {
 	mu    sync.RWMutex
 	rooms map[string]*room
@@ -46,7 +48,8 @@ type room struct {
 	sync sync.Mutex
 
 	mu         sync.Mutex // guards the fields below
-	conns      []*conn    // conn.idx is the position
+	conns      []*conn    // the viewers, for the fan-out
+	members    []*member  // members[i] is conns[i]'s membership; member.idx is i
 	dead       bool       // removed from its shard; look the room up again
 	emptySince time.Time
 	tl         timeline
@@ -132,38 +135,42 @@ func (h *hub) lockRoom(id string) *room {
 	}
 }
 
-// addLocked makes c a viewer of r; r.mu is held.
-func (r *room) addLocked(c *conn) {
-	c.room.Store(r)
-	c.idx = len(r.conns)
-	r.conns = append(r.conns, c)
+// addLocked makes m's connection a viewer of r; r.mu is held.
+func (r *room) addLocked(m *member) {
+	m.r.Store(r)
+	m.idx = len(r.members)
+	r.members = append(r.members, m)
+	r.conns = append(r.conns, m.c)
 }
 
-// leave removes c from room id, if it is there.
-func (h *hub) leave(c *conn, id string) {
-	r := c.room.Load()
-	if r == nil || r.id != id {
+// leave removes m from its room, if it entered one; nothing of the room is
+// queued for the viewer afterwards.
+func (h *hub) leave(m *member) {
+	r := m.r.Load()
+	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.room.Load() != r {
+	if m.r.Load() != r {
 		return
 	}
-	last := len(r.conns) - 1
-	r.conns[c.idx] = r.conns[last]
-	r.conns[c.idx].idx = c.idx
-	r.conns[last] = nil
-	r.conns = r.conns[:last]
-	c.room.Store(nil)
-	c.idx = 0
-	if len(r.conns) == 0 {
-		r.conns = nil
+	last := len(r.members) - 1
+	r.members[m.idx], r.conns[m.idx] = r.members[last], r.conns[last]
+	r.members[m.idx].idx = m.idx
+	r.members[last], r.conns[last] = nil, nil
+	r.members, r.conns = r.members[:last], r.conns[:last]
+	m.r.Store(nil)
+	m.idx = 0
+	m.c.w.forget(r)
+	if len(r.members) == 0 {
+		r.members, r.conns = nil, nil
 		r.emptySince = time.Now()
 		return
 	}
 	// Give memory back after a crowd left.
-	if cap(r.conns) > 64 && len(r.conns) < cap(r.conns)/4 {
+	if cap(r.members) > 64 && len(r.members) < cap(r.members)/4 {
+		r.members = append([]*member(nil), r.members...)
 		r.conns = append([]*conn(nil), r.conns...)
 	}
 }
@@ -176,7 +183,7 @@ func (h *hub) local(id string) int {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.conns)
+	return len(r.members)
 }
 
 // counts returns the number of rooms with local viewers and of
@@ -191,7 +198,7 @@ func (h *hub) counts() (rooms, conns int) {
 		buf = h.rooms(i, buf[:0])
 		for _, r := range buf {
 			r.mu.Lock()
-			if len(r.conns) > 0 {
+			if len(r.members) > 0 {
 				rooms++
 			}
 			r.mu.Unlock()
@@ -218,7 +225,7 @@ func (h *hub) drop(r *room, linger time.Duration, now time.Time) bool {
 	defer sh.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.conns) > 0 || now.Sub(r.emptySince) < linger || r.dead {
+	if len(r.members) > 0 || now.Sub(r.emptySince) < linger || r.dead {
 		return false
 	}
 	r.dead = true
@@ -260,6 +267,3 @@ func (h *hub) forEachConn(i int, buf []*conn, fn func(*conn)) []*conn {
 	clear(buf)
 	return buf
 }
-
-// roomPtr is the room a conn is in; the writer reads it for a catch-up.
-type roomPtr = atomic.Pointer[room]

@@ -40,7 +40,7 @@ func (s *Server) needLocked(r *room, req joinReq, now time.Time) joinNeed {
 	switch {
 	case !t.known:
 		n.sync = true
-	case len(r.conns) == 0 && now.Sub(t.seen) >= s.staleAfter():
+	case len(r.members) == 0 && now.Sub(t.seen) >= s.staleAfter():
 		n.sync = true // nobody here kept it current
 	case req.resume && req.epoch == t.epoch && req.since > t.last:
 		n.sync = true // the viewer saw more elsewhere
@@ -179,7 +179,7 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	}
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch, b.Replay = t.epoch, true
-	it, ok := encodeItem(b)
+	it, ok := r.encodeItem(b)
 	if !ok {
 		return item{}
 	}
@@ -187,18 +187,19 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	return it
 }
 
-// enter makes c a viewer of req.room and queues its welcome and replay
-// under the room's lock, so every live frame of the room comes after them
-// and carries only positions after the replay's.
-func (s *Server) enter(c *conn, req joinReq, w welcomeFrame) {
+// enter makes m's connection a viewer of req.room and queues its welcome
+// and replay under the room's lock, so every live frame of the room comes
+// after them and carries only positions after the replay's.
+func (s *Server) enter(m *member, req joinReq, w welcomeFrame) {
+	c := m.c
 	read, d := s.prepareJoin(s.hub.roomFor(req.room), req)
 	r := s.hub.lockRoom(req.room)
 	p := s.planLocked(r, req, d)
 	t := &r.tl
 	w.Epoch, w.Pos, w.Recovered = t.epoch, t.last, p.recovered
-	c.w.setGot(t.epoch, p.base)
+	c.w.setGot(r, t.epoch, p.base)
 	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
-	r.addLocked(c)
+	r.addLocked(m)
 	var items []item
 	switch {
 	case p.ring:

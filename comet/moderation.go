@@ -33,12 +33,13 @@ import (
 // deletion log (route.Deletions) and apply what it lacks, like a gap in
 // positions makes it read the history.
 //
-// A ban event closes the user's connections to the room with CloseBanned,
-// after an error frame "banned"; the registry refuses the user's joins to
-// the room while the ban lasts (route.BanError), the same way.
+// A ban event takes the room away from the user's connections, with an
+// error frame "banned" naming it; a connection left without rooms is
+// closed with CloseBanned. The registry refuses the user's joins and subs
+// of the room while the ban lasts (route.BanError), the same way.
 
-// CloseBanned closes a viewer banned from its room, and a banned user's
-// join.
+// CloseBanned closes a connection banned from its only room, and one
+// whose join (or sub, holding no other room) a ban refused.
 const CloseBanned = 4003
 
 // codeBanned is the error frame sent before CloseBanned.
@@ -214,32 +215,40 @@ func (s *Server) syncDels(r *room) {
 }
 
 // banUser applies a ban event: every local connection of the user in the
-// room is closed with CloseBanned. It returns how many were.
+// room leaves it and is told so (refuseBanned). It returns how many did.
 func (s *Server) banUser(ev danmaku.Event) int {
 	r := s.hub.room(ev.Room)
 	if r == nil {
 		return 0
 	}
-	var out []*conn
+	var out []*member
 	r.mu.Lock()
-	for _, c := range r.conns {
-		if c.user == ev.User {
-			out = append(out, c)
+	for _, m := range r.members {
+		if m.c.user == ev.User {
+			out = append(out, m)
 		}
 	}
 	r.mu.Unlock()
 	left := time.Until(time.UnixMilli(ev.Until))
-	for _, c := range out {
-		c.refuseBanned(ev.Room, left)
+	n := 0
+	for _, m := range out {
+		if ok, _ := m.c.dropMember(m); ok {
+			m.c.leave(m)
+			m.c.refuseBanned(ev.Room, left)
+			n++
+		}
 	}
-	return len(out)
+	return n
 }
 
-// refuseBanned tells the viewer it is banned from room and closes the
-// connection with CloseBanned once the error frame is written.
+// refuseBanned tells the viewer it is banned from room, which it is no
+// longer in. A connection left without rooms is closed with CloseBanned
+// once the error frame is written; one that holds other rooms keeps them.
 func (c *conn) refuseBanned(room string, left time.Duration) {
 	c.s.metrics.rejected("banned")
 	secs := max(int64((left+time.Second-1)/time.Second), 1)
-	c.sendError(codeBanned, "banned from room "+room+" for another "+strconv.FormatInt(secs, 10)+" s")
-	c.closeAfterQueued(CloseBanned, "banned")
+	c.sendRoomError(room, codeBanned, "banned from room "+room+" for another "+strconv.FormatInt(secs, 10)+" s")
+	if len(c.rooms()) == 0 {
+		c.closeAfterQueued(CloseBanned, "banned")
+	}
 }

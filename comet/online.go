@@ -77,7 +77,7 @@ func (s *Server) sendOnline(rooms []string, prev map[string]int64) map[string]in
 func (h *hub) roomIDs(i int, buf []string) []string {
 	for _, r := range h.rooms(i, nil) {
 		r.mu.Lock()
-		if len(r.conns) > 0 {
+		if len(r.members) > 0 {
 			buf = append(buf, r.id)
 		}
 		r.mu.Unlock()

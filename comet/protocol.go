@@ -11,20 +11,24 @@ import (
 
 // Ops of the WebSocket protocol (docs/protocol.md).
 const (
-	opJoin    = "join"
-	opPing    = "ping"
-	opPong    = "pong"
-	opWelcome = "welcome"
-	opError   = "error"
+	opJoin         = "join"
+	opSub          = "sub"
+	opUnsub        = "unsub"
+	opPing         = "ping"
+	opPong         = "pong"
+	opWelcome      = "welcome"
+	opUnsubscribed = "unsubscribed"
+	opError        = "error"
 )
 
 // Error codes carried by error frames.
 const (
-	codeBadJSON     = "bad_json"    // frame is not a JSON object
-	codeBadFrame    = "bad_frame"   // binary frame
-	codeUnknownOp   = "unknown_op"  // op missing or not known
-	codeBadRoom     = "bad_room"    // room id fails danmaku.CheckID
-	codeUnavailable = "unavailable" // the registry (Redis) did not answer
+	codeBadJSON     = "bad_json"       // frame is not a JSON object
+	codeBadFrame    = "bad_frame"      // binary frame
+	codeUnknownOp   = "unknown_op"     // op missing or not known
+	codeBadRoom     = "bad_room"       // room id fails danmaku.CheckID
+	codeUnavailable = "unavailable"    // the registry (Redis) did not answer
+	codeTooMany     = "too_many_rooms" // a sub beyond max_rooms_per_conn
 )
 
 // Close codes beyond RFC 6455's.
@@ -71,7 +75,12 @@ func parseFrame(b []byte) (clientFrame, error) {
 	switch f.Op {
 	case opPing:
 		return f, nil
-	case opJoin:
+	case opUnsub:
+		if err := danmaku.CheckID("room", f.Room); err != nil {
+			return clientFrame{}, &frameError{codeBadRoom, badRoomText(err)}
+		}
+		return f, nil
+	case opJoin, opSub:
 		if err := danmaku.CheckID("room", f.Room); err != nil {
 			return clientFrame{}, &frameError{codeBadRoom, badRoomText(err)}
 		}
@@ -91,6 +100,15 @@ func parseFrame(b []byte) (clientFrame, error) {
 		}
 		return clientFrame{}, &frameError{codeUnknownOp, "unknown op " + quote(op)}
 	}
+}
+
+// joinReq is the join or sub f asks for.
+func (f clientFrame) joinReq() joinReq {
+	req := joinReq{room: f.Room, epoch: f.Epoch}
+	if f.Since != nil {
+		req.resume, req.since = true, *f.Since
+	}
+	return req
 }
 
 func quote(s string) string {
@@ -116,11 +134,21 @@ type welcomeFrame struct {
 	Recovered *bool `json:"recovered,omitempty"`
 }
 
-// errorFrame reports a bad client frame; the connection stays open.
+// errorFrame reports a client frame that could not be served; the
+// connection stays open unless a close follows. Room names the room the
+// refused join, sub or event was about (absent when there is none, or the
+// room id itself was invalid).
 type errorFrame struct {
 	Op      string `json:"op"`
+	Room    string `json:"room,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// unsubscribedFrame confirms an unsub: no frame of the room follows it.
+type unsubscribedFrame struct {
+	Op   string `json:"op"`
+	Room string `json:"room"`
 }
 
 // prepare encodes v once as a text frame.

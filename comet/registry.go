@@ -92,71 +92,80 @@ func (r *registry) hold(rc route.Conn) {
 	r.mu.Unlock()
 }
 
-// drop forgets the route of connection id while it names room (any room
-// when room is empty).
+// drop forgets the route id while it names room.
 func (r *registry) drop(id, room string) {
 	r.mu.Lock()
-	if h, ok := r.held[id]; ok && (room == "" || h.Room == room) {
+	if h, ok := r.held[id]; ok && h.Room == room {
 		delete(r.held, id)
 		r.heldN.Store(int64(len(r.held)))
 	}
 	r.mu.Unlock()
 }
 
-func (r *registry) routeConn(c *conn, room string) route.Conn {
-	return route.Conn{ID: c.id, Room: room, User: c.user, Comet: r.comet}
+// routeConn is m as the registry knows it: one room of a connection,
+// under the member's own id.
+func (r *registry) routeConn(m *member) route.Conn {
+	return route.Conn{ID: m.reg, Room: m.room, User: m.c.user, Comet: r.comet}
 }
 
-type moveResult struct {
+type registerResult struct {
 	online int64
 	err    error
 }
 
-// move unregisters c from old (if any), registers it in room and returns the
-// room's online count including c. It waits for the result. A failed move
-// leaves c out of held: whatever part of it reached Redis is undone by the
-// next reconcile, or by the unregister the failure leads to.
-func (r *registry) move(c *conn, old, room string) (int64, error) {
-	done := make(chan moveResult, 1)
+// register records m in Redis and returns the room's online count
+// including m. It waits for the result. A failed registration leaves m out
+// of held: whatever part of it reached Redis is undone by the unregister
+// the failure leads to, or by the next reconcile.
+func (r *registry) register(m *member) (int64, error) {
+	rc := r.routeConn(m)
+	done := make(chan registerResult, 1)
 	r.jobs <- func() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 		defer cancel()
-		if old != "" && old != room {
-			if err := r.rt.Unregister(ctx, r.routeConn(c, old)); err != nil {
-				r.drop(c.id, "")
-				r.metrics.registryError()
-				done <- moveResult{err: err}
-				return
-			}
-		}
-		rc := r.routeConn(c, room)
 		if err := r.rt.Register(ctx, rc); err != nil {
-			r.drop(c.id, "")
 			var banned *route.BanError
 			if !errors.As(err, &banned) {
 				r.metrics.registryError() // a ban is an answer, not a failure
 			}
-			done <- moveResult{err: err}
+			done <- registerResult{err: err}
 			return
 		}
 		r.hold(rc)
-		n, err := r.rt.Online(ctx, room)
+		n, err := r.rt.Online(ctx, rc.Room)
 		if err != nil {
 			// Registered but not counted: the welcome still goes out.
 			r.metrics.registryError()
 			n = 1
 		}
-		done <- moveResult{online: n}
+		done <- registerResult{online: n}
 	}
 	res := <-done
 	return res.online, res.err
 }
 
-// unregisterAsync removes c's route in room without waiting. The route
+// online returns room's online count (1 when Redis does not answer: the
+// asking viewer is there). It waits for the result.
+func (r *registry) online(room string) int64 {
+	done := make(chan int64, 1)
+	r.jobs <- func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		defer cancel()
+		n, err := r.rt.Online(ctx, room)
+		if err != nil {
+			r.metrics.registryError()
+			n = 1
+		}
+		done <- n
+	}
+	return <-done
+}
+
+// unregisterAsync removes m's registration without waiting. The route
 // leaves held whether or not Redis answers: a route left behind is removed
 // by the next reconcile.
-func (r *registry) unregisterAsync(c *conn, room string) {
-	rc := r.routeConn(c, room)
+func (r *registry) unregisterAsync(m *member) {
+	rc := r.routeConn(m)
 	r.jobs <- func() {
 		r.drop(rc.ID, rc.Room)
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)

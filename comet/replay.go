@@ -49,9 +49,9 @@ func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
 	b.Epoch, b.Replay = r.tl.epoch, true
 	last := msgs[len(msgs)-1].Pos
 	if !shared {
-		return item{batch: &b, pos: last, epoch: b.Epoch}, true
+		return item{batch: &b, pos: last, epoch: b.Epoch, room: r}, true
 	}
-	it, ok := encodeItem(b)
+	it, ok := r.encodeItem(b)
 	return it, ok
 }
 

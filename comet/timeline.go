@@ -38,8 +38,8 @@ const replayChunk = 1000
 // headsChunk is the most rooms one Heads pipeline asks for.
 const headsChunk = 512
 
-// encodeItem encodes a msgs frame once for every viewer it goes to.
-func encodeItem(b danmaku.Batch) (item, bool) {
+// encodeItem encodes a msgs frame of r once for every viewer it goes to.
+func (r *room) encodeItem(b danmaku.Batch) (item, bool) {
 	data, err := json.Marshal(b)
 	if err != nil {
 		return item{}, false
@@ -50,7 +50,7 @@ func encodeItem(b danmaku.Batch) (item, bool) {
 	}
 	it := item{pm: pm, size: len(data)}
 	if n := len(b.Msgs); n > 0 && b.Epoch != "" && b.Msgs[n-1].Pos > 0 {
-		it.pos, it.epoch = b.Msgs[n-1].Pos, b.Epoch
+		it.pos, it.epoch, it.room = b.Msgs[n-1].Pos, b.Epoch, r
 	}
 	return it, true
 }
@@ -59,12 +59,12 @@ func encodeItem(b danmaku.Batch) (item, bool) {
 // as one live frame; r.mu is held. start marks the frame that begins the
 // epoch for them.
 func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*conn) (int, []*conn) {
-	if len(msgs) == 0 || len(r.conns) == 0 {
+	if len(msgs) == 0 || len(r.members) == 0 {
 		return 0, slow
 	}
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch = r.tl.epoch
-	it, ok := encodeItem(b)
+	it, ok := r.encodeItem(b)
 	if !ok {
 		return 0, slow
 	}
@@ -338,7 +338,7 @@ func (s *Server) checkRooms(buf []*room, now time.Time) []*room {
 		buf = s.hub.rooms(i, buf[:0])
 		for _, r := range buf {
 			r.mu.Lock()
-			idle := len(r.conns) == 0
+			idle := len(r.members) == 0
 			stale := !idle && s.cfg.GapCheck > 0 && now.Sub(r.tl.seen) >= s.cfg.GapCheck
 			r.mu.Unlock()
 			switch {

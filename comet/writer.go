@@ -22,10 +22,12 @@ type item struct {
 	// overflows; a later one supersedes them.
 	lossy bool
 	// pos and epoch are set on msgs frames with positions: the last
-	// position the frame carries and its epoch. Such frames may be dropped
-	// on overflow, since the viewer is caught up from the room's ring.
+	// position the frame carries and its epoch, and room the room whose
+	// timeline they are of. Such frames may be dropped on overflow, since
+	// the viewer is caught up from the room's ring.
 	pos   int64
 	epoch string
+	room  *room
 	// epochStart marks a msgs frame that begins its epoch.
 	epochStart bool
 }
@@ -58,11 +60,13 @@ type frameSink interface {
 // goroutine and no queue storage here. A writer starts open; once closed
 // (markClosed) it drops what is queued and refuses everything after.
 //
-// A queue that overflows while the viewer's position is known (got) does
-// not close the writer: its msgs frames are dropped and the writer is
-// behind; positioned frames arriving meanwhile are dropped too, and when
-// the drain has written what is left it asks the sink to catch the viewer
-// up from the position it got.
+// The writer keeps, for every room of the viewer, the last position of the
+// room's timeline handed to the socket (roomPos). A queue that overflows
+// while the viewer is in a room does not close the writer: its msgs frames
+// are dropped and every room of the viewer is behind; positioned frames of
+// a room that is behind are dropped too, and when the drain has written
+// what is left it asks the sink to catch the viewer up, room by room, from
+// the positions it got.
 //
 // The zero value is an open, empty writer.
 type writer struct {
@@ -70,12 +74,20 @@ type writer struct {
 	queue    []item
 	draining bool // a drain goroutine runs
 	closed   bool
-	behind   bool
-	// got is the last position of the room's timeline handed to the
-	// socket (or already known to the viewer when it joined), of epoch
-	// gotEpoch; "" when the room has no positions (overflow then closes).
-	got      int64
-	gotEpoch string
+	behind   bool // some room of rooms is behind
+	rooms    []roomPos
+}
+
+// roomPos is where the viewer is in one of its rooms: got is the last
+// position of the room's timeline handed to the socket (or already known
+// to the viewer when it joined), of epoch epoch ("" while the room had no
+// timeline); behind is set while frames of the room were dropped and the
+// catch-up has not yet replaced them.
+type roomPos struct {
+	r      *room
+	got    int64
+	epoch  string
+	behind bool
 }
 
 // enqueue queues it and starts a drain goroutine writing to sink if none
@@ -92,7 +104,7 @@ func (w *writer) enqueue(it item, limit int, sink frameSink) enqueueResult {
 		w.mu.Unlock()
 		return queueFull
 	}
-	if w.behind && it.pos > 0 {
+	if w.behind && it.pos > 0 && w.behindIn(it.room) {
 		w.mu.Unlock()
 		return enqueued // the catch-up carries it
 	}
@@ -112,10 +124,11 @@ func (w *writer) enqueue(it item, limit int, sink frameSink) enqueueResult {
 }
 
 // overflowLocked drops the queued frames a catch-up replaces (msgs frames
-// with positions) or that later ones supersede (lossy), and marks the
-// writer behind. It reports false when the viewer cannot be caught up.
+// with positions) or that later ones supersede (lossy), and marks every
+// room of the viewer behind. It reports false when the viewer is in no
+// room and cannot be caught up.
 func (w *writer) overflowLocked() bool {
-	if w.gotEpoch == "" {
+	if len(w.rooms) == 0 {
 		return false
 	}
 	kept := w.queue[:0]
@@ -126,8 +139,35 @@ func (w *writer) overflowLocked() bool {
 	}
 	clear(w.queue[len(kept):])
 	w.queue = kept
+	for i := range w.rooms {
+		w.rooms[i].behind = true
+	}
 	w.behind = true
 	return true
+}
+
+// find returns the index of r in w.rooms, or -1.
+func (w *writer) find(r *room) int {
+	for i := range w.rooms {
+		if w.rooms[i].r == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// behindIn reports whether frames of r are being dropped for a catch-up.
+func (w *writer) behindIn(r *room) bool {
+	i := w.find(r)
+	return i >= 0 && w.rooms[i].behind
+}
+
+// settleLocked sets behind from the rooms' flags.
+func (w *writer) settleLocked() {
+	w.behind = false
+	for i := range w.rooms {
+		w.behind = w.behind || w.rooms[i].behind
+	}
 }
 
 // drain writes queued frames to sink until the queue is empty, the writer
@@ -172,23 +212,63 @@ func (w *writer) next() (it item, ok, catchUp bool) {
 	n := copy(w.queue, w.queue[1:])
 	w.queue[n] = item{}
 	w.queue = w.queue[:n]
-	switch {
-	case it.pos == 0:
-	case it.epochStart:
-		w.got, w.gotEpoch = it.pos, it.epoch
-	case it.epoch == w.gotEpoch:
-		w.got = max(w.got, it.pos)
+	if it.pos == 0 {
+		return it, true, false
+	}
+	if i := w.find(it.room); i >= 0 {
+		p := &w.rooms[i]
+		switch {
+		case it.epochStart:
+			p.got, p.epoch = it.pos, it.epoch
+		case it.epoch == p.epoch:
+			p.got = max(p.got, it.pos)
+		}
 	}
 	return it, true, false
 }
 
-// setGot records, when the viewer joins a room, the position it has
-// once the frames queued so far are written; the room's lock is held, so
-// no live frame of the room can come between.
-func (w *writer) setGot(epoch string, pos int64) {
+// setGot records, when the viewer joins room r, the position it has in r
+// once the frames queued so far are written; r's lock is held, so no live
+// frame of the room can come between.
+func (w *writer) setGot(r *room, epoch string, pos int64) {
 	w.mu.Lock()
-	w.got, w.gotEpoch, w.behind = pos, epoch, false
+	p := roomPos{r: r, got: pos, epoch: epoch}
+	if i := w.find(r); i >= 0 {
+		w.rooms[i] = p
+	} else {
+		w.rooms = append(w.rooms, p)
+	}
+	w.settleLocked()
 	w.mu.Unlock()
+}
+
+// forget drops r from the viewer's rooms (it left r); r's lock is held.
+func (w *writer) forget(r *room) {
+	w.mu.Lock()
+	if i := w.find(r); i >= 0 {
+		last := len(w.rooms) - 1
+		w.rooms[i] = w.rooms[last]
+		w.rooms[last] = roomPos{}
+		w.rooms = w.rooms[:last]
+		if last == 0 {
+			w.rooms = nil
+		}
+		w.settleLocked()
+	}
+	w.mu.Unlock()
+}
+
+// behindRooms returns the rooms waiting for a catch-up.
+func (w *writer) behindRooms() []*room {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*room
+	for _, p := range w.rooms {
+		if p.behind {
+			out = append(out, p.r)
+		}
+	}
+	return out
 }
 
 // markClosed closes the writer: queued frames are dropped and new ones
@@ -203,6 +283,7 @@ func (w *writer) markClosedLocked() {
 	w.closed = true
 	w.behind = false
 	w.queue = nil
+	w.rooms = nil
 }
 
 // isClosed reports whether markClosed was called (or the drain ended the
