@@ -6,7 +6,7 @@
  *   const client = new DanmakuClient({
  *     room: "lobby",
  *     onMessage(msg, meta) { show(msg.name, msg.content, meta.replay) },
- *                                    // msg {id, uid, name, content, ts, pos}
+ *                                    // msg {id, uid, name, content, ts, pos}, meta {replay, room}
  *     onState(state, info) { ... },  // "connecting" | "open" | "reconnecting" | "closed"
  *     onWelcome(w) { ... },          // {connId, room, online, heartbeatMs, epoch, pos, recovered}
  *     onOnline(n, room) { ... },     // the room's viewer count changed
@@ -16,51 +16,49 @@
  *     onBroadcast(msgs) { ... },     // notices to every viewer, same shape
  *   });
  *   client.connect();
- *   client.join("another-room");     // throws on an invalid room id
+ *   client.join("another-room");     // switch; throws on an invalid room id
+ *   client.subscribe("news");        // one more room on the same socket
+ *   client.unsubscribe("news");
  *   client.send("hello", {userId: 42, userName: "Ann"})
  *     .then(() => client.online())
  *     .then(n => console.log(n), e => console.log(e.code, e.message));
  *   client.close();
  *
- * What it takes care of:
- *  - heartbeat: sends {"op":"ping"} every heartbeatMs (from the welcome
- *    frame) and reconnects when the server has been silent for too long;
- *  - reconnect with exponential backoff and full jitter, so a comet that
- *    restarts is not hit by all its viewers in the same millisecond;
- *  - duplicate suppression: a message id already shown is dropped (bounded
- *    memory, oldest ids forgotten first);
- *  - resume: for each room it keeps the timeline's epoch and the last
- *    position received (welcome `epoch`/`pos`, `msgs` frames' `epoch` and
- *    each message's `pos`; position(room) returns them). Every reconnect
- *    asks for what it missed with ?since=POS&epoch=EPOCH on the /ws URL, and
- *    a join of a room it had been in carries "since" and "epoch" too;
- *  - replay: frames of stored messages (`replay:true`: the room's recent
- *    history after a join, the missed messages after a resume) are not
- *    paced: their messages go to onMessage at once, in order, after any
- *    live message still waiting, with meta {replay: true}; live messages
- *    come with meta {replay: false}. A page shows replayed messages in its
- *    chat log and keeps them off its stage;
- *  - gaps: onGap(info) is called when comments may have been missed for
- *    good: the welcome of a resume says recovered:false (info.reason
- *    "resume"), or a live frame starts a new epoch (info.reason "epoch":
- *    the room's history was lost while connected). info is {room, reason,
- *    epoch, pos} (what the client had) and {serverEpoch, serverPos} (where
- *    the room's timeline is now); the client carries on from the latter;
- *  - pacing: the server coalesces a room's messages into one batch per
- *    window; the batch is replayed over the window following the messages'
- *    own timestamps, so it does not land on screen as one clump;
- *  - moderation: a `del` frame ({op:"del", room, ids}) calls
- *    onDelete(ids, room) after dropping those comments from the pacing
- *    queue; the ids count as seen, so a replay cannot show them again. A
- *    close with code 4003 (banned from the room, after an error frame
- *    "banned") is not retried: state "closed" with {code: 4003, room};
- *    join() of another room connects again;
- *  - notices: a `user` frame ({op:"user", msgs}: notices to the user of
- *    `uid`/the token, on every tab, whatever the room) calls onUser(msgs),
- *    an `all` frame (a broadcast to every viewer) onBroadcast(msgs). Each
- *    notice is {id, ts} with `content` (text), `data` (a JSON object for
- *    the page), or both. They are not paced, have no position and are not
- *    replayed after a reconnect; an id already handed over is dropped.
+ * What it takes care of (README.md, "Browser client", says more):
+ *  - heartbeat: {"op":"ping"} every heartbeatMs of the welcome; a server
+ *    silent for two periods plus 5 s means reconnect;
+ *  - reconnect with exponential backoff and full jitter;
+ *  - several rooms: join(room) switches (the socket then holds that room
+ *    only), subscribe(room) adds one, unsubscribe(room) leaves one (ops
+ *    "sub", "unsub"). The first room (opts.room, or the last join) is the
+ *    default of send() and online(); every callback gets the room. A room
+ *    the server refuses (forbidden, too_many_rooms) or a ban takes away is
+ *    dropped, with onError(err) naming it in err.room;
+ *  - resume: per room, the timeline's epoch and the last position received
+ *    (position(room)); every reconnect asks for what each room missed
+ *    (?since=POS&epoch=EPOCH for the first room, since.ROOM/epoch.ROOM for
+ *    the others), and a join or subscribe of a room held before carries
+ *    "since" and "epoch" too;
+ *  - replay: frames of stored messages (replay:true: history after a join,
+ *    what a resume missed) reach onMessage at once, in order, after the
+ *    live messages still waiting, with meta.replay true; live messages are
+ *    paced over the window following their own timestamps;
+ *  - gaps: onGap({room, reason, epoch, pos, serverEpoch, serverPos}) when
+ *    comments may be lost for good (reason "resume": the welcome says
+ *    recovered:false; "epoch": a live frame starts a new epoch); the client
+ *    goes on from the server's position;
+ *  - duplicates: a message id already shown is dropped (bounded memory);
+ *  - moderation: a del frame calls onDelete(ids, room) after dropping those
+ *    comments from the pacing queue (their ids count as seen); a close 4003
+ *    (banned from the connection's last room) is not retried: state
+ *    "closed" with {code: 4003, room}; join() of another room connects
+ *    again;
+ *  - notices: a `user` frame (notices to the user of `uid`/the token, on
+ *    every tab, whatever the rooms) calls onUser(msgs), an `all` frame (a
+ *    broadcast to every viewer) onBroadcast(msgs); each notice is {id, ts}
+ *    with `content`, `data` (a JSON object) or both. They are not paced,
+ *    have no position and are not replayed after a reconnect; an id
+ *    already handed over is dropped.
  */
 (function (global) {
   "use strict";
@@ -96,8 +94,6 @@
   // Close code of a viewer banned from its room: reconnecting would be
   // refused the same way.
   var CLOSE_BANNED = 4003;
-  var LIVE = Object.freeze({ replay: false });
-  var REPLAY = Object.freeze({ replay: true });
 
   /** Bounded set of ids: remembers the last `cap` ids added. */
   function SeenSet(cap) {
@@ -117,10 +113,12 @@
   };
   SeenSet.prototype.has = function (id) { return this.set.has(id); };
 
-  /** DanmakuClient: one WebSocket to the comet, one room at a time. */
+  /** DanmakuClient: one WebSocket to the comet, for one room or several. */
   function DanmakuClient(options) {
     this.opts = Object.assign({}, DEFAULTS, options || {});
     this.room = this.opts.room;
+    this.extra = [];           // rooms held besides this.room, in order
+    this.metas = new Map();    // room -> frozen onMessage metas {replay, room}
     this.joined = "";          // room of the last welcome
     this.state = "closed";
     this.ws = null;
@@ -163,11 +161,11 @@
       var loc = global.location;
       u = (loc.protocol === "https:" ? "wss://" : "ws://") + loc.host + "/ws";
     }
-    var q = [];
-    if (this.room) {
-      q.push("room=" + encodeURIComponent(this.room));
-      var r = this._resume(this.room);
-      if (r) q.push("since=" + r.pos, "epoch=" + encodeURIComponent(r.epoch));
+    var q = [], rooms = this._rooms();
+    for (var i = 0; i < rooms.length; i++) {
+      q.push("room=" + encodeURIComponent(rooms[i]));
+      var r = this._resume(rooms[i]), key = i ? "." + encodeURIComponent(rooms[i]) : "";
+      if (r) q.push("since" + key + "=" + r.pos, "epoch" + key + "=" + encodeURIComponent(r.epoch));
     }
     if (this.opts.uid !== "" && this.opts.uid != null) q.push("uid=" + encodeURIComponent(this.opts.uid));
     if (this.opts.token) q.push("token=" + encodeURIComponent(this.opts.token));
@@ -190,13 +188,12 @@
       return this;
     }
     this.ws = ws;
-    var urlRoom = this.room;
+    var urlRooms = this._rooms();
     var self = this;
     ws.onopen = function () {
       self.lastHeard = Date.now();
       self._startHeartbeat();
-      // join() while the socket was still opening: the URL named the old room.
-      if (self.room && self.room !== urlRoom) ws.send(JSON.stringify(self._joinFrame(self.room)));
+      self._catchUpRooms(ws, urlRooms);
     };
     ws.onmessage = function (ev) {
       if (self.ws !== ws) return;
@@ -223,13 +220,60 @@
     return this;
   };
 
+  /** The rooms the client holds: the first room, then the others. */
+  DanmakuClient.prototype._rooms = function () {
+    return this.room ? [this.room].concat(this.extra) : this.extra.slice();
+  };
+
+  DanmakuClient.prototype._holds = function (room) {
+    return !!room && (room === this.room || this.extra.indexOf(room) >= 0);
+  };
+
+  /**
+   * join(), subscribe() or unsubscribe() while the socket was opening: the
+   * URL named the rooms held then; ask for the difference.
+   */
+  DanmakuClient.prototype._catchUpRooms = function (ws, urlRooms) {
+    var now = this._rooms(), i;
+    var send = function (f) { ws.send(JSON.stringify(f)); };
+    if (now.length && now[0] !== urlRooms[0]) {
+      send(this._joinFrame(now[0]));
+      urlRooms = [now[0]];
+    }
+    for (i = 0; i < urlRooms.length; i++) {
+      if (now.indexOf(urlRooms[i]) < 0) send({ op: "unsub", room: urlRooms[i] });
+    }
+    for (i = 0; i < now.length; i++) {
+      if (urlRooms.indexOf(now[i]) < 0) send(this._joinFrame(now[i], "sub"));
+    }
+  };
+
+  /** Forgets room (left, refused, or banned), and its comments still queued. */
+  DanmakuClient.prototype._drop = function (room) {
+    var i = this.extra.indexOf(room);
+    if (i >= 0) this.extra.splice(i, 1);
+    else if (room === this.room) this.room = this.extra.shift() || "";
+    this.queue = this.queue.filter(function (q) { return q.room !== room; });
+  };
+
+  /** The meta of room's messages for onMessage: {replay, room}, one object each. */
+  DanmakuClient.prototype._meta = function (room, replay) {
+    var m = this.metas.get(room);
+    if (!m) {
+      m = [Object.freeze({ replay: false, room: room }), Object.freeze({ replay: true, room: room })];
+      this.metas.set(room, m);
+      if (this.metas.size > TIMELINE_ROOMS) this.metas.delete(this.metas.keys().next().value);
+    }
+    return m[replay ? 1 : 0];
+  };
+
   DanmakuClient.prototype._onFrame = function (f) {
     switch (f.op) {
       case "welcome":
         this.attempt = 0;
         this.joined = f.room;
         this.connId = f.connId;
-        this.onlineCount = f.online;
+        if (f.room === this.room || !this.room) this.onlineCount = f.online;
         if (f.heartbeatMs > 0 && f.heartbeatMs !== this.heartbeatMs) {
           this.heartbeatMs = f.heartbeatMs;
           this._startHeartbeat();
@@ -240,16 +284,16 @@
         if (gap) this._emit("onGap", gap);
         break;
       case "msgs":
-        // After a room switch the old room's last batch may still arrive.
-        if (f.room !== this.room || !Array.isArray(f.msgs)) return;
+        // After a room was left its last batch may still arrive.
+        if (!this._holds(f.room) || !Array.isArray(f.msgs)) return;
         var jump = this._advance(f);
         if (jump) this._emit("onGap", jump);
-        this._emit("onBatch", f.room, f.msgs, f.replay === true ? REPLAY : LIVE);
-        if (f.replay === true) this._replay(f.msgs);
-        else this._pace(f.msgs);
+        this._emit("onBatch", f.room, f.msgs, this._meta(f.room, f.replay === true));
+        if (f.replay === true) this._replay(f.msgs, f.room);
+        else this._pace(f.msgs, f.room);
         break;
       case "del":
-        if (f.room !== this.room || !Array.isArray(f.ids)) return;
+        if (!this._holds(f.room) || !Array.isArray(f.ids)) return;
         this._deleted(f.ids);
         this._emit("onDelete", f.ids.slice(), f.room);
         break;
@@ -262,21 +306,36 @@
         if (fresh.length) this._emit(f.op === "user" ? "onUser" : "onBroadcast", fresh);
         break;
       case "online":
-        if (f.room !== this.room || typeof f.online !== "number") return;
-        this.onlineCount = f.online;
+        if (!this._holds(f.room) || typeof f.online !== "number") return;
+        if (f.room === this.room) this.onlineCount = f.online;
         this._emit("onOnline", f.online, f.room);
         break;
       case "pong":
+      case "unsubscribed":
         break;
       case "error":
-        // A join the server refused leaves the viewer in its room: follow it.
-        if (f.code === "bad_room" && this.joined && this.room !== this.joined) {
-          this.room = this.joined;
-          this._setState("open", { room: this.room });
-        }
-        this._emit("onError", Object.assign(new Error(f.message || f.code), { code: f.code }));
+        this._refused(f);
+        this._emit("onError", Object.assign(new Error(f.message || f.code), { code: f.code, room: f.room || "" }));
         break;
     }
+  };
+
+  /**
+   * Follows what a refusal leaves: a join refused for a bad room id keeps
+   * the viewer in its room; a room refused (forbidden, too many) or taken
+   * away by a ban is not held. The last room's ban closes the socket (4003)
+   * and stays the client's room, for the "closed" state to name it.
+   */
+  DanmakuClient.prototype._refused = function (f) {
+    if (f.code === "bad_room" && this.joined && this.room !== this.joined) {
+      this.room = this.joined;
+      this._setState("open", { room: this.room });
+      return;
+    }
+    var away = f.code === "banned" || f.code === "forbidden" || f.code === "too_many_rooms";
+    if (!away || !f.room || !this._holds(f.room)) return;
+    if (f.room === this.room && (!this.extra.length || f.code === "forbidden")) return;
+    this._drop(f.room);
   };
 
   /** The room's timeline as last seen: {epoch, pos}, or null. */
@@ -308,8 +367,8 @@
     return tl;
   };
 
-  DanmakuClient.prototype._joinFrame = function (room) {
-    var f = { op: "join", room: room };
+  DanmakuClient.prototype._joinFrame = function (room, op) {
+    var f = { op: op || "join", room: room };
     var r = this._resume(room);
     if (r) {
       f.since = r.pos;
@@ -369,17 +428,21 @@
    * to be paced are older and go first, then the batch's new messages in
    * timeline order.
    */
-  DanmakuClient.prototype._replay = function (msgs) {
+  DanmakuClient.prototype._replay = function (msgs, room) {
     var fresh = this._fresh(msgs);
     if (!fresh.length) return;
     clearTimeout(this.playTimer);
     this.playTimer = null;
-    while (this.queue.length) this._emit("onMessage", this.queue.shift().msg, LIVE);
+    while (this.queue.length) {
+      var q = this.queue.shift();
+      this._emit("onMessage", q.msg, this._meta(q.room, false));
+    }
     this.lastDue = 0;
     fresh.sort(function (a, b) {
       return (typeof a.pos === "number" && typeof b.pos === "number") ? a.pos - b.pos : a.ts - b.ts;
     });
-    for (var i = 0; i < fresh.length; i++) this._emit("onMessage", fresh[i], REPLAY);
+    var meta = this._meta(room, true);
+    for (var i = 0; i < fresh.length; i++) this._emit("onMessage", fresh[i], meta);
   };
 
   /**
@@ -410,7 +473,7 @@
    * the previous batch when that is still playing. One timer drives the
    * whole queue.
    */
-  DanmakuClient.prototype._pace = function (msgs) {
+  DanmakuClient.prototype._pace = function (msgs, room) {
     var fresh = this._fresh(msgs);
     if (!fresh.length) return;
     fresh.sort(function (a, b) { return a.ts - b.ts; });
@@ -423,7 +486,7 @@
     var start = Math.max(now, Math.min(this.lastDue, now + this.opts.paceMs));
     for (var j = 0; j < fresh.length; j++) {
       var due = start + ((fresh[j].ts || first) - first) * scale;
-      this.queue.push({ due: due, msg: fresh[j] });
+      this.queue.push({ due: due, msg: fresh[j], room: room });
       if (due > this.lastDue) this.lastDue = due;
     }
     this.queue.sort(function (a, b) { return a.due - b.due; });
@@ -434,7 +497,8 @@
     if (this.playTimer) return;
     var now = Date.now();
     while (this.queue.length && this.queue[0].due <= now + 4) {
-      this._emit("onMessage", this.queue.shift().msg, LIVE);
+      var q = this.queue.shift();
+      this._emit("onMessage", q.msg, this._meta(q.room, false));
     }
     if (!this.queue.length) return;
     var self = this;
@@ -487,28 +551,61 @@
 
   var ROOM_ID = /^[A-Za-z0-9_.\-]{1,64}$/;
 
-  /**
-   * Switches to room; the next welcome confirms it. A room the client
-   * was in before is resumed where it left it (since/epoch). An invalid
-   * room id throws an Error (code "invalid_argument", field "room") and
-   * changes nothing: the client stays in its room.
-   */
-  DanmakuClient.prototype.join = function (room) {
+  function checkRoom(room) {
     if (typeof room !== "string" || !ROOM_ID.test(room)) {
       throw Object.assign(new Error("room: must be 1 to 64 of A-Z a-z 0-9 _ . -"),
         { code: "invalid_argument", field: "room" });
     }
-    if (room === this.room) return this;
-    this.room = room;
-    this.queue = [];
-    this.lastDue = 0;
+  }
+
+  /** Sends f now when the socket is open, else (re)connects: the URL says it. */
+  DanmakuClient.prototype._sendOrConnect = function (f) {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) {
-      this._setState("connecting", { room: room });
-      this.ws.send(JSON.stringify(this._joinFrame(room)));
+      this.ws.send(JSON.stringify(f));
     } else if (this.wanted && !this.ws) {
       this.attempt = 0;
       this.connect();
     }
+  };
+
+  /**
+   * Switches to room, leaving every other room; the next welcome confirms
+   * it. A room the client was in before is resumed where it left it
+   * (since/epoch). An invalid room id throws an Error (code
+   * "invalid_argument", field "room") and changes nothing: the client
+   * stays in its rooms.
+   */
+  DanmakuClient.prototype.join = function (room) {
+    checkRoom(room);
+    if (room === this.room && !this.extra.length) return this;
+    this.room = room;
+    this.extra = [];
+    this.queue = [];
+    this.lastDue = 0;
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this._setState("connecting", { room: room });
+    this._sendOrConnect(this._joinFrame(room));
+    return this;
+  };
+
+  /**
+   * Adds room to the rooms the socket holds (the first room when it holds
+   * none); its welcome and history, or the resume of a room held before,
+   * follow. Throws like join() for an invalid room id.
+   */
+  DanmakuClient.prototype.subscribe = function (room) {
+    checkRoom(room);
+    if (this._holds(room)) return this;
+    if (this.room) this.extra.push(room);
+    else this.room = room;
+    this._sendOrConnect(this._joinFrame(room, "sub"));
+    return this;
+  };
+
+  /** Leaves room (its comments still being paced are dropped). */
+  DanmakuClient.prototype.unsubscribe = function (room) {
+    if (!this._holds(room)) return this;
+    this._drop(room);
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ op: "unsub", room: room }));
     return this;
   };
 
