@@ -1,11 +1,13 @@
 // Package comet is the WebSocket edge of the broadcast service. Browsers
-// connect to its public listener (/ws) and join rooms; job pushes batches of
+// connect to its public listener (/ws) and join rooms, one or several per
+// connection (Config.MaxRoomsPerConn; see rooms.go); job pushes batches of
 // messages to its internal listener (/push); the comet fans each batch out to
 // its local viewers of the room. Notices (to one user, or to everyone) come
 // the same way and go to the user's local connections, found in an index
-// by user id, or to every connection (notice.go). Connections are registered in Redis through
-// package route so job knows which comets hold a room, and the comet keeps a
-// lease there so job stops pushing to it once it is gone.
+// by user id, or to every connection (notice.go). Each room of a connection
+// is registered in Redis through package route, on its own, so job knows
+// which comets hold a room, and the comet keeps a lease there so job stops
+// pushing to it once it is gone.
 //
 // The wire protocol is described in docs/protocol.md.
 //

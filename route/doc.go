@@ -27,6 +27,12 @@
 //	mute:user:{user}:room:<room>   ... in one room (same hash tag as the user's bucket)
 //	room:ban:{room}:<user>         the user is banned from the room; TTL = the ban
 //
+// A connId names one registration: one room of one connection. A comet
+// whose connection holds several rooms registers each under an id of its
+// own (the connection id, then the id with a sequence number), so every
+// key above sees one room per id, and user:online lists a user's rooms of
+// all their connections (each naming the comet to push to).
+//
 // Braces are literal Redis Cluster hash tags: every key of one room is on one
 // shard, so the per-room scripts (register, unregister, the delivery guards)
 // run unchanged on a cluster. Ids are checked with danmaku.CheckID
