@@ -186,14 +186,14 @@ func TestOnlinePerRoom(t *testing.T) {
 	if f := mustReadOp(t, y, opWelcome); f.Online != 2 {
 		t.Fatalf("welcome %+v, want 2 online", f)
 	}
-	expectOnline(t, x, map[string]int64{a: 1, b: 2})
+	expectOnlineFrames(t, x, map[string]int64{a: 1, b: 2})
 	mustSend(t, y, map[string]string{"op": "unsub", "room": b})
-	expectOnline(t, x, map[string]int64{b: 1})
+	expectOnlineFrames(t, x, map[string]int64{b: 1})
 }
 
-// expectOnline reads frames from ws until the last online frame of each
+// expectOnlineFrames reads frames from ws until the last online frame of each
 // room of want says its count.
-func expectOnline(tb testing.TB, ws *websocket.Conn, want map[string]int64) {
+func expectOnlineFrames(tb testing.TB, ws *websocket.Conn, want map[string]int64) {
 	tb.Helper()
 	got := map[string]int64{}
 	deadline := time.Now().Add(5 * time.Second)
