@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
@@ -72,10 +73,10 @@ func expectRooms(tb testing.TB, got map[string][]int64, want map[string][2]int64
 }
 
 // expectMembers checks room:connections:{room} over all comets.
-func expectMembers(tb testing.TB, room string, want ...string) {
+func expectMembers(tb testing.TB, rdb redis.UniversalClient, room string, want ...string) {
 	tb.Helper()
 	testutil.SucceedsSoon(tb, 5*time.Second, func() error {
-		got, err := redistest.Client(tb).SMembers(context.Background(), "room:connections:{"+room+"}").Result()
+		got, err := rdb.SMembers(context.Background(), "room:connections:{"+room+"}").Result()
 		if err != nil {
 			return err
 		}
@@ -118,13 +119,13 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 	expectRooms(t, readRooms(t, other, map[string]int64{d.id: 6}), map[string][2]int64{d.id: {1, 6}})
 
 	id := wa.ConnID
-	expectMembers(t, a.id, id)
-	expectMembers(t, b.id, id+".1")
-	expectMembers(t, c.id, id+".2")
+	rdb := redistest.Client(t)
+	expectMembers(t, rdb, a.id, id)
+	expectMembers(t, rdb, b.id, id+".1")
+	expectMembers(t, rdb, c.id, id+".2")
 	for _, w := range []*tlRoom{a, b, c, d} {
 		expectRoutes(t, store, s, w.id, 1)
 	}
-	rdb := redistest.Client(t)
 	if n, err := rdb.HLen(context.Background(), "user:online:{"+user+"}").Result(); err != nil || n != 3 {
 		t.Fatalf("user:online lists %d registrations (%v), want 3", n, err)
 	}
@@ -158,7 +159,7 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 	}
 	mustPush(t, p, s, d.write(1))
 	expectRooms(t, readRooms(t, ws, map[string]int64{d.id: 7}), map[string][2]int64{d.id: {7, 7}})
-	expectMembers(t, d.id, id+".3", mustConnID(t, s, d.id, id))
+	expectMembers(t, rdb, d.id, id+".3", mustConnID(t, s, d.id, id))
 	if got := s.hub.local(d.id); got != 2 {
 		t.Fatalf("local viewers of %s = %d, want 2", d.id, got)
 	}
