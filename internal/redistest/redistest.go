@@ -42,7 +42,8 @@ type Server struct {
 	cmd *exec.Cmd
 }
 
-// Cluster is a running Redis Cluster of three masters and no replicas.
+// Cluster is a running Redis Cluster: the shared one of three masters and
+// no replicas, or one of a test's own (NewCluster).
 type Cluster struct {
 	Addrs   []string
 	servers []*Server
@@ -237,6 +238,12 @@ func (s *Server) proc() *exec.Cmd {
 	return s.cmd
 }
 
+// Running reports whether the server process runs (it was not killed).
+func (s *Server) Running() bool {
+	cmd := s.proc()
+	return cmd != nil && cmd.ProcessState == nil
+}
+
 func (s *Server) waitReady(d time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
@@ -318,45 +325,7 @@ func New(tb testing.TB) *Server {
 // StartCluster starts three cluster-enabled servers and joins them into a
 // cluster with redis-cli --cluster create, waiting for cluster_state:ok.
 func StartCluster() (*Cluster, error) {
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		return nil, fmt.Errorf("redis-cli not found in PATH (Debian: apt-get install redis-tools): %w", err)
-	}
-	c := &Cluster{}
-	for i := 0; i < 3; i++ {
-		s, err := StartServer("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		c.servers = append(c.servers, s)
-		c.Addrs = append(c.Addrs, s.Addr)
-	}
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for _, addr := range c.Addrs {
-		rc := redis.NewClient(&redis.Options{Addr: addr})
-		for {
-			info, err := rc.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				rc.Close()
-				c.Stop()
-				return nil, fmt.Errorf("cluster on %v not ok: %v %q", c.Addrs, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		rc.Close()
-	}
-	return c, nil
+	return startCluster(ClusterSpec{Masters: 3, NodeTimeout: 2 * time.Second})
 }
 
 // Stop stops every node.

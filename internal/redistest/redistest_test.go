@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,67 @@ func TestKillRestartPause(t *testing.T) {
 	}
 	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
 		t.Fatalf("after restart: %v, want an empty server", err)
+	}
+}
+
+// Slot agrees with CLUSTER KEYSLOT, hash tags included.
+func TestSlot(t *testing.T) {
+	rc := ClusterClient(t)
+	for _, k := range []string{"a", "room:comets:{lobby}", "x{}y", "{user1000}:following", "foo{}{bar}", "{a}{b}", "123456789"} {
+		want, err := rc.ClusterKeySlot(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Slot(k); got != int(want) {
+			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		}
+	}
+}
+
+// A master of a cluster with replicas killed: its replica is promoted with
+// the data, and the old master restarted rejoins as a replica of it.
+func TestClusterFailover(t *testing.T) {
+	c := NewCluster(t, ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
+	if len(c.Addrs) != 6 {
+		t.Fatalf("%d nodes, want 6", len(c.Addrs))
+	}
+	ms, err := c.Masters()
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("masters %v %v, want 3", ms, err)
+	}
+	ctx := context.Background()
+	slot := Slot("k")
+	old, err := c.Master(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: old.Addr})
+	defer direct.Close()
+	if err := direct.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Wait(ctx, 1, time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	old.Kill()
+	promoted, err := c.WaitPromoted(slot, old, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica %s promoted %v after the kill", promoted.Addr, time.Since(killed).Round(time.Millisecond))
+	nc := redis.NewClient(&redis.Options{Addr: promoted.Addr})
+	defer nc.Close()
+	if v, err := nc.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("promoted replica: %q %v, want the master's data", v, err)
+	}
+	if err := c.Rejoin(old, promoted, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Master(slot); err != nil || m != promoted {
+		t.Fatalf("after the rejoin the master of slot %d is %v (%v), want %s", slot, m, err, promoted.Addr)
+	}
+	if v, err := direct.Get(ctx, "k").Result(); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
+		t.Fatalf("old master answered %q %v, want MOVED: it is a replica now", v, err)
 	}
 }

@@ -1,0 +1,70 @@
+package route_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
+)
+
+// A Store over Dial's cluster client serves the slots of a killed master
+// within half a second of its replica's promotion, for a script (Allow)
+// and a pipeline (Heads): the client reloads the slot map after calls that
+// found no master, instead of waiting for a MOVED that a dead node never
+// sends.
+func TestDialFollowsFailover(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
+	cfg := config.DefaultRedis()
+	cfg.Addrs = c.Addrs
+	rdb := route.Dial(cfg)
+	defer rdb.Close()
+	s := route.New(rdb)
+	ctx := context.Background()
+	user, room := testutil.Uniq("u"), testutil.Uniq("room-")
+	old, err := c.Master(redistest.Slot("{" + user + "}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for redistest.Slot("{"+room+"}") != redistest.Slot("{"+user+"}") {
+		// A room on the same master: try ids until one lands there.
+		if m, err := c.Master(redistest.Slot("{" + room + "}")); err == nil && m == old {
+			break
+		}
+		room = testutil.Uniq("room-")
+	}
+	calls := func() error {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, _, err := s.Allow(cctx, user, 1, 1000, 1000); err != nil {
+			return fmt.Errorf("allow: %w", err)
+		}
+		if _, err := s.Heads(cctx, []string{room}); err != nil {
+			return fmt.Errorf("heads: %w", err)
+		}
+		return nil
+	}
+	if err := calls(); err != nil {
+		t.Fatal(err)
+	}
+	old.Kill()
+	// Calls fail while the master is gone; each failure may reload the map.
+	for i := 0; i < 5; i++ {
+		if err := calls(); err == nil {
+			t.Fatalf("call %d served with the master killed and no replica promoted yet", i)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.WaitPromoted(redistest.Slot("{"+user+"}"), old, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Now()
+	if err := testutil.Soon(500*time.Millisecond, calls); err != nil {
+		t.Fatalf("calls still fail %v after the promotion: %v", time.Since(promoted).Round(time.Millisecond), err)
+	}
+	t.Logf("served %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+}
