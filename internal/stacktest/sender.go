@@ -69,10 +69,11 @@ type Sender struct {
 	done chan struct{}
 	stop chan struct{}
 
-	mu       sync.Mutex
-	accepted []Sent
-	refused  int
-	lastErr  error
+	mu        sync.Mutex
+	accepted  []Sent
+	refused   int
+	refusedAt []time.Time
+	lastErr   error
 }
 
 // Send starts posting n messages to room at rate messages a second, in
@@ -100,6 +101,7 @@ func (sd *Sender) run(s *Stack, n int, rate float64) {
 			sd.mu.Lock()
 			if err != nil {
 				sd.refused += k
+				sd.refusedAt = append(sd.refusedAt, at)
 				sd.lastErr = err
 			} else {
 				for _, id := range ids {
@@ -161,6 +163,13 @@ func (sd *Sender) SentAfter(t time.Time) []Sent {
 		}
 	}
 	return sent
+}
+
+// RefusedAt returns when each refused request was sent, in order.
+func (sd *Sender) RefusedAt() []time.Time {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	return append([]time.Time(nil), sd.refusedAt...)
 }
 
 // Refused returns how many messages logic did not accept, and the last

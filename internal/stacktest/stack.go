@@ -10,13 +10,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/route"
 )
 
 // Options shape a Stack. Extra flags come after the defaults, so a flag
@@ -33,19 +36,24 @@ type Options struct {
 	// NoWarmUp returns as soon as every process serves, without checking
 	// that a message gets through (for a stack that must not deliver).
 	NoWarmUp bool
+	// Cluster, when set, runs the stack on a Redis Cluster of its own
+	// (redistest.NewCluster) instead of a standalone server; every role
+	// is given the address of every node.
+	Cluster *redistest.ClusterSpec
 }
 
-// Stack is one running service: its own redis-server and devkafka, one
-// logic, Options.Jobs jobs and Options.Comets comets.
+// Stack is one running service: its own redis-server (or Redis Cluster)
+// and devkafka, one logic, Options.Jobs jobs and Options.Comets comets.
 type Stack struct {
-	Redis    *redistest.Server
+	Redis    *redistest.Server  // nil on a cluster
+	Cluster  *redistest.Cluster // nil on a standalone server
 	Kafka    string
 	Logic    *Proc
 	LogicURL string
 	Jobs     []*Job
 	Comets   []*Comet
 
-	rdb *redis.Client
+	rdb redis.UniversalClient
 }
 
 // Comet is one comet process with its id and addresses.
@@ -90,15 +98,14 @@ func New(tb testing.TB, o Options) *Stack {
 		o.Jobs = 1
 	}
 	began := time.Now()
-	s := &Stack{Redis: redistest.New(tb)}
-	s.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr, MaxRetries: -1})
-	tb.Cleanup(func() { s.rdb.Close() })
+	s := &Stack{}
+	s.startRedis(tb, o)
 	s.Kafka = DevKafka(tb)
 	logic := launch(tb, "logic", nil, func() []string {
 		addr := testutil.FreeAddr(tb)
 		s.LogicURL = "http://" + addr
 		return append([]string{"-config", "configs/logic.yaml",
-			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-logic.listen", addr,
+			"-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka, "-logic.listen", addr,
 			"-logic.rate_limit", "100000", "-logic.rate_burst", "100000",
 			// Every sender of a test is 127.0.0.1: no per-address limit.
 			"-logic.ip_rate_limit", "0"}, o.Logic...)
@@ -125,12 +132,35 @@ func New(tb testing.TB, o Options) *Stack {
 	return s
 }
 
+// startRedis starts the stack's standalone server or cluster and a client
+// of it.
+func (s *Stack) startRedis(tb testing.TB, o Options) {
+	if o.Cluster == nil {
+		s.Redis = redistest.New(tb)
+		s.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr, MaxRetries: -1})
+	} else {
+		s.Cluster = redistest.NewCluster(tb, *o.Cluster)
+		s.rdb = route.Dial(config.Redis{Addrs: s.Cluster.Addrs, DialTimeout: 300 * time.Millisecond,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 8, BufferSize: 4096})
+	}
+	tb.Cleanup(func() { s.rdb.Close() })
+}
+
+// RedisAddrs is the roles' redis.addrs: the standalone server, or every
+// node of the cluster.
+func (s *Stack) RedisAddrs() string {
+	if s.Cluster != nil {
+		return strings.Join(s.Cluster.Addrs, ",")
+	}
+	return s.Redis.Addr
+}
+
 func (s *Stack) launchComet(tb testing.TB, o Options, i int) (*Comet, *child) {
 	c := &Comet{ID: testutil.Uniq(fmt.Sprintf("comet%d-", i))}
 	ch := launch(tb, "comet", o.CometEnv, func() []string {
 		c.Public, c.Internal = testutil.FreeAddr(tb), testutil.FreeAddr(tb)
 		return append([]string{"-config", "configs/comet.yaml",
-			"-redis.addrs", s.Redis.Addr, "-comet.id", c.ID,
+			"-redis.addrs", s.RedisAddrs(), "-comet.id", c.ID,
 			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal, "-comet.secret", PushSecret,
 			"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
 			"-comet.reconcile_interval", ReconcileInterval.String(), "-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
@@ -145,7 +175,7 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 	ch := launch(tb, "job", nil, func() []string {
 		j.Metrics = testutil.FreeAddr(tb)
 		return append([]string{"-config", "configs/job.yaml",
-			"-redis.addrs", s.Redis.Addr, "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
+			"-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
 			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
 			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
 			"-job.push_secret", PushSecret,
@@ -188,11 +218,19 @@ func (s *Stack) warmUp(tb testing.TB) {
 // reconnect moves on to the next) and waits for its welcome.
 func (s *Stack) Viewer(tb testing.TB, room string, comets ...*Comet) *Viewer {
 	tb.Helper()
+	v := s.ViewerAsync(tb, room, comets...)
+	v.WaitWelcomes(tb, 1, 15*time.Second)
+	return v
+}
+
+// ViewerAsync is Viewer without waiting for the welcome.
+func (s *Stack) ViewerAsync(tb testing.TB, room string, comets ...*Comet) *Viewer {
+	tb.Helper()
 	var urls []string
 	for _, c := range comets {
 		urls = append(urls, c.WS())
 	}
-	return Dial(tb, room, urls...)
+	return DialAsync(tb, room, urls...)
 }
 
 // RestartComet starts comet i again, with the same id and addresses,
@@ -224,20 +262,32 @@ func (s *Stack) Online(room string) (int64, error) {
 	return o.Online, nil
 }
 
-// Redis returns a client of the stack's redis-server, for looking at keys.
-// It reconnects after a restart.
-func (s *Stack) RDB() *redis.Client { return s.rdb }
+// RDB returns a client of the stack's Redis (a cluster client on a
+// cluster), for looking at keys. It reconnects after a restart.
+func (s *Stack) RDB() redis.UniversalClient { return s.rdb }
 
-// Keys returns the keys matching pattern (SCAN, for small test data sets).
+// Keys returns the keys matching pattern (SCAN of every master, for small
+// test data sets).
 func (s *Stack) Keys(pattern string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	var mu sync.Mutex
 	var keys []string
-	iter := s.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
 	}
-	return keys, iter.Err()
+	if rc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err := rc.ForEachMaster(ctx, scan)
+		return keys, err
+	}
+	err := scan(ctx, s.rdb.(*redis.Client))
+	return keys, err
 }
 
 // Metric returns the value of one series of the Prometheus text exposition

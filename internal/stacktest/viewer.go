@@ -67,7 +67,8 @@ type Welcome struct {
 	Since     int64  // the since the connection asked for; -1: none
 	Epoch     string // of the welcome
 	Pos       int64
-	Recovered *bool // nil when the welcome has no "recovered"
+	Recovered *bool     // nil when the welcome has no "recovered"
+	At        time.Time // when it arrived
 }
 
 func (w Welcome) String() string {
@@ -143,11 +144,19 @@ var dialer = &websocket.Dialer{HandshakeTimeout: 3 * time.Second}
 // and waits for its welcome. It is closed when tb ends.
 func Dial(tb testing.TB, room string, urls ...string) *Viewer {
 	tb.Helper()
+	v := DialAsync(tb, room, urls...)
+	v.WaitWelcomes(tb, 1, 15*time.Second)
+	return v
+}
+
+// DialAsync is Dial without waiting for the welcome: the viewer connects
+// (and reconnects until welcomed) in the background.
+func DialAsync(tb testing.TB, room string, urls ...string) *Viewer {
+	tb.Helper()
 	v := &Viewer{Room: room, urls: urls, resume: make(chan struct{}, 1), quit: make(chan struct{}),
 		done: make(chan struct{}), seen: map[string]bool{}}
 	go v.loop()
 	tb.Cleanup(v.Close)
-	v.WaitWelcomes(tb, 1, 15*time.Second)
 	return v
 }
 
@@ -262,7 +271,7 @@ func (v *Viewer) welcomed(f *inFrame, u string, since int64) int {
 	defer v.mu.Unlock()
 	v.conns++
 	v.attempt = 0
-	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered})
+	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered, At: time.Now()})
 	if f.Epoch != "" && !(f.Recovered != nil && *f.Recovered && f.Epoch == v.epoch) {
 		v.epoch, v.pos = f.Epoch, f.Pos
 	}

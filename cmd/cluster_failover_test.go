@@ -1,0 +1,300 @@
+package cmd_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/stacktest"
+	"github.com/danmaku/danmaku/internal/testutil"
+)
+
+// Timings of the failover test.
+const (
+	nodeTimeout = 1500 * time.Millisecond // cluster-node-timeout
+	lockTTL     = 2 * time.Second         // job.lock_ttl
+	hotRate     = 150                     // messages a second to the hot room
+	coldRate    = 3                       // to each other room
+	streamFor   = 14 * time.Second        // how long every room is sent to
+)
+
+// The whole pipeline on a Redis Cluster of 3 masters and 3 replicas: 1
+// logic, 2 jobs, 3 comets, viewers in 50 rooms spread over all three
+// masters. The master holding the hottest room (and comet 0's lease) is
+// killed with SIGKILL mid-stream, its replica is promoted, and the old
+// master comes back as a replica; viewers of rooms on that master leave
+// and new ones join while it is down.
+//
+// Every message logic accepted reaches every viewer exactly once, in
+// position order (resumes counted); logic refuses (503) only between the
+// kill and the promotion; every room is broadcast again within one lock
+// TTL of the promotion; /logic/online is right for every room within
+// comet.reconcile_interval of the promotion (plus a lease renewal).
+func TestClusterFailover(t *testing.T) {
+	began := time.Now()
+	s := stacktest.New(t, stacktest.Options{Comets: 3, Jobs: 2,
+		Cluster: &redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: nodeTimeout},
+		Job:     []string{"-job.lock_ttl", lockTTL.String()}})
+	c := s.Cluster
+	hot, victim := hotRoom(t, s)
+	rooms := spreadRooms(t, c, hot, 49)
+
+	var all []*stacktest.Viewer
+	byRoom := map[string][]*stacktest.Viewer{}
+	add := func(room string, first int) *stacktest.Viewer {
+		v := s.ViewerAsync(t, room, s.Comets[first%3], s.Comets[(first+1)%3])
+		byRoom[room] = append(byRoom[room], v)
+		all = append(all, v)
+		return v
+	}
+	for i := 0; i < 24; i++ {
+		add(hot, i)
+	}
+	for i, r := range rooms {
+		for k := 0; k < 3; k++ {
+			add(r, i+k)
+		}
+	}
+	for _, v := range all {
+		v.WaitWelcomes(t, 1, 15*time.Second)
+	}
+	onVictim := roomsOn(t, c, victim, rooms)
+	senders := map[string]*stacktest.Sender{hot: s.Send(t, hot, int(hotRate*streamFor.Seconds()), hotRate)}
+	for _, r := range rooms {
+		senders[r] = s.Send(t, r, int(coldRate*streamFor.Seconds()), coldRate)
+	}
+	testutil.SucceedsSoon(t, 15*time.Second, func() error { return firstShown(byRoom[hot][0], 300) })
+
+	killed := time.Now()
+	victim.Kill()
+	// Viewers of rooms on the killed master leave while it is down (their
+	// routes cannot be removed) and new ones join (they are refused until
+	// Redis answers, and retry).
+	left := map[*stacktest.Viewer]bool{}
+	var joined []*stacktest.Viewer
+	for i, r := range onVictim {
+		v := byRoom[r][0]
+		v.Close()
+		left[v] = true
+		joined = append(joined, add(r, i))
+	}
+	promoted, err := c.WaitPromoted(redistest.Slot("{"+hot+"}"), victim, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	t.Logf("replica %s promoted %v after the kill", promoted.Addr, up.Sub(killed).Round(time.Millisecond))
+	for _, v := range joined {
+		v.WaitWelcomes(t, 1, 15*time.Second)
+	}
+	settled := onlineSettles(t, s, byRoom, left, latest(up, joined))
+	if err := c.Rejoin(victim, promoted, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("old master back as a replica %v after the promotion", time.Since(up).Round(time.Millisecond))
+
+	var ids []string
+	for _, r := range append([]string{hot}, rooms...) {
+		senders[r].Wait(t, 40*time.Second)
+		ids = append(ids, senders[r].Accepted()...)
+	}
+	for r, vs := range byRoom {
+		stacktest.DeliveredOnce(t, 20*time.Second, senders[r].Accepted(), vs...)
+		stacktest.NoGaps(t, vs...)
+		if t.Failed() {
+			t.Fatalf("room %s (slot %d) failed; stopping at the first room", r, redistest.Slot("{"+r+"}"))
+		}
+	}
+	refusedOnlyInWindow(t, senders, killed, up)
+	broadcastAgain(t, senders, byRoom, up)
+	if settled > stacktest.ReconcileInterval+stacktest.LeaseRenew+time.Second {
+		t.Errorf("/logic/online right for every room %v after the promotion and the last join; want within reconcile_interval %v (+ a lease renewal, + 1 s)",
+			settled, stacktest.ReconcileInterval)
+	}
+	t.Logf("%d messages accepted, %d viewers, %d left during the outage; test took %v",
+		len(ids), len(all), len(left), time.Since(began).Round(time.Millisecond))
+}
+
+// hotRoom returns a room whose master also holds the lease of comet 0, and
+// that master: killing it loses the room's guards and a comet's lease at
+// once.
+func hotRoom(t *testing.T, s *stacktest.Stack) (string, *redistest.Server) {
+	t.Helper()
+	m, err := s.Cluster.Master(redistest.Slot("comet:{" + s.Comets[0].ID + "}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		room := testutil.Uniq("hot-")
+		if rm, err := s.Cluster.Master(redistest.Slot("{" + room + "}")); err == nil && rm == m {
+			return room, m
+		}
+	}
+	t.Fatalf("no room found on master %s", m.Addr)
+	return "", nil
+}
+
+// spreadRooms returns n rooms other than hot, with at least n/6 of them on
+// each master.
+func spreadRooms(t *testing.T, c *redistest.Cluster, hot string, n int) []string {
+	t.Helper()
+	masters, err := c.Masters()
+	if err != nil || len(masters) != 3 {
+		t.Fatalf("masters %v: %v", masters, err)
+	}
+	per := map[string][]string{}
+	for tries := 0; tries < 1000; tries++ {
+		room := testutil.Uniq("room-")
+		m, err := c.Master(redistest.Slot("{" + room + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(per[m.Addr]) < n/3+1 {
+			per[m.Addr] = append(per[m.Addr], room)
+		}
+		total := 0
+		for _, rs := range per {
+			total += len(rs)
+		}
+		if total >= n && len(per) == 3 {
+			break
+		}
+	}
+	var rooms []string
+	for _, a := range masters {
+		if len(per[a]) < n/6 {
+			t.Fatalf("only %d rooms on master %s", len(per[a]), a)
+		}
+		rooms = append(rooms, per[a]...)
+	}
+	sort.Strings(rooms)
+	return rooms[:n]
+}
+
+// roomsOn returns the rooms whose slot master m serves.
+func roomsOn(t *testing.T, c *redistest.Cluster, m *redistest.Server, rooms []string) []string {
+	t.Helper()
+	var on []string
+	for _, r := range rooms {
+		rm, err := c.Master(redistest.Slot("{" + r + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rm == m {
+			on = append(on, r)
+		}
+	}
+	if len(on) == 0 {
+		t.Fatalf("no room on master %s", m.Addr)
+	}
+	return on
+}
+
+// latest returns the later of t and the first welcome of every viewer of
+// vs.
+func latest(t time.Time, vs []*stacktest.Viewer) time.Time {
+	for _, v := range vs {
+		if ws := v.Welcomes(); len(ws) > 0 && ws[0].At.After(t) {
+			t = ws[0].At
+		}
+	}
+	return t
+}
+
+// onlineSettles waits until /logic/online of every room equals its open
+// viewers and returns how long after from that was.
+func onlineSettles(t *testing.T, s *stacktest.Stack, byRoom map[string][]*stacktest.Viewer, left map[*stacktest.Viewer]bool, from time.Time) time.Duration {
+	t.Helper()
+	err := testutil.Soon(30*time.Second, func() error {
+		var wrong []string
+		for r, vs := range byRoom {
+			want := 0
+			for _, v := range vs {
+				if !left[v] {
+					want++
+				}
+			}
+			got, err := s.Online(r)
+			if err != nil {
+				return err
+			}
+			if got != int64(want) {
+				wrong = append(wrong, fmt.Sprintf("%s: %d, want %d", r, got, want))
+			}
+		}
+		if len(wrong) > 0 {
+			return fmt.Errorf("%d rooms counted wrong: %s", len(wrong), strings.Join(wrong[:min(3, len(wrong))], "; "))
+		}
+		return nil
+	})
+	took := time.Since(from)
+	if err != nil {
+		t.Fatalf("/logic/online still wrong %v after the promotion and the last join: %v", took.Round(time.Millisecond), err)
+	}
+	t.Logf("/logic/online right for every room %v after the promotion and the last join", took.Round(time.Millisecond))
+	return took
+}
+
+// refusedOnlyInWindow checks that logic refused requests only between the
+// kill and the promotion (plus the time one refused request takes), and
+// logs the window it measured.
+func refusedOnlyInWindow(t *testing.T, senders map[string]*stacktest.Sender, killed, up time.Time) {
+	t.Helper()
+	var first, last time.Time
+	n := 0
+	for r, sd := range senders {
+		for _, at := range sd.RefusedAt() {
+			n++
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+			if at.Before(killed) || at.After(up.Add(time.Second)) {
+				t.Errorf("room %s: a request sent %v after the kill was refused (promotion after %v)",
+					r, at.Sub(killed).Round(time.Millisecond), up.Sub(killed).Round(time.Millisecond))
+			}
+		}
+	}
+	if n == 0 {
+		t.Logf("logic refused no request: the killed master held no rate-limit key in use")
+		return
+	}
+	t.Logf("logic refused %d requests (503) from %v to %v after the kill; promotion after %v",
+		n, first.Sub(killed).Round(time.Millisecond), last.Sub(killed).Round(time.Millisecond), up.Sub(killed).Round(time.Millisecond))
+}
+
+// broadcastAgain checks that every room's viewers show the first message
+// sent after the promotion within one lock TTL of it, and logs the
+// slowest room.
+func broadcastAgain(t *testing.T, senders map[string]*stacktest.Sender, byRoom map[string][]*stacktest.Viewer, up time.Time) {
+	t.Helper()
+	var worst time.Duration
+	var worstRoom string
+	for r, vs := range byRoom {
+		after := senders[r].AcceptedAfter(up)
+		if len(after) == 0 {
+			t.Errorf("room %s: nothing accepted after the promotion", r)
+			continue
+		}
+		id := after[0]
+		for _, v := range vs {
+			for _, m := range v.Shown() {
+				if m.ID == id {
+					if d := m.At.Sub(up); d > worst {
+						worst, worstRoom = d, r
+					}
+					break
+				}
+			}
+		}
+	}
+	t.Logf("every room broadcast again within %v of the promotion (slowest %s)", worst.Round(time.Millisecond), worstRoom)
+	if worst > lockTTL {
+		t.Errorf("room %s broadcast again %v after the promotion; want within one lock TTL (%v)", worstRoom, worst, lockTTL)
+	}
+}
