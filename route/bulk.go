@@ -43,7 +43,8 @@ type applied struct {
 // apply runs ops in pipelines of at most sliceSize operations. The
 // operations of one room within a pipeline are one room_sync call, so each
 // room's set and counts change atomically; the per-connection, per-user and
-// comet index writes go in the same pipeline.
+// comet index writes go in the same pipeline (on a cluster: index entries
+// added before, removed after, see phased).
 func (s *Store) apply(ctx context.Context, name, comet string, ops []op) (applied, error) {
 	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b op) int { return cmp.Compare(a.c.Room, b.c.Room) })
@@ -106,20 +107,21 @@ func (s *Store) applySlice(ctx context.Context, name, comet string, ops []op, ou
 			unindex = append(unindex, o.c.ID)
 		}
 	}
-	_, err := s.execPipe(ctx, name, func(p redis.Pipeliner) {
+	var addIndex, dropIndex func(p redis.Pipeliner)
+	if len(index) > 0 {
+		addIndex = func(p redis.Pipeliner) { p.HSet(ctx, cometConnectionsKey(comet), index...) }
+	}
+	if len(unindex) > 0 {
+		dropIndex = func(p redis.Pipeliner) { p.HDel(ctx, cometConnectionsKey(comet), unindex...) }
+	}
+	err := s.phased(ctx, name, addIndex, func(p redis.Pipeliner) {
 		for _, rc := range calls {
 			rc.cmd = roomSyncScript.EvalSha(ctx, p, []string{roomConnectionsKey(rc.room), roomCometsKey(rc.room)}, rc.args...)
 		}
 		for _, o := range ops {
 			writeRecords(ctx, p, o)
 		}
-		if len(index) > 0 {
-			p.HSet(ctx, cometConnectionsKey(comet), index...)
-		}
-		if len(unindex) > 0 {
-			p.HDel(ctx, cometConnectionsKey(comet), unindex...)
-		}
-	})
+	}, dropIndex)
 	if err != nil {
 		return err
 	}

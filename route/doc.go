@@ -41,7 +41,10 @@
 //
 // # Registry
 //
-// Register and Unregister are one pipelined round trip each. The room's
+// Register and Unregister are one pipelined round trip each (two on a
+// cluster: the comet's index entry is written before and removed after the
+// other records, so a call cut short by a lost master leaves only traces
+// the index lists, which Reconcile removes or completes). The room's
 // connection set and its per-comet counts change in one Lua script, so the
 // sum of room:comets:{room} always equals SCARD room:connections:{room}; a
 // count that drops to zero loses its field. The per-connection and per-user

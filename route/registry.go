@@ -40,12 +40,13 @@ func (c Conn) cometIndexValue() string { return c.Room + ":" + c.User }
 
 // Register records c in the room (atomically with the room's per-comet
 // count), in connection:info, in user:online and in the comet's own index.
-// It is one pipelined round trip and safe to repeat.
+// It is one pipelined round trip on a single server, two on a cluster (the
+// index first, see phased), and safe to repeat.
 //
 // A user banned from the room (Ban) is not added to it: Register returns a
-// *BanError. The connection's own records were written by the same
-// pipeline; the caller removes them with Unregister, as for any connection
-// that goes away.
+// *BanError. The connection's own records were written by the same call;
+// the caller removes them with Unregister, as for any connection that goes
+// away.
 func (s *Store) Register(ctx context.Context, c Conn) error {
 	if err := c.check(); err != nil {
 		return err
@@ -55,14 +56,15 @@ func (s *Store) Register(ctx context.Context, c Conn) error {
 		keys = append(keys, banKey(c.Room, c.User))
 	}
 	var reg *redis.Cmd
-	_, err := s.execPipe(ctx, "register", func(p redis.Pipeliner) {
+	err := s.phased(ctx, "register", func(p redis.Pipeliner) {
+		p.HSet(ctx, cometConnectionsKey(c.Comet), c.ID, c.cometIndexValue())
+	}, func(p redis.Pipeliner) {
 		p.HSet(ctx, connectionInfoKey(c.ID), "comet_id", c.Comet, "user_id", c.User, "room_id", c.Room)
 		if c.User != "" {
 			p.HSet(ctx, userOnlineKey(c.User), c.ID, c.Comet)
 		}
-		p.HSet(ctx, cometConnectionsKey(c.Comet), c.ID, c.cometIndexValue())
 		reg = registerScript.EvalSha(ctx, p, keys, c.ID, c.Comet)
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -72,21 +74,56 @@ func (s *Store) Register(ctx context.Context, c Conn) error {
 	return nil
 }
 
-// Unregister removes every trace of c. It is one pipelined round trip and
-// safe to repeat.
+// Unregister removes every trace of c. It is one pipelined round trip on a
+// single server, two on a cluster (the index last, see phased), and safe to
+// repeat.
 func (s *Store) Unregister(ctx context.Context, c Conn) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	_, err := s.execPipe(ctx, "unregister", func(p redis.Pipeliner) {
+	return s.phased(ctx, "unregister", nil, func(p redis.Pipeliner) {
 		unregisterScript.EvalSha(ctx, p, []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}, c.Comet, c.ID)
 		p.Del(ctx, connectionInfoKey(c.ID))
 		if c.User != "" {
 			p.HDel(ctx, userOnlineKey(c.User), c.ID)
 		}
+	}, func(p redis.Pipeliner) {
 		p.HDel(ctx, cometConnectionsKey(c.Comet), c.ID)
 	})
-	return err
+}
+
+// phased runs a change of the registry in three phases: index adds the
+// comet index entries, records writes or removes the room membership and
+// the per-connection and per-user records, unindex removes index entries.
+// The comet's index so lists a connection before any other record of it is
+// written and until every other record of it is removed: a change that
+// fails half way (a master lost mid-call) leaves only traces the index
+// lists, which Reconcile and RemoveComet find. On a single server one
+// pipeline keeps that order (commands run in the order sent). A cluster
+// client sends the commands of each node concurrently, so there each phase
+// given is a round trip of its own, run only when the one before
+// succeeded. Any phase may be nil.
+func (s *Store) phased(ctx context.Context, op string, index, records, unindex func(p redis.Pipeliner)) error {
+	phases := []func(redis.Pipeliner){index, records, unindex}
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		_, err := s.execPipe(ctx, op, func(p redis.Pipeliner) {
+			for _, fill := range phases {
+				if fill != nil {
+					fill(p)
+				}
+			}
+		})
+		return err
+	}
+	for _, fill := range phases {
+		if fill == nil {
+			continue
+		}
+		if _, err := s.execPipe(ctx, op, fill); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Online returns the number of viewers of room over all comets.
@@ -129,20 +166,24 @@ func (s *Store) RemoveComet(ctx context.Context, comet string) (int, error) {
 			for _, c := range chunk {
 				args = append(args, c.ID)
 			}
-			cmds, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
-				removeCometScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
+			var script *redis.Cmd
+			err := s.phased(ctx, "remove comet", nil, func(p redis.Pipeliner) {
+				script = removeCometScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
 				for _, c := range chunk {
 					p.Del(ctx, connectionInfoKey(c.ID))
 					if c.User != "" {
 						p.HDel(ctx, userOnlineKey(c.User), c.ID)
 					}
+				}
+			}, func(p redis.Pipeliner) {
+				for _, c := range chunk {
 					p.HDel(ctx, cometConnectionsKey(comet), c.ID)
 				}
 			})
 			if err != nil {
 				return removed, err
 			}
-			n, _ := cmds[0].(*redis.Cmd).Int()
+			n, _ := script.Int()
 			removed += n
 		}
 	}
