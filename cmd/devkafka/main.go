@@ -21,7 +21,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:9092", "listen address (loopback); port 0 picks a free one")
+	addr := flag.String("addr", "127.0.0.1:9092", "listen address, the IP of one interface (the broker gives it to clients); port 0 picks a free one")
 	data := flag.String("data", "", "directory keeping topics, records and offsets across restarts; empty: memory only")
 	flag.Parse()
 	c, bound, err := devbroker.Start(devbroker.Options{Addr: *addr, DataDir: *data})

@@ -16,8 +16,9 @@ import (
 
 // Options configures the broker.
 type Options struct {
-	// Addr is the listen address; port 0 picks a free one. The broker
-	// always listens on loopback.
+	// Addr is the listen address; port 0 picks a free one. The host is
+	// the address the broker listens on and gives clients in its metadata
+	// (one interface, no wildcard); empty means 127.0.0.1.
 	Addr string
 	// Topic, when set, is created at start with Partitions partitions;
 	// otherwise logic creates the room topic at its start-up.
@@ -33,10 +34,13 @@ func Start(o Options) (*kfake.Cluster, string, error) {
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:0"
 	}
-	_, port, err := net.SplitHostPort(o.Addr)
+	host, port, err := net.SplitHostPort(o.Addr)
 	p, perr := strconv.Atoi(port)
 	if err != nil || perr != nil || p < 0 {
 		return nil, "", fmt.Errorf("embedded kafka: address %q: want host:port", o.Addr)
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || ip.IsUnspecified()) {
+		return nil, "", fmt.Errorf("embedded kafka: address %q: want the IP address of one interface", o.Addr)
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
@@ -46,6 +50,14 @@ func Start(o Options) (*kfake.Cluster, string, error) {
 	}
 	if p > 0 {
 		opts = append(opts, kfake.Ports(p))
+	}
+	if host != "" {
+		// kfake listens on 127.0.0.1; its listener is asked for here and
+		// opened on host instead, which its metadata then names.
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, port, _ := net.SplitHostPort(addr)
+			return net.Listen(network, net.JoinHostPort(host, port))
+		}))
 	}
 	if o.Topic != "" {
 		opts = append(opts, kfake.SeedTopics(int32(max(o.Partitions, 1)), o.Topic), kfake.AllowAutoTopicCreation())
