@@ -1,7 +1,7 @@
 # The one test command: make test (what CI runs).
 GO ?= go
 
-.PHONY: test fmt-check imports-check vet unit fuzz build bench
+.PHONY: test fmt-check imports-check vet unit fuzz build bench netns
 
 test: fmt-check imports-check vet fuzz unit
 
@@ -38,3 +38,9 @@ build:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Roles on separate hosts: every role in a network namespace of its own, a
+# short load through them (scripts/netns.sh). Needs root; CI runs it after
+# test.
+netns:
+	scripts/netns.sh
