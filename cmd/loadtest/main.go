@@ -117,7 +117,7 @@ func run(args []string) int {
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the drop plan (0: from the clock)")
 	fs.Var(&pids, "pid", "server process to watch as NAME=PID (repeatable); names starting with comet count for RSS per connection")
 	fs.Var(&jobMetrics, "job-metrics", "job /metrics URL(s), for danmaku_job_dropped_total")
-	fs.StringVar(&c.RedisAddr, "redis", "", "Redis address for INFO commandstats before and after")
+	fs.StringVar(&c.RedisAddr, "redis", "", "Redis address for INFO commandstats before and after (a cluster: its masters, comma separated; per-node shares are reported)")
 	fs.DurationVar(&c.TargetP99, "target-p99", 0, "report whether p99 latency stays under this")
 	fs.DurationVar(&c.TargetLiveP99, "target-live-p99", 0, "report whether p99 latency of messages in live frames (not replays) stays under this")
 	fs.Float64Var(&c.TargetDPS, "target-dps", 0, "report whether the median deliveries/s reaches this")

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; it
@@ -128,35 +126,6 @@ func scrapeCounter(ctx context.Context, url, name string) (map[string]float64, e
 		}
 	}
 	return out, sc.Err()
-}
-
-// commandStats reads INFO commandstats: calls per command.
-func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		// cmdstat_evalsha:calls=12,usec=...
-		if !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out[name] = n
-			}
-		}
-	}
-	return out, nil
 }
 
 // machineCPU returns busy and total jiffies of all CPUs from /proc/stat.

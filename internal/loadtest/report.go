@@ -75,6 +75,7 @@ type Report struct {
 	Cores           int           `json:"cores"`
 	RSSGeneratorMiB float64       `json:"generatorRssMiB"`
 	Redis           *RedisStats   `json:"redis,omitempty"`
+	RedisIdle       *RedisStats   `json:"redisIdle,omitempty"` // over -idle, with viewers and no messages
 
 	// Notices of a notice run (U1): user pushes and broadcasts; their
 	// deliveries, losses and duplicates are also in the totals above.
@@ -143,11 +144,14 @@ type ServerStats struct {
 	Error        string  `json:"error,omitempty"`
 }
 
-// RedisStats is INFO commandstats over the sending window.
+// RedisStats is INFO commandstats over the sending window (or the idle
+// one), summed over the nodes given.
 type RedisStats struct {
 	Commands   int64            `json:"commands"`
 	PerMessage float64          `json:"perAcceptedMessage"`
+	PerSecond  float64          `json:"perSecond,omitempty"` // idle window only
 	ByCommand  map[string]int64 `json:"byCommand"`
+	ByNode     map[string]int64 `json:"byNode,omitempty"` // commands per node, with more than one
 }
 
 // IngestStep is one stage of the ingest mode.
@@ -288,16 +292,16 @@ func (rep *Report) Print(w io.Writer) {
 	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB; whole machine %.0f%% of %d00%%",
 		rep.GeneratorCPUPct, rep.RSSGeneratorMiB, rep.MachineCPUPct, rep.Cores)
 	if rep.Redis != nil {
-		var keys []string
-		for k := range rep.Redis.ByCommand {
-			keys = append(keys, k)
+		p("redis: %d commands, %.2f per accepted message (%s)", rep.Redis.Commands, rep.Redis.PerMessage, commandList(rep.Redis.ByCommand))
+		if len(rep.Redis.ByNode) > 0 {
+			p("  per node: %s", nodeShares(rep.Redis))
 		}
-		sort.Slice(keys, func(a, b int) bool { return rep.Redis.ByCommand[keys[a]] > rep.Redis.ByCommand[keys[b]] })
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, rep.Redis.ByCommand[k]))
+	}
+	if rep.RedisIdle != nil {
+		p("redis while idle: %.1f commands/s (%s)", rep.RedisIdle.PerSecond, commandList(rep.RedisIdle.ByCommand))
+		if len(rep.RedisIdle.ByNode) > 0 {
+			p("  per node: %s", nodeShares(rep.RedisIdle))
 		}
-		p("redis: %d commands, %.2f per accepted message (%s)", rep.Redis.Commands, rep.Redis.PerMessage, strings.Join(parts, " "))
 	}
 	for _, t := range rep.Targets {
 		res := "MET"
@@ -418,4 +422,32 @@ func short(v float64) string {
 
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// commandList is "cmd=n ..." ordered by count, largest first.
+func commandList(by map[string]int64) string {
+	var keys []string
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return by[keys[a]] > by[keys[b]] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, by[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// nodeShares is "addr n (p%) ..." in address order.
+func nodeShares(rs *RedisStats) string {
+	var nodes []string
+	for k := range rs.ByNode {
+		nodes = append(nodes, k)
+	}
+	sort.Strings(nodes)
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%s %d (%.0f%%)", n, rs.ByNode[n], 100*float64(rs.ByNode[n])/float64(max(rs.Commands, 1)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -42,3 +42,20 @@ func TestReportFiles(t *testing.T) {
 		}
 	}
 }
+
+// Commands are summed over the nodes read (INFO left out), each node's
+// share kept when there is more than one.
+func TestRedisDeltaNodes(t *testing.T) {
+	before := map[string]map[string]int64{"a": {"evalsha": 10, "info": 3}, "b": {"hget": 5}}
+	after := map[string]map[string]int64{"a": {"evalsha": 40, "info": 9}, "b": {"hget": 15, "evalsha": 20}}
+	rs := redisDelta(before, after, 10)
+	if rs.Commands != 60 || rs.PerMessage != 6 || rs.ByCommand["evalsha"] != 50 || rs.ByCommand["hget"] != 10 || rs.ByCommand["info"] != 0 {
+		t.Fatalf("delta %+v", rs)
+	}
+	if rs.ByNode["a"] != 30 || rs.ByNode["b"] != 30 {
+		t.Fatalf("per node %v", rs.ByNode)
+	}
+	if one := redisDelta(map[string]map[string]int64{"a": {}}, map[string]map[string]int64{"a": {"get": 2}}, 0); one.ByNode != nil || one.Commands != 2 {
+		t.Fatalf("one node: %+v", one)
+	}
+}

@@ -27,8 +27,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Step is one stage of the ingest mode: an open-loop rate or a closed loop
@@ -111,7 +109,7 @@ type Config struct {
 
 	Procs      []Proc
 	JobMetrics []string // job /metrics URLs
-	RedisAddr  string   // for INFO commandstats
+	RedisAddr  string   // for INFO commandstats: one address, or a cluster's masters comma separated
 
 	// Kill names a process of Procs to kill (SIGKILL) KillAfter into
 	// sending: a comet crash under load.
@@ -280,21 +278,28 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Progress != nil && c.Viewers > 0 {
 		fmt.Fprintln(c.Progress)
 	}
+	var rdb *redisNodes
+	if c.RedisAddr != "" {
+		rdb = newRedisNodes(c.RedisAddr)
+		defer rdb.close()
+	}
 	afterRamp := sampleAll(c.Procs)
 	if c.Idle > 0 {
+		idleFrom, _ := rdb.statsIf(ctx)
 		time.Sleep(c.Idle)
+		if idleTo, err := rdb.statsIf(ctx); err == nil && idleFrom != nil {
+			rep.RedisIdle = redisDelta(idleFrom, idleTo, 0)
+			rep.RedisIdle.PerSecond = float64(rep.RedisIdle.Commands) / c.Idle.Seconds()
+		}
 	}
 	idleEnd := sampleAll(c.Procs)
 	if c.Settle > 0 {
 		time.Sleep(c.Settle)
 	}
 
-	var rdb *redis.Client
-	var cmdBefore map[string]int64
-	if c.RedisAddr != "" {
-		rdb = redis.NewClient(&redis.Options{Addr: c.RedisAddr, DialTimeout: 2 * time.Second})
-		defer rdb.Close()
-		if cmdBefore, err = commandStats(ctx, rdb); err != nil {
+	var cmdBefore map[string]map[string]int64
+	if rdb != nil {
+		if cmdBefore, err = rdb.stats(ctx); err != nil {
 			rep.Notes = append(rep.Notes, "redis commandstats: "+err.Error())
 		}
 	}
@@ -442,7 +447,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	window := time.Since(markAt)
 	dropAfter := scrapeJobs(ctx, c.JobMetrics)
 	if rdb != nil && cmdBefore != nil {
-		if after, err := commandStats(ctx, rdb); err == nil {
+		if after, err := rdb.stats(ctx); err == nil {
 			rep.Redis = redisDelta(cmdBefore, after, sendStats.Accepted)
 		}
 	}
@@ -502,20 +507,6 @@ func scrapeJobs(ctx context.Context, urls []string) map[string]float64 {
 		}
 	}
 	return out
-}
-
-func redisDelta(before, after map[string]int64, accepted int64) *RedisStats {
-	rs := &RedisStats{ByCommand: map[string]int64{}}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 && k != "info" {
-			rs.ByCommand[k] = d
-			rs.Commands += d
-		}
-	}
-	if accepted > 0 {
-		rs.PerMessage = float64(rs.Commands) / float64(accepted)
-	}
-	return rs
 }
 
 // bar draws a one-line progress bar.
