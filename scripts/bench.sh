@@ -16,8 +16,10 @@
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another), U1 notices (pushes to users and
-# broadcasts).
+# broadcasts), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
+# on a 3-shard Redis Cluster; not in the default list).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
+# CLUSTER=1 (every scenario on a 3-shard Redis Cluster instead of one server),
 # WRITE_MD=0 to leave BENCHMARKS.md alone (a run of a SCENARIOS selection leaves it
 # unless WRITE_MD=1 or MD_BLOCK is set), MD_BLOCK (the block of BENCHMARKS.md
 # the table replaces, between <!-- MD_BLOCK:begin/end --> lines; default bench,
@@ -86,14 +88,42 @@ build() {
 }
 
 PROCS=() # NAME=PID for loadtest -pid
+REDIS_ADDRS="127.0.0.1:$REDIS_PORT"
 start_redis() {
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize no --logfile "$LOGS/redis.log" &
 	PIDS+=($!)
 	PROCS+=("redis=$!")
+	REDIS_ADDRS="127.0.0.1:$REDIS_PORT"
 	local i
 	for i in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
 	log "redis did not start"; return 1
+}
+
+# start_redis_cluster: three masters without replicas on REDIS_PORT..+2
+# (cluster bus +10000), one shard each.
+start_redis_cluster() {
+	local k p nodes=()
+	rm -rf "$OUT/redis-cluster"
+	for k in 0 1 2; do
+		p=$((REDIS_PORT + k))
+		mkdir -p "$OUT/redis-cluster/$p"
+		redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+			--dir "$OUT/redis-cluster/$p" --cluster-enabled yes --cluster-config-file nodes.conf \
+			--cluster-node-timeout 5000 --logfile "$LOGS/redis$k.log" &
+		PIDS+=($!)
+		PROCS+=("redis$k=$!")
+		nodes+=("127.0.0.1:$p")
+		for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	done
+	redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$LOGS/cluster-create.log" 2>&1
+	for k in 0 1 2; do
+		for _ in $(seq 1 300); do
+			redis-cli -p $((REDIS_PORT + k)) cluster info | grep -q cluster_state:ok && break
+			sleep 0.1
+		done
+	done
+	REDIS_ADDRS=$(IFS=,; echo "${nodes[*]}")
 }
 
 start_kafka() {
@@ -115,7 +145,7 @@ start_comets() { # N
 		p=$((PB + 100 * k))
 		ip=$((p + 1))
 		"$BIN/comet" -config configs/comet.yaml -log.level warn \
-			-redis.addrs "127.0.0.1:$REDIS_PORT" -comet.id "bench-c$k" \
+			-redis.addrs "$REDIS_ADDRS" -comet.id "bench-c$k" \
 			-comet.listen "127.0.0.1:$p" -comet.internal_listen "127.0.0.1:$ip" \
 			-comet.advertise "127.0.0.1:$ip" -comet.secret "$SECRET" -comet.max_conns_per_ip 0 \
 			2>"$LOGS/comet$k.log" &
@@ -128,7 +158,7 @@ start_comets() { # N
 
 start_logic() {
 	"$BIN/logic" -config configs/logic.yaml -log.level warn \
-		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
+		-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 -logic.ip_rate_limit 0 \
 		-logic.admin_secret "$ADMIN_SECRET" \
 		2>"$LOGS/logic.log" &
@@ -137,27 +167,41 @@ start_logic() {
 	wait_http "http://127.0.0.1:$LOGIC_PORT/logic/online?roomId=ready"
 }
 
-start_job() { # WINDOW POLICY
-	"$BIN/job" -config configs/job.yaml -log.level warn \
-		-redis.addrs "127.0.0.1:$REDIS_PORT" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
-		-job.window "$1" -job.policy "$2" -job.push_secret "$SECRET" \
-		-job.metrics_addr "127.0.0.1:$JOB_METRICS_PORT" \
-		2>"$LOGS/job.log" &
-	PIDS+=($!)
-	PROCS+=("job=$!")
-	wait_http "http://127.0.0.1:$JOB_METRICS_PORT/healthz"
+JOB_METRICS=""
+start_jobs() { # N WINDOW POLICY: N jobs of one consumer group ("job", or job1..jobN)
+	local k name port
+	JOB_METRICS=""
+	for k in $(seq 1 "$1"); do
+		port=$((JOB_METRICS_PORT + 1000 * (k - 1)))
+		name=job
+		[ "$1" = 1 ] || name=job$k
+		"$BIN/job" -config configs/job.yaml -log.level warn \
+			-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
+			-job.window "$2" -job.policy "$3" -job.push_secret "$SECRET" \
+			-job.metrics_addr "127.0.0.1:$port" \
+			2>"$LOGS/$name.log" &
+		PIDS+=($!)
+		PROCS+=("$name=$!")
+		wait_http "http://127.0.0.1:$port/healthz"
+		JOB_METRICS="${JOB_METRICS:+$JOB_METRICS,}http://127.0.0.1:$port/metrics"
+	done
 }
 
-# up COMETS WINDOW POLICY: a fresh stack.
+# up COMETS WINDOW POLICY [JOBS]: a fresh stack; on a 3-shard Redis
+# Cluster when CLUSTER=1.
 LABEL=""
+CLUSTER=${CLUSTER:-0}
 up() {
+	local jobs=${4:-1}
 	LABEL="window=$2 policy=$3"
+	[ "$jobs" = 1 ] || LABEL="$LABEL jobs=$jobs"
+	[ "$CLUSTER" = 0 ] || LABEL="$LABEL redis=cluster-3"
 	cleanup
 	PROCS=()
-	start_redis
+	if [ "$CLUSTER" = 0 ]; then start_redis; else start_redis_cluster; fi
 	start_kafka
 	start_logic
-	start_job "$2" "$3"
+	start_jobs "$jobs" "$2" "$3"
 	start_comets "$1"
 	# The job's group join and the comets' first leases take a moment.
 	sleep 3
@@ -184,7 +228,7 @@ lt() {
 	fi
 	set +e
 	"$BIN/loadtest" -scenario "$name" -comets "$COMET_ADDRS" -logic "http://127.0.0.1:$LOGIC_PORT" \
-		-redis "127.0.0.1:$REDIS_PORT" -job-metrics "http://127.0.0.1:$JOB_METRICS_PORT/metrics" \
+		-redis "$REDIS_ADDRS" -job-metrics "$JOB_METRICS" \
 		-label "$LABEL" "${pidargs[@]}" -json "$OUT/$name.json" -svg "$OUT/$name.svg" "$@" ${LT_ARGS:-} | tee "$OUT/$name.txt"
 	local rc=${PIPESTATUS[0]}
 	set -e
@@ -280,6 +324,26 @@ scenario_U1() {
 		-duration "$(val U1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -admin-secret "$ADMIN_SECRET"
 }
 
+# SC: scale-out at fixed load on a 3-shard Redis Cluster: comets 1 -> 2 ->
+# 3 with one job, then 3 comets with 2 jobs. 6,000 viewers in 200 rooms
+# (Zipf s=1), 1,000 msg/s, 20 s, window 200 ms, 10 s idle before sending
+# (idle CPU and Redis commands/s of the stack).
+scenario_SC() {
+	local prev=$CLUSTER spec comets jobs
+	CLUSTER=1
+	for spec in 1:1 2:1 3:1 3:2; do
+		comets=${spec%:*}
+		jobs=${spec#*:}
+		up "$comets" 200ms coalesce "$jobs"
+		local name="SC-c$comets"
+		[ "$jobs" = 1 ] || name="$name-j$jobs"
+		lt "$name" -viewers "$(val SC_VIEWERS "$(scale 6000 60)")" -rooms "$(val SC_ROOMS "$(scale 200 10)")" -zipf 1 \
+			-rate "$(val SC_RATE "$(scale 1000 20)")" -duration "$(val SC_DURATION "$(scale 20 5)")s" \
+			-idle "$(val SC_IDLE 10)s" -conn-rate 2000
+	done
+	CLUSTER=$prev
+}
+
 scenario_J() {
 	local w
 	for w in 100ms 1000ms; do
@@ -307,7 +371,7 @@ summary() {
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n all=()
-	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 U1 " f
+	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 U1 SC-c1 SC-c2 SC-c3 SC-c3-j2 " f
 	for n in $known; do
 		[ -f "$OUT/$n.rc" ] && all+=("$n")
 	done
