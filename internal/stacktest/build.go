@@ -1,11 +1,13 @@
 // Package stacktest runs the service as separate processes for fault
 // tests: a redis-server of the test's own (killable, restartable empty on
-// the same port, pausable), cmd/devkafka, logic, one or more jobs and two
-// or more comets, each a child process built once per test binary, with
-// short timings set by flags. Viewer is a WebSocket client that resumes
-// like web/static/danmaku.js and records every message it shows; Sender
-// posts messages to logic and records the accepted ids; DeliveredOnce and
-// Delivered check that every viewer showed every accepted id.
+// the same port, pausable) or a Redis Cluster of its own with replicas
+// (Options.Cluster: masters to kill, replicas to promote), cmd/devkafka,
+// logic, one or more jobs and one or more comets, each a child process
+// built once per test binary, with short timings set by flags. Viewer is a
+// WebSocket client that resumes like web/static/danmaku.js and records
+// every message it shows; Sender posts messages to logic and records the
+// accepted ids; DeliveredOnce and Delivered check that every viewer showed
+// every accepted id.
 //
 // Children get their listen addresses from testutil.FreeAddr, which
 // closes the port before the child binds it; a child that exits because
