@@ -298,7 +298,7 @@ func (rep *Report) Print(w io.Writer) {
 		}
 	}
 	if rep.RedisIdle != nil {
-		p("redis while idle: %.1f commands/s (%s)", rep.RedisIdle.PerSecond, commandList(rep.RedisIdle.ByCommand))
+		p("redis while idle: %.1f commands/s (%d over the idle window: %s)", rep.RedisIdle.PerSecond, rep.RedisIdle.Commands, commandList(rep.RedisIdle.ByCommand))
 		if len(rep.RedisIdle.ByNode) > 0 {
 			p("  per node: %s", nodeShares(rep.RedisIdle))
 		}
