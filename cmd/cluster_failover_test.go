@@ -15,7 +15,7 @@ import (
 // Timings of the failover test.
 const (
 	nodeTimeout = 1500 * time.Millisecond // cluster-node-timeout
-	lockTTL     = 2 * time.Second         // job.lock_ttl
+	lockTTL     = 3 * time.Second         // job.lock_ttl
 	hotRate     = 150                     // messages a second to the hot room
 	coldRate    = 3                       // to each other room
 	streamFor   = 14 * time.Second        // how long every room is sent to
