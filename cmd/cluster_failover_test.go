@@ -32,7 +32,8 @@ const (
 // position order (resumes counted); logic refuses (503) only between the
 // kill and the promotion; every room is broadcast again within one lock
 // TTL of the promotion; /logic/online is right for every room within
-// comet.reconcile_interval of the promotion (plus a lease renewal).
+// comet.reconcile_interval (plus a lease renewal and a second of slack) of
+// the promotion and the welcome of the last viewer that joined meanwhile.
 func TestClusterFailover(t *testing.T) {
 	began := time.Now()
 	s := stacktest.New(t, stacktest.Options{Comets: 3, Jobs: 2,
