@@ -270,13 +270,12 @@ func broadcastAgain(t *testing.T, senders map[string]*stacktest.Sender, byRoom m
 	var worst time.Duration
 	var worstRoom string
 	for r, vs := range byRoom {
-		after := senders[r].AcceptedAfter(up)
+		after := senders[r].SentAfter(up)
 		if len(after) == 0 {
 			t.Errorf("room %s: nothing accepted after the promotion", r)
 			continue
 		}
-		id := after[0]
-		sent, _ := senders[r].SentAt(id)
+		id, sent := after[0].ID, after[0].At
 		for _, v := range vs {
 			for _, m := range v.Shown() {
 				if m.ID == id {
