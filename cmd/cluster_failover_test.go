@@ -31,9 +31,10 @@ const (
 // Every message logic accepted reaches every viewer exactly once, in
 // position order (resumes counted); logic refuses (503) only between the
 // kill and the promotion; every room is broadcast again within one lock
-// TTL of the promotion; /logic/online is right for every room within
-// comet.reconcile_interval (plus a lease renewal and a second of slack) of
-// the promotion and the welcome of the last viewer that joined meanwhile.
+// TTL of the promotion; /logic/online is right for every room within a
+// janitor pass, a lease renewal and comet.reconcile_interval (plus 2 s of
+// slack for a loaded machine) of the promotion and the welcome of the last
+// viewer that joined meanwhile.
 func TestClusterFailover(t *testing.T) {
 	began := time.Now()
 	s := stacktest.New(t, stacktest.Options{Comets: 3, Jobs: 2,
@@ -109,9 +110,13 @@ func TestClusterFailover(t *testing.T) {
 	}
 	refusedOnlyInWindow(t, senders, killed, up)
 	broadcastAgain(t, senders, byRoom, up)
-	if settled > stacktest.ReconcileInterval+stacktest.LeaseRenew+time.Second {
-		t.Errorf("/logic/online right for every room %v after the promotion and the last join; want within reconcile_interval %v (+ a lease renewal, + 1 s)",
-			settled, stacktest.ReconcileInterval)
+	// A comet whose lease expired during the outage may have its routes
+	// removed by a job's janitor after the promotion; its next lease
+	// renewal writes them again, the next reconcile removes what the
+	// outage left behind.
+	if bound := stacktest.JanitorInterval + stacktest.LeaseRenew + stacktest.ReconcileInterval + 2*time.Second; settled > bound {
+		t.Errorf("/logic/online right for every room %v after the promotion and the last join; want within %v: a janitor pass, a lease renewal and reconcile_interval (%v), + 2 s",
+			settled, bound, stacktest.ReconcileInterval)
 	}
 	t.Logf("%d messages accepted, %d viewers, %d left and %d joined during the outage; test took %v",
 		len(ids), len(all)-len(joined), len(joined), len(joined), time.Since(began).Round(time.Millisecond))

@@ -81,6 +81,8 @@ const (
 	LeaseTTL   = 2 * time.Second        // comet.lease_ttl
 	// ReconcileInterval is comet.reconcile_interval.
 	ReconcileInterval = 500 * time.Millisecond
+	// JanitorInterval is job.janitor_interval.
+	JanitorInterval = time.Second
 )
 
 // PushSecret is the stack's job.push_secret and comet.secret: the role
@@ -176,7 +178,7 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 		j.Metrics = testutil.FreeAddr(tb)
 		return append([]string{"-config", "configs/job.yaml",
 			"-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
-			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", "1s",
+			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", JanitorInterval.String(),
 			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
 			"-job.push_secret", PushSecret,
 			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
