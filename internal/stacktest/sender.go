@@ -101,7 +101,7 @@ func (sd *Sender) run(s *Stack, n int, rate float64) {
 			sd.mu.Lock()
 			if err != nil {
 				sd.refused += k
-				sd.refusedAt = append(sd.refusedAt, at)
+				sd.refusedAt = append(sd.refusedAt, time.Now())
 				sd.lastErr = err
 			} else {
 				for _, id := range ids {
@@ -165,7 +165,7 @@ func (sd *Sender) SentAfter(t time.Time) []Sent {
 	return sent
 }
 
-// RefusedAt returns when each refused request was sent, in order.
+// RefusedAt returns when each refused request was answered, in order.
 func (sd *Sender) RefusedAt() []time.Time {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
