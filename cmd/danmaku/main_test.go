@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/stacktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
@@ -262,38 +262,7 @@ func send(t *testing.T, m *Main, room string, contents ...string) []string {
 // limit) and returns the accepted message ids. It does not need a test's
 // goroutine.
 func postAs(addr, room string, uid int64, contents ...string) ([]string, error) {
-	type msg struct {
-		Content string `json:"content"`
-	}
-	req := struct {
-		RoomID   string `json:"roomId"`
-		UserID   int64  `json:"userId"`
-		UserName string `json:"userName"`
-		Messages []msg  `json:"messages"`
-	}{RoomID: room, UserID: uid, UserName: "Tester"}
-	for _, c := range contents {
-		req.Messages = append(req.Messages, msg{c})
-	}
-	b, _ := json.Marshal(req)
-	resp, err := http.Post("http://"+addr+"/logic/send", "application/json", bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		return nil, fmt.Errorf("send: %d %s", resp.StatusCode, raw)
-	}
-	var ok struct {
-		IDs []string `json:"msgIds"`
-	}
-	if err := json.Unmarshal(raw, &ok); err != nil {
-		return nil, fmt.Errorf("send answer %s: %w", raw, err)
-	}
-	if len(ok.IDs) != len(contents) {
-		return nil, fmt.Errorf("send answer %s: want %d ids", raw, len(contents))
-	}
-	return ok.IDs, nil
+	return stacktest.Post("http://"+addr, room, uid, "Tester", contents)
 }
 
 // TestAPIRequestsHaveDeadlines: the public server has no global read

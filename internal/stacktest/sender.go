@@ -24,6 +24,17 @@ var (
 // post sends n messages to room in one request and returns their ids
 // when logic accepted them (202).
 func (s *Stack) post(room, prefix string, n int) ([]string, error) {
+	contents := make([]string, n)
+	for i := range contents {
+		contents[i] = fmt.Sprintf("%s %d", prefix, i)
+	}
+	return Post(s.LogicURL, room, 1000+senderUID.Add(1), "stacktest", contents)
+}
+
+// Post sends contents to room through logic at logicURL in one
+// /logic/send request as user uid, and returns the message ids when logic
+// accepted them all (202). It needs no test goroutine.
+func Post(logicURL, room string, uid int64, name string, contents []string) ([]string, error) {
 	type msg struct {
 		Content string `json:"content"`
 	}
@@ -32,12 +43,12 @@ func (s *Stack) post(room, prefix string, n int) ([]string, error) {
 		UserID   int64  `json:"userId"`
 		UserName string `json:"userName"`
 		Messages []msg  `json:"messages"`
-	}{RoomID: room, UserID: 1000 + senderUID.Add(1), UserName: "stacktest"}
-	for i := 0; i < n; i++ {
-		req.Messages = append(req.Messages, msg{fmt.Sprintf("%s %d", prefix, i)})
+	}{RoomID: room, UserID: uid, UserName: name}
+	for _, c := range contents {
+		req.Messages = append(req.Messages, msg{c})
 	}
 	body, _ := json.Marshal(req)
-	resp, err := httpClient.Post(s.LogicURL+"/logic/send", "application/json", bytes.NewReader(body))
+	resp, err := httpClient.Post(logicURL+"/logic/send", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -49,8 +60,8 @@ func (s *Stack) post(room, prefix string, n int) ([]string, error) {
 	var r struct {
 		MsgIDs []string `json:"msgIds"`
 	}
-	if err := json.Unmarshal(b, &r); err != nil || len(r.MsgIDs) != n {
-		return nil, fmt.Errorf("send: %v: %s", err, b)
+	if err := json.Unmarshal(b, &r); err != nil || len(r.MsgIDs) != len(contents) {
+		return nil, fmt.Errorf("send answer %s: want %d ids (%v)", b, len(contents), err)
 	}
 	return r.MsgIDs, nil
 }
