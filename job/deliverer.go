@@ -1,9 +1,11 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,8 +58,8 @@ func (req *delivery) result(v []verdict, wait time.Duration, failed bool) outcom
 
 // deliverer runs the Redis guards and the pushes of one room batch at a
 // time; the job runs Workers deliveries at once. Redis sees two round trips
-// per batch around the pushes: BeginBroadcast (lock free? window, claims,
-// lock, routes), then EndBroadcast (mark delivered, unlock).
+// per batch around the pushes: BeginBroadcast (lock, window, claims,
+// positions, routes), then ReleaseLock.
 type deliverer struct {
 	cfg    Config
 	owner  string
@@ -112,14 +114,18 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 		d.m.lockBusy.Inc()
 		return req.result(v, d.cfg.LockRetry, false)
 	}
-	var claimed []int
-	var pos []int64
+	var send []placed
 	var wait time.Duration
 	for k, st := range b.States {
 		switch st {
 		case route.Claimed:
-			claimed = append(claimed, idx[k])
-			pos = append(pos, b.Pos[k])
+			send = append(send, placed{idx[k], b.Pos[k]})
+		case route.Positioned:
+			// Delivered to Redis before (a redelivery, a retry, a client's
+			// second send): it keeps its position, and comets drop it if
+			// they already have it.
+			d.m.duplicates.Inc()
+			send = append(send, placed{idx[k], b.Pos[k]})
 		case route.Processed:
 			d.m.duplicates.Inc()
 			v[idx[k]] = finished
@@ -136,16 +142,38 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	}
 	// The positions are in the history now, whatever the pushes do: the
 	// room's next batch continues after them.
-	if !d.pushAndEnd(ctx, req, b, claimed, pos) {
+	ok := d.pushAndEnd(ctx, req, b, send)
+	if ok {
+		for _, p := range send {
+			v[p.i] = finished
+		}
+	} else {
 		d.m.retries.WithLabelValues("push").Inc()
-		o := req.result(v, wait, true) // the scheduler sets the backoff
-		o.head = b.Head()
-		return o
 	}
-	markAll(v, claimed, finished)
-	o := req.result(v, wait, false)
+	o := req.result(v, wait, !ok) // after a failure the scheduler sets the backoff
 	o.head = b.Head()
 	return o
+}
+
+// placed is a message of a delivery (its index in delivery.msgs) and its
+// position in the room's timeline.
+type placed struct {
+	i   int
+	pos int64
+}
+
+// contiguousTail sorts ps by position and returns its longest suffix of
+// consecutive positions. A push carries no hole: a comet repairs what lies
+// before a push's first position from the history, but takes a hole inside
+// a push as lost. Messages left out (positions given before) are in the
+// history, and comets that lack them read them before the push.
+func contiguousTail(ps []placed) []placed {
+	slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.pos, b.pos) })
+	k := len(ps) - 1
+	for k > 0 && ps[k-1].pos == ps[k].pos-1 {
+		k--
+	}
+	return ps[max(k, 0):]
 }
 
 // begin runs BeginBroadcast for msgs, the distinct messages of req.
@@ -160,23 +188,22 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 		window = 0 // shutdown drain: deliver now
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
-		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ClaimTTL, LockTTL: d.cfg.LockTTL,
+		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,
 		HistorySize: d.cfg.HistorySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
 }
 
-// pushAndEnd pushes the claimed messages (indexes into req.msgs, with the
-// positions BeginBroadcast gave them) to the room's comets and ends the
-// broadcast: on success it marks them delivered
-// and releases the lock; on failure it only releases the lock, and the
-// claims stay until the retry refreshes them (comets drop the ids they
-// already showed, so a retry to every comet is safe). It reports whether
-// the messages count as delivered.
-func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, claimed []int, pos []int64) bool {
-	msgs := make([]danmaku.Message, len(claimed))
-	ids := make([]string, len(claimed))
-	for k, i := range claimed {
-		msgs[k], ids[k] = req.msgs[i].msg, req.msgs[i].msg.ID
-		msgs[k].Pos = pos[k]
+// pushAndEnd pushes the messages of send (with their positions) to the
+// room's comets, as one push of consecutive positions (contiguousTail),
+// and ends the broadcast by releasing the lock; the claims are final and
+// need no mark. It reports whether the messages count as delivered; if not,
+// the retry finds them Positioned and pushes them with the same positions
+// (comets drop the positions they already delivered).
+func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, send []placed) bool {
+	tail := contiguousTail(send)
+	msgs := make([]danmaku.Message, len(tail))
+	for k, p := range tail {
+		msgs[k] = req.msgs[p.i].msg
+		msgs[k].Pos = p.pos
 	}
 	locked := time.Now()
 	batch := danmaku.NewBatch(req.room, msgs)
@@ -186,16 +213,12 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 	unlocked := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
 	defer cancel()
-	if !ok {
-		if err := d.store.ReleaseLock(ectx, b.Lock); err != nil && !errors.Is(err, route.ErrNotHolder) {
-			d.log.Debug("release lock", zap.String("room", req.room), zap.Error(err))
-		}
-		return false
+	if err := d.store.ReleaseLock(ectx, b.Lock); err != nil && !errors.Is(err, route.ErrNotHolder) {
+		// The lock expires after LockTTL; the room waits until then.
+		d.log.Debug("release lock", zap.String("room", req.room), zap.Error(err))
 	}
-	if err := d.store.EndBroadcast(ectx, b.Lock, ids, d.cfg.ProcessedTTL); err != nil && !errors.Is(err, route.ErrNotHolder) {
-		// Delivered but not marked: a redelivery after the claim expires may
-		// push these again, and comets and clients drop repeated msgIds.
-		d.log.Debug("end broadcast", zap.String("room", req.room), zap.Error(err))
+	if !ok {
+		return false
 	}
 	d.m.broadcasts.Inc()
 	d.m.batchSize.Observe(float64(len(msgs)))

@@ -15,6 +15,11 @@ var (
 	abortBroadcastScript = script("abort_broadcast")
 )
 
+// DefaultClaimTTL is how long BeginBroadcast's claims (the dedup keys of
+// messages) live when BeginOptions.ClaimTTL is 0: job.Config's
+// processed_ttl.
+const DefaultClaimTTL = 60 * time.Second
+
 // ClaimState is the outcome of claiming one message id.
 type ClaimState int
 
@@ -26,8 +31,14 @@ const (
 	// Processed: delivered before; skip it.
 	Processed
 	// Busy: another owner claimed it and has neither finished nor let the
-	// claim expire; try again after a while.
+	// claim expire; try again after a while. Only events and notices, and
+	// claims written by earlier versions, are in this state.
 	Busy
+	// Positioned: claimed before, and given the position Begin.Pos in the
+	// room's current epoch, where the history holds it. The caller pushes
+	// it with that position (comets drop a position they already
+	// delivered) and never asks for another.
+	Positioned
 )
 
 func (c ClaimState) String() string {
@@ -38,6 +49,8 @@ func (c ClaimState) String() string {
 		return "processed"
 	case Busy:
 		return "busy"
+	case Positioned:
+		return "positioned"
 	}
 	return "unknown"
 }
@@ -47,9 +60,9 @@ func (c ClaimState) String() string {
 type Status int
 
 const (
-	// Acquired: the caller holds the room's lock (Begin.Lock) and owns the
-	// ids whose state is Claimed; it pushes them to Begin.Comets, then
-	// calls EndBroadcast.
+	// Acquired: the caller holds the room's lock (Begin.Lock); the ids
+	// whose state is Claimed or Positioned have their positions in
+	// Begin.Pos. It pushes them to Begin.Comets, then calls EndBroadcast.
 	Acquired Status = iota
 	// InWindow: the room's cooldown window runs Begin.Wait longer; nothing
 	// was claimed and no lock taken.
@@ -57,8 +70,8 @@ const (
 	// LockedElsewhere: another owner holds the room's lock; the window and
 	// the claims were not touched.
 	LockedElsewhere
-	// NoneClaimable: no id could be claimed (Begin.States says why for each:
-	// Processed or Busy); no lock taken.
+	// NoneClaimable: no id could be claimed or has a position (Begin.States
+	// says why for each: Processed or Busy); no lock taken.
 	NoneClaimable
 )
 
@@ -81,8 +94,11 @@ func (s Status) String() string {
 type BeginOptions struct {
 	// Window is the cooldown to open; 0 skips the cooldown check (a
 	// shutdown drain delivers what it holds at once).
-	Window   time.Duration
-	Owner    string
+	Window time.Duration
+	Owner  string
+	// ClaimTTL is how long a claim lives: msg:processed:{room}:{msgId},
+	// which records the message's epoch and position, is the dedup key
+	// (DefaultClaimTTL when 0).
 	ClaimTTL time.Duration
 	LockTTL  time.Duration
 	// HistorySize is the most messages room:history:{room} keeps
@@ -106,8 +122,11 @@ type Begin struct {
 	// Epoch is the room's timeline the positions belong to, with Acquired.
 	Epoch string
 	// Pos holds one position per message, with Acquired: consecutive, in
-	// the batch's order, for the Claimed ones; 0 for the others.
+	// the batch's order, for the Claimed ones, the position it was given
+	// before for a Positioned one, 0 for the others.
 	Pos []int64
+	// Last is the timeline's last position after the call, with Acquired.
+	Last int64
 	// Tombstoned is, for a del event (BeginEvent), how many elements of the
 	// room's history became tombstones.
 	Tombstoned int
@@ -121,25 +140,24 @@ type Begin struct {
 // position it assigned (zero without Acquired). The caller passes it back
 // as BeginOptions.Known in the room's next BeginBroadcast.
 func (b Begin) Head() Head {
-	h := Head{Epoch: b.Epoch}
-	for _, p := range b.Pos {
-		h.Last = max(h.Last, p)
-	}
-	if h.Last == 0 {
+	if b.Status != Acquired || b.Epoch == "" || b.Last == 0 {
 		return Head{}
 	}
-	return h
+	return Head{Epoch: b.Epoch, Last: b.Last}
 }
 
 // BeginBroadcast runs the guards of one room batch in a single atomic
 // script: the lock must be free, the cooldown window is opened, the
-// messages' ids are claimed for owner, and only if at least one was claimed
-// the lock is taken, room:comets:{room} is read, and the claimed messages
-// get the next positions of the room's timeline and are appended to its
-// history. One round trip for the cooldown, the claims, the lock, the route
-// lookup and the history; it never opens a window, claims ids or assigns
-// positions while another owner holds the lock. The ids of msgs must be
-// distinct.
+// messages' ids are claimed, and only if at least one was claimed or has a
+// position of the current epoch the lock is kept, room:comets:{room} is
+// read, and the newly claimed messages get the next positions of the
+// room's timeline and are appended to its history. A claim is final: it
+// holds the message's epoch and position for ClaimTTL, so a message
+// delivered again (a redelivery, a client's retry) gets its position back
+// instead of a new one. One round trip for the cooldown, the claims, the
+// lock, the route lookup and the history; it never opens a window, claims
+// ids or assigns positions while another owner holds the lock. The ids of
+// msgs must be distinct.
 func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.Message, o BeginOptions) (Begin, error) {
 	var b Begin
 	keys, args, err := beginArgs(room, msgs, &o)
@@ -157,7 +175,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		b.Lock = &Lock{Room: room, Token: token}
 		return b, wrap("begin broadcast", err)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -172,15 +190,13 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		b.Lock = &Lock{Room: room, Token: token}
 		b.Comets = parseCounts(res[3])
 		b.Epoch, _ = res[4].(string)
-		next, _ := res[5].(int64)
-		b.Dels, _ = res[6].(int64)
+		pos, _ := res[5].([]any)
 		b.Pos = make([]int64, len(b.States))
-		for i, st := range b.States {
-			if st == Claimed {
-				b.Pos[i] = next
-				next++
-			}
+		for i := range min(len(pos), len(b.Pos)) {
+			b.Pos[i], _ = pos[i].(int64)
 		}
+		b.Dels, _ = res[6].(int64)
+		b.Last, _ = res[7].(int64)
 	case InWindow:
 		ms, _ := res[1].(int64)
 		b.Wait = time.Duration(ms) * time.Millisecond
@@ -204,6 +220,9 @@ func beginArgs(room string, msgs []danmaku.Message, o *BeginOptions) (keys []str
 	}
 	if err := danmaku.CheckID("owner", o.Owner); err != nil {
 		return nil, nil, err
+	}
+	if o.ClaimTTL == 0 {
+		o.ClaimTTL = DefaultClaimTTL
 	}
 	if o.HistorySize == 0 {
 		o.HistorySize = DefaultHistorySize
@@ -248,8 +267,9 @@ func parseCounts(reply any) map[string]int64 {
 }
 
 // EndBroadcast marks ids delivered for ttl and releases l, in one round
-// trip. ErrNotHolder when the lock had already passed to somebody else (the
-// marks are written all the same: the messages were delivered).
+// trip. A batch of messages passes no ids (its claims are final); an event
+// passes its id. ErrNotHolder when the lock had already passed to somebody
+// else (the marks are written all the same: the ids were delivered).
 func (s *Store) EndBroadcast(ctx context.Context, l *Lock, ids []string, ttl time.Duration) error {
 	keys, err := processedKeys(l.Room, ids)
 	if err != nil {
@@ -271,7 +291,9 @@ func (s *Store) EndBroadcast(ctx context.Context, l *Lock, ids []string, ttl tim
 // the caller gave up on it, and that script then holds the room's lock
 // with a token nobody knows, and claims. When the lock holds one of tokens
 // (Begin.Lock.Token of the failed calls) it is released together with
-// owner's claims on ids; otherwise nothing is touched. Call it once Redis
+// owner's event claims on ids; otherwise nothing is touched. The claims of
+// messages stay: they hold the positions the script gave them, in the
+// history, and the retry pushes them at those positions. Call it once Redis
 // answers again: a script still queued behind the stall runs before a
 // command sent after an answer. One round trip; it returns whether the lock
 // was released and the claims released with it.
