@@ -83,7 +83,9 @@ end
 if #claimed > 0 then
   if fresh then
     redis.call('DEL', KEYS[5], KEYS[6])
-    redis.call('HDEL', KEYS[4], 'dels')
+    if tl[1] then
+      redis.call('HDEL', KEYS[4], 'dels')
+    end
   end
   local len = 0
   for i = 1, #claimed, 1000 do
