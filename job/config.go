@@ -41,12 +41,15 @@ type Config struct {
 	// cap the consumer stops fetching until deliveries catch up.
 	MaxBuffered int `yaml:"max_buffered" help:"over all rooms; beyond it fetching pauses"`
 
+	// ProcessedTTL is how long msg:processed keys live: a message's claim,
+	// which holds its position, and the mark of a delivered event or
+	// notice. A message sent again within it keeps its first position.
 	ProcessedTTL time.Duration `yaml:"processed_ttl" help:"msg:processed mark"` // msg:processed mark, 60s
-	// ClaimTTL bounds how long a crashed consumer's claims delay the
-	// redelivery of its messages. Must exceed a flush's worst case. A
-	// message pushed just before a crash may be pushed again about ClaimTTL
-	// later; comets remember each room's recent messages (comet.ring_size) and
-	// drop it, so keep ClaimTTL short against a hot room's message rate.
+	// ClaimTTL bounds how long a crashed consumer's claims on events and
+	// notices delay their redelivery. Must exceed a flush's worst case. An
+	// event or notice pushed just before a crash may be pushed again about
+	// ClaimTTL later; comets and clients drop it. (A message's claim is
+	// final, ProcessedTTL.)
 	ClaimTTL time.Duration `yaml:"claim_ttl" help:"how long a crashed consumer's claims delay redelivery"`
 	LockTTL  time.Duration `yaml:"lock_ttl" help:"lock:broadcast"` // lock:broadcast, 5s
 	// LockRetry is how soon a room whose lock is held elsewhere is tried again.

@@ -2,17 +2,19 @@
 // the room topic as a member of a Kafka consumer group and, for every room,
 // delivers its messages to the comets that hold the room's viewers:
 //
-//	consume -> buffer per room -> cooldown -> claim (dedup) -> lock -> route -> positions -> push -> mark processed -> commit
+//	consume -> buffer per room -> lock -> cooldown -> claim (dedup) + positions -> route -> push -> unlock -> commit
 //
 // # Semantics
 //
 // Dedup keys on the message id logic assigned (or the client's idempotency
-// key), never on room + time. A message is claimed before it is pushed and
-// marked processed (60 s) only after the push; a job that crashes leaves
-// only short claims (ClaimTTL), so the next member of the group redelivers
-// what the crashed one had not finished. A message pushed twice that way is
-// dropped by the comet (it remembers the room's recent ids) and by the
-// browser client.
+// key), never on room + time. A message is claimed once, for ProcessedTTL
+// (60 s), in the Redis script that gives it its position and writes it to
+// the room's history: the claim records the epoch and position, so it is
+// final and nothing is marked after the push. A message found claimed
+// with a position of the room's current epoch (the redelivery after a
+// crash, the retry of a failed push, a client's second send) is pushed
+// again at that position and counted as a duplicate; comets drop the
+// positions they already delivered, so a viewer sees it once.
 //
 // Cooldown, policy coalesce (default): the first message of a quiet room
 // goes out at once and opens the room's window; messages arriving inside
@@ -64,10 +66,14 @@
 //     belongs to an epoch that ended; a comet that finds a gap before a
 //     push can always fill it from the history or learn that the epoch
 //     changed.
-//   - Positions advance even when the pushes fail: the retry of a batch,
-//     or the redelivery after a job died between BeginBroadcast and
-//     EndBroadcast, gives the same messages new positions. Both copies are
-//     in the history; comets and clients drop an id they already showed.
+//   - A message gets one position per epoch: the retry of a batch, or the
+//     redelivery after a job died anywhere between BeginBroadcast and the
+//     push, finds its claim and pushes it at the same position. A push
+//     carries consecutive positions only (a comet takes a hole inside a
+//     push as lost): when the positions of a batch are not consecutive (a
+//     client's second send of an older message among new ones) the push
+//     carries the consecutive tail, and comets that lack the earlier ones
+//     read them from the history before it, as for any gap.
 //   - One job delivers a room at a time (the lock), so pushes of a room
 //     leave in position order; a push delayed past the lock's TTL arrives
 //     after later positions, and comets drop what they already showed.
@@ -110,8 +116,9 @@
 //     the room's queue, how long to wait).
 //   - deliverer (deliverer.go, push.go, events.go, notice.go, release.go):
 //     runs on Workers goroutines, one delivery each: BeginBroadcast, the
-//     pushes, EndBroadcast (BeginEvent or BeginNotices for events and
-//     notices); one more goroutine releases what failed attempts took.
+//     pushes, ReleaseLock (BeginEvent and EndBroadcast, or BeginNotices, for
+//     events and notices); one more goroutine releases what failed
+//     attempts took.
 //   - comet directory (directory.go): the cache of comets with a current
 //     lease, the quarantine of comets that failed, and the janitor.
 //
