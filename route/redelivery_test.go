@@ -82,8 +82,9 @@ func TestRedeliveryKeepsPositions(t *testing.T) {
 }
 
 // A claim of an epoch that ended (the timeline was lost while the dedup
-// key survived) is claimed again in the new epoch; with Redis emptied the
-// key is gone too and the message is new.
+// key survived), or of a position the timeline no longer reaches, is
+// claimed again; with Redis emptied the key is gone too and the message is
+// new.
 func TestClaimOfEndedEpochIsClaimedAgain(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -103,6 +104,17 @@ func TestClaimOfEndedEpochIsClaimedAgain(t *testing.T) {
 		}
 		if v := rdb.Get(ctx, "msg:processed:{"+room+"}:m2").Val(); v != "pos:"+b.Epoch+":1" {
 			t.Fatalf("claim of m2 = %q", v)
+		}
+		s.ReleaseLock(ctx, b.Lock)
+		// The timeline went back in the same epoch (writes lost, and the
+		// caller knows no head): a claim beyond the stored seq is no
+		// position the history can serve, and is claimed again.
+		rdb.HSet(ctx, "room:timeline:{"+room+"}", "seq", 1)
+		rdb.RPop(ctx, "room:history:{"+room+"}")
+		c, err := s.BeginBroadcast(ctx, room, msgsOf("m2", "m3"), o)
+		if err != nil || c.Status != route.Acquired || c.Epoch != b.Epoch ||
+			c.States[0] != route.Positioned || c.Pos[0] != 1 || c.States[1] != route.Claimed || c.Pos[1] != 2 || c.Last != 2 {
+			t.Fatalf("after the timeline went back = %+v, %v", c, err)
 		}
 	})
 }

@@ -22,8 +22,8 @@
 -- A claim is final: msg:processed:{room}:{id} = 'pos:<epoch>:<pos>' for the
 -- claim TTL, written together with the message's place in the history, so
 -- the key says where the message is. An id found with a position of the
--- current epoch keeps it (state 3); one with a position of an ended epoch
--- is claimed again. 'done' (1) and 'claim:<owner>' (2) are the values of
+-- current epoch keeps it (state 3); one with a position of an ended epoch,
+-- or beyond the stored seq, is claimed again. 'done' (1) and 'claim:<owner>' (2) are the values of
 -- events and of earlier versions.
 if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   return {2, 0, {}, {}, '', {}, 0, 0}
@@ -60,10 +60,13 @@ for i = 7, #KEYS do
   if not redis.call('SET', k, prefix .. p, 'NX', 'PX', ARGV[3]) then
     local v = redis.call('GET', k)
     local e, old = string.match(v, '^pos:([^:]*):(%d+)$')
-    if e == epoch then
-      s, p = 3, tonumber(old)
+    old = tonumber(old)
+    if e == epoch and old <= seq then
+      s, p = 3, old
       known = known + 1
     elseif e then
+      -- A position of an ended epoch, or one the timeline no longer
+      -- reaches (writes lost): the message is new to this timeline.
       redis.call('SET', k, prefix .. p, 'PX', ARGV[3])
     elseif v == 'done' then
       s, p = 1, 0
