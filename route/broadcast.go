@@ -62,7 +62,8 @@ type Status int
 const (
 	// Acquired: the caller holds the room's lock (Begin.Lock); the ids
 	// whose state is Claimed or Positioned have their positions in
-	// Begin.Pos. It pushes them to Begin.Comets, then calls EndBroadcast.
+	// Begin.Pos. It pushes them to Begin.Comets, then releases the lock
+	// (ReleaseLock).
 	Acquired Status = iota
 	// InWindow: the room's cooldown window runs Begin.Wait longer; nothing
 	// was claimed and no lock taken.
@@ -136,9 +137,9 @@ type Begin struct {
 	Dels int64
 }
 
-// Head is the timeline head after this batch: its epoch and the last
-// position it assigned (zero without Acquired). The caller passes it back
-// as BeginOptions.Known in the room's next BeginBroadcast.
+// Head is the timeline head after this batch: its epoch and its last
+// position, whoever assigned it (zero without Acquired). The caller passes
+// it back as BeginOptions.Known in the room's next BeginBroadcast.
 func (b Begin) Head() Head {
 	if b.Status != Acquired || b.Epoch == "" || b.Last == 0 {
 		return Head{}
