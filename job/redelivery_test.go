@@ -64,14 +64,21 @@ func (e *env) checkOnePositionEach(viewers []*viewer, room string, want []string
 	}
 }
 
-// A push that fails at every comet after BeginBroadcast is retried at the
-// positions Begin gave: the retry neither assigns new ones nor shows a
-// message twice, and the history holds each message once.
-func TestFailedPushRetriedAtSamePositions(t *testing.T) {
+// newRoomOnTwoComets starts an env with two comets and one viewer of a new
+// room on each.
+func newRoomOnTwoComets(t *testing.T) (*env, string, []*viewer) {
 	e := newEnv(t, 2)
 	room := testutil.Uniq("room")
 	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
 	e.waitOnline(room, 2)
+	return e, room, viewers
+}
+
+// A push that fails at every comet after BeginBroadcast is retried at the
+// positions Begin gave: the retry neither assigns new ones nor shows a
+// message twice, and the history holds each message once.
+func TestFailedPushRetriedAtSamePositions(t *testing.T) {
+	e, room, viewers := newRoomOnTwoComets(t)
 	p := newGatedPusher(false)
 	cfg := jobConfig()
 	cfg.PushAttempts = 1
@@ -95,10 +102,7 @@ func TestFailedPushRetriedAtSamePositions(t *testing.T) {
 // position in its claim, and pushes it at that position. Every viewer gets
 // every message once, at positions 1..N.
 func TestRedeliveryAfterBeginKeepsPositions(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	p := newGatedPusher(true)
 	a := e.startJobWith(jobConfig(), job.Deps{Pusher: p})
 

@@ -38,8 +38,8 @@ func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // serverCommands sums the calls of INFO commandstats over every master:
 // what Redis executed, commands run by scripts included. INFO itself and
 // the cluster client's topology queries (CLUSTER ...) are left out.
-func serverCommands(b *testing.B, rdb redis.UniversalClient) int64 {
-	b.Helper()
+func serverCommands(tb testing.TB, rdb redis.UniversalClient) int64 {
+	tb.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
 	var sum int64
@@ -69,7 +69,7 @@ func serverCommands(b *testing.B, rdb redis.UniversalClient) int64 {
 		err = visit(ctx, c)
 	}
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return sum
 }
