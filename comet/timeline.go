@@ -50,7 +50,7 @@ func (r *room) encodeItem(b danmaku.Batch) (item, bool) {
 	}
 	it := item{pm: pm, size: len(data)}
 	if n := len(b.Msgs); n > 0 && b.Epoch != "" && b.Msgs[n-1].Pos > 0 {
-		it.pos, it.epoch, it.room = b.Msgs[n-1].Pos, b.Epoch, r
+		it.pos, it.epoch, it.room, it.src = b.Msgs[n-1].Pos, b.Epoch, r, &b
 	}
 	return it, true
 }
@@ -167,7 +167,6 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	if b.Epoch == r.tl.epoch {
 		since = r.tl.last
 	}
-	r.tl.syncs++
 	r.mu.Unlock()
 
 	since = max(since, first-1-int64(s.cfg.RingSize))

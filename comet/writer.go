@@ -30,6 +30,10 @@ type item struct {
 	room  *room
 	// epochStart marks a msgs frame that begins its epoch.
 	epochStart bool
+	// src is the batch a shared positioned frame was encoded from, so a
+	// viewer that already has its first positions gets the rest encoded
+	// for it alone (see writer.next).
+	src *danmaku.Batch
 }
 
 var pingItem = item{ping: true, lossy: true}
@@ -195,36 +199,70 @@ func (w *writer) drain(sink frameSink) {
 // next takes the oldest queued frame. With none left it reports catchUp
 // when the writer is behind (the drain goes on), else it ends the drain
 // and reports false, as it does for a closed writer.
+//
+// A msgs frame never hands the viewer a position of its room it already
+// has: a frame wholly at or below the room's got is skipped, and one that
+// starts at or below it is cut to the positions after it (encoded for
+// this viewer). Such frames are rare (a viewer that resumed ahead of this
+// comet's view of the room, a catch-up racing a live frame), and without
+// the check they would show messages twice.
 func (w *writer) next() (it item, ok, catchUp bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.queue) == 0 && w.behind && !w.closed {
-		return item{}, false, true
-	}
-	if len(w.queue) == 0 || w.closed {
-		w.draining = false
-		if cap(w.queue) > 4 {
-			w.queue = nil // an idle viewer keeps no burst-sized queue
+	for {
+		if len(w.queue) == 0 && w.behind && !w.closed {
+			return item{}, false, true
 		}
-		return item{}, false, false
-	}
-	it = w.queue[0]
-	n := copy(w.queue, w.queue[1:])
-	w.queue[n] = item{}
-	w.queue = w.queue[:n]
-	if it.pos == 0 {
-		return it, true, false
-	}
-	if i := w.find(it.room); i >= 0 {
+		if len(w.queue) == 0 || w.closed {
+			w.draining = false
+			if cap(w.queue) > 4 {
+				w.queue = nil // an idle viewer keeps no burst-sized queue
+			}
+			return item{}, false, false
+		}
+		it = w.queue[0]
+		n := copy(w.queue, w.queue[1:])
+		w.queue[n] = item{}
+		w.queue = w.queue[:n]
+		if it.pos == 0 {
+			return it, true, false
+		}
+		i := w.find(it.room)
+		if i < 0 {
+			return it, true, false
+		}
 		p := &w.rooms[i]
 		switch {
 		case it.epochStart:
 			p.got, p.epoch = it.pos, it.epoch
-		case it.epoch == p.epoch:
-			p.got = max(p.got, it.pos)
+		case it.epoch != p.epoch:
+		case it.pos <= p.got:
+			continue // the viewer has every position of it
+		default:
+			it = it.after(p.got)
+			p.got = it.pos
 		}
+		return it, true, false
 	}
-	return it, true, false
+}
+
+// after returns it without the messages at or below position got: it
+// itself when it has none, else a frame of the rest for one viewer.
+func (it item) after(got int64) item {
+	b := it.src
+	if b == nil {
+		b = it.batch
+	}
+	if b == nil || len(b.Msgs) == 0 || b.Msgs[0].Pos > got {
+		return it
+	}
+	k := 0
+	for k < len(b.Msgs) && b.Msgs[k].Pos <= got {
+		k++
+	}
+	rest := *b
+	rest.Msgs = b.Msgs[k:]
+	return item{batch: &rest, pos: it.pos, epoch: it.epoch, room: it.room}
 }
 
 // setGot records, when the viewer joins room r, the position it has in r

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testutil"
 )
 
@@ -236,4 +237,49 @@ func (c *concurrencySink) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.written)
+}
+
+// A viewer never gets a position of its room twice: a shared frame wholly
+// at or below what it has is skipped, and one that starts at or below it
+// is cut to the positions after it.
+func TestWriterSkipsPositionsTheViewerHas(t *testing.T) {
+	var w writer
+	r := &room{id: "r"}
+	frame := func(first, last int64) item {
+		var msgs []danmaku.Message
+		for p := first; p <= last; p++ {
+			msgs = append(msgs, danmaku.Message{ID: fmt.Sprint(p), Pos: p})
+		}
+		it, ok := r.encodeItem(danmaku.Batch{Op: danmaku.OpMsgs, Room: "r", Epoch: "e", Msgs: msgs})
+		if !ok {
+			t.Fatal("encode")
+		}
+		return it
+	}
+	w.setGot(r, "e", 15)
+	sink := &posSink{}
+	w.queue = []item{frame(5, 12), frame(11, 20), frame(21, 22)}
+	w.draining = true
+	w.drain(sink)
+	if want := "[16 17 18 19 20] [21 22]"; fmt.Sprint(sink.frames) != "["+want+"]" {
+		t.Fatalf("written %v, want [%s]", sink.frames, want)
+	}
+}
+
+// posSink records the positions of each msgs frame written.
+type posSink struct{ frames [][]int64 }
+
+func (s *posSink) catchUp() {}
+
+func (s *posSink) writeFrame(it item) bool {
+	b := it.batch
+	if b == nil {
+		b = it.src
+	}
+	var ps []int64
+	for _, m := range b.Msgs {
+		ps = append(ps, m.Pos)
+	}
+	s.frames = append(s.frames, ps)
+	return true
 }

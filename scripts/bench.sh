@@ -148,7 +148,7 @@ start_comets() { # N
 			-redis.addrs "$REDIS_ADDRS" -comet.id "bench-c$k" \
 			-comet.listen "127.0.0.1:$p" -comet.internal_listen "127.0.0.1:$ip" \
 			-comet.advertise "127.0.0.1:$ip" -comet.secret "$SECRET" -comet.max_conns_per_ip 0 \
-			2>"$LOGS/comet$k.log" &
+			${COMET_ARGS:-} 2>"$LOGS/comet$k.log" &
 		PIDS+=($!)
 		PROCS+=("comet$k=$!")
 		wait_http "http://127.0.0.1:$p/healthz"
@@ -178,7 +178,7 @@ start_jobs() { # N WINDOW POLICY: N jobs of one consumer group ("job", or job1..
 		"$BIN/job" -config configs/job.yaml -log.level warn \
 			-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 			-job.window "$2" -job.policy "$3" -job.push_secret "$SECRET" \
-			-job.metrics_addr "127.0.0.1:$port" \
+			-job.metrics_addr "127.0.0.1:$port" ${JOB_ARGS:-} \
 			2>"$LOGS/$name.log" &
 		PIDS+=($!)
 		PROCS+=("$name=$!")
