@@ -2,7 +2,6 @@ package comet
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +30,9 @@ type registry struct {
 	metrics *metrics
 
 	jobs chan func()
+	// regs are the registrations waiting; the workers take them in batches
+	// (see registerBatch).
+	regs chan regRequest
 	wg   sync.WaitGroup
 	// gate is held shared by every worker call and alone by a repair.
 	gate sync.RWMutex
@@ -43,8 +45,9 @@ type registry struct {
 
 func newRegistry(rt *route.Store, comet string, timeout time.Duration, workers int, log *zap.Logger, m *metrics, heldN *atomic.Int64) *registry {
 	r := &registry{rt: rt, comet: comet, timeout: timeout, log: log, metrics: m,
-		jobs: make(chan func(), 4096), held: map[string]route.Conn{}, heldN: heldN}
-	r.wg.Add(workers)
+		jobs: make(chan func(), 4096), regs: make(chan regRequest, 4096),
+		held: map[string]route.Conn{}, heldN: heldN}
+	r.wg.Add(workers + registerWorkers)
 	for range workers {
 		go func() {
 			defer r.wg.Done()
@@ -55,6 +58,12 @@ func newRegistry(rt *route.Store, comet string, timeout time.Duration, workers i
 			}
 		}()
 	}
+	for range registerWorkers {
+		go func() {
+			defer r.wg.Done()
+			r.registerLoop()
+		}()
+	}
 	return r
 }
 
@@ -62,6 +71,7 @@ func newRegistry(rt *route.Store, comet string, timeout time.Duration, workers i
 // afterwards.
 func (r *registry) stop() {
 	close(r.jobs)
+	close(r.regs)
 	r.wg.Wait()
 }
 
@@ -113,35 +123,82 @@ type registerResult struct {
 	err    error
 }
 
+// regRequest is one registration waiting for a worker.
+type regRequest struct {
+	rc   route.Conn
+	done chan registerResult
+}
+
+// Registrations go out in batches: a worker takes every registration
+// waiting, up to registerBatch, and makes them in one round trip (route
+// RegisterMany). A crowd of viewers arriving at once (a comet's viewers
+// moving to another after a crash) so costs a few round trips, where one
+// per viewer would keep most of them waiting for their welcome behind
+// the others' round trips.
+const (
+	registerWorkers = 4
+	registerBatch   = 256
+)
+
 // register records m in Redis and returns the room's online count
 // including m. It waits for the result. A failed registration leaves m out
 // of held: whatever part of it reached Redis is undone by the unregister
 // the failure leads to, or by the next reconcile.
 func (r *registry) register(m *member) (int64, error) {
-	rc := r.routeConn(m)
 	done := make(chan registerResult, 1)
-	r.jobs <- func() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-		defer cancel()
-		if err := r.rt.Register(ctx, rc); err != nil {
-			var banned *route.BanError
-			if !errors.As(err, &banned) {
-				r.metrics.registryError() // a ban is an answer, not a failure
-			}
-			done <- registerResult{err: err}
-			return
-		}
-		r.hold(rc)
-		n, err := r.rt.Online(ctx, rc.Room)
-		if err != nil {
-			// Registered but not counted: the welcome still goes out.
-			r.metrics.registryError()
-			n = 1
-		}
-		done <- registerResult{online: n}
-	}
+	r.regs <- regRequest{rc: r.routeConn(m), done: done}
 	res := <-done
 	return res.online, res.err
+}
+
+// registerLoop is a registration worker: it takes a registration, then
+// every other one waiting (up to registerBatch), and makes them together.
+func (r *registry) registerLoop() {
+	var batch []regRequest
+	for req := range r.regs {
+		batch = append(batch[:0], req)
+	more:
+		for len(batch) < registerBatch {
+			select {
+			case q, ok := <-r.regs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, q)
+			default:
+				break more
+			}
+		}
+		r.gate.RLock()
+		r.registerBatch(batch)
+		r.gate.RUnlock()
+		clear(batch)
+	}
+}
+
+// registerBatch makes the registrations of batch in one call and answers
+// each. A user banned from the room is an answer, not a failure.
+func (r *registry) registerBatch(batch []regRequest) {
+	conns := make([]route.Conn, len(batch))
+	for i, q := range batch {
+		conns[i] = q.rc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	regs, err := r.rt.RegisterMany(ctx, conns)
+	cancel()
+	for i, q := range batch {
+		if err != nil {
+			r.metrics.registryError()
+			q.done <- registerResult{err: err}
+			continue
+		}
+		if regs[i].Err != nil {
+			q.done <- registerResult{err: regs[i].Err}
+			continue
+		}
+		r.hold(q.rc)
+		q.done <- registerResult{online: regs[i].Online}
+	}
 }
 
 // online returns room's online count (1 when Redis does not answer: the

@@ -48,30 +48,71 @@ func (c Conn) cometIndexValue() string { return c.Room + ":" + c.User }
 // the caller removes them with Unregister, as for any connection that goes
 // away.
 func (s *Store) Register(ctx context.Context, c Conn) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	keys := []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}
-	if c.User != "" {
-		keys = append(keys, banKey(c.Room, c.User))
-	}
-	var reg *redis.Cmd
-	err := s.phased(ctx, "register", func(p redis.Pipeliner) {
-		p.HSet(ctx, cometConnectionsKey(c.Comet), c.ID, c.cometIndexValue())
-	}, func(p redis.Pipeliner) {
-		p.HSet(ctx, connectionInfoKey(c.ID), "comet_id", c.Comet, "user_id", c.User, "room_id", c.Room)
-		if c.User != "" {
-			p.HSet(ctx, userOnlineKey(c.User), c.ID, c.Comet)
-		}
-		reg = registerScript.EvalSha(ctx, p, keys, c.ID, c.Comet)
-	}, nil)
+	regs, err := s.RegisterMany(ctx, []Conn{c})
 	if err != nil {
 		return err
 	}
-	if n, _ := reg.Int64(); n < 0 {
-		return &BanError{Room: c.Room, User: c.User, Left: time.Duration(-1-n) * time.Millisecond}
+	return regs[0].Err
+}
+
+// Registration is the outcome of one connection of RegisterMany.
+type Registration struct {
+	// Err is nil, or a *BanError when the user is banned from the room.
+	Err error
+	// Online is the room's viewer count over all comets after the call.
+	Online int64
+}
+
+// RegisterMany registers every connection of conns as Register does, in
+// the round trips one Register takes, and reads each room's viewer count
+// after them: a crowd joining at once costs one round trip per batch, not
+// one per viewer. The result has one entry per connection, in order; an
+// error means Redis did not answer, and any part of the batch may have
+// been written (see Register).
+func (s *Store) RegisterMany(ctx context.Context, conns []Conn) ([]Registration, error) {
+	for _, c := range conns {
+		if err := c.check(); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	regs := make([]*redis.Cmd, len(conns))
+	var counts map[string]*redis.IntCmd
+	err := s.phased(ctx, "register", func(p redis.Pipeliner) {
+		index := map[string][]any{}
+		for _, c := range conns {
+			index[c.Comet] = append(index[c.Comet], c.ID, c.cometIndexValue())
+		}
+		for comet, fields := range index {
+			p.HSet(ctx, cometConnectionsKey(comet), fields...)
+		}
+	}, func(p redis.Pipeliner) {
+		counts = map[string]*redis.IntCmd{} // a retry (NOSCRIPT) fills again
+		for i, c := range conns {
+			p.HSet(ctx, connectionInfoKey(c.ID), "comet_id", c.Comet, "user_id", c.User, "room_id", c.Room)
+			keys := []string{roomConnectionsKey(c.Room), roomCometsKey(c.Room)}
+			if c.User != "" {
+				p.HSet(ctx, userOnlineKey(c.User), c.ID, c.Comet)
+				keys = append(keys, banKey(c.Room, c.User))
+			}
+			regs[i] = registerScript.EvalSha(ctx, p, keys, c.ID, c.Comet)
+		}
+		for _, c := range conns {
+			if counts[c.Room] == nil {
+				counts[c.Room] = p.SCard(ctx, roomConnectionsKey(c.Room))
+			}
+		}
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Registration, len(conns))
+	for i, c := range conns {
+		out[i].Online = counts[c.Room].Val()
+		if n, _ := regs[i].Int64(); n < 0 {
+			out[i].Err = &BanError{Room: c.Room, User: c.User, Left: time.Duration(-1-n) * time.Millisecond}
+		}
+	}
+	return out, nil
 }
 
 // Unregister removes every trace of c. It is one pipelined round trip on a

@@ -2,7 +2,9 @@ package route_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -106,4 +108,44 @@ func TestRegistryCutShortOnCluster(t *testing.T) {
 	if n, err := s.Online(ctx, room); err != nil || n != 0 {
 		t.Fatalf("online %d %v after a register whose index write failed, want 0 (nothing the index does not list)", n, err)
 	}
+}
+
+// RegisterMany registers a batch as Register would each connection: a
+// banned user is refused (and only that one), every other member is in its
+// room, and each answer carries its room's count after the batch.
+func TestRegisterMany(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		s := route.New(rdb)
+		ctx := context.Background()
+		comet, r1, r2 := testutil.Uniq("comet"), testutil.Uniq("room"), testutil.Uniq("room")
+		banned := testutil.Uniq("user")
+		if err := s.Ban(ctx, banned, r1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		conns := []route.Conn{
+			{ID: testutil.Uniq("c"), Room: r1, User: testutil.Uniq("user"), Comet: comet},
+			{ID: testutil.Uniq("c"), Room: r2, Comet: comet},
+			{ID: testutil.Uniq("c"), Room: r1, User: banned, Comet: comet},
+			{ID: testutil.Uniq("c"), Room: r1, Comet: comet},
+		}
+		regs, err := s.RegisterMany(ctx, conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOnline := []int64{2, 1, 2, 2}
+		for i, r := range regs {
+			var ban *route.BanError
+			if isBan := errors.As(r.Err, &ban); isBan != (i == 2) || (r.Err != nil && !isBan) {
+				t.Errorf("conn %d: err %v, want a ban error only for the banned user", i, r.Err)
+			}
+			if r.Online != wantOnline[i] {
+				t.Errorf("conn %d: online %d, want %d", i, r.Online, wantOnline[i])
+			}
+		}
+		for room, want := range map[string]int64{r1: 2, r2: 1} {
+			if n, err := s.Online(ctx, room); err != nil || n != want {
+				t.Errorf("online(%s) = %d %v, want %d", room, n, err, want)
+			}
+		}
+	})
 }
