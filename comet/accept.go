@@ -113,15 +113,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string)
 	}
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
 
-	s.mu.Lock()
+	s.mu.RLock()
 	if s.closing {
-		s.mu.Unlock()
+		s.mu.RUnlock()
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(closeGrace))
 		ws.Close()
 		return nil
 	}
 	s.readers.Add(1)
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	return c
 }
 

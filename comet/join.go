@@ -1,6 +1,7 @@
 package comet
 
 import (
+	"sync"
 	"time"
 
 	"github.com/danmaku/danmaku"
@@ -187,10 +188,19 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	return it
 }
 
-// enter makes m's connection a viewer of req.room and queues its welcome
+// enter makes m's connection a viewer of req.room (see enterNow). The
+// joins of one room run one after another on the goroutine of the first
+// joiner (joinLines): a crowd joining at once would otherwise queue on the
+// room's lock, and each hand-over of a contended lock costs a trip
+// through the scheduler.
+func (s *Server) enter(m *member, req joinReq, w welcomeFrame) {
+	s.joins.run(req.room, func() { s.enterNow(m, req, w) })
+}
+
+// enterNow makes m's connection a viewer of req.room and queues its welcome
 // and replay under the room's lock, so every live frame of the room comes
 // after them and carries only positions after the replay's.
-func (s *Server) enter(m *member, req joinReq, w welcomeFrame) {
+func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	c := m.c
 	read, d := s.prepareJoin(s.hub.roomFor(req.room), req)
 	r := s.hub.lockRoom(req.room)
@@ -222,5 +232,63 @@ func (s *Server) enter(m *member, req joinReq, w welcomeFrame) {
 	s.metrics.joined(p.recovered, len(items) > 0, read)
 	if res == queueFull {
 		c.slowConsumer()
+	}
+}
+
+// joinLines runs the joins of each room in turn: the first joiner of a
+// room runs its join and then those queued meanwhile, until none is left;
+// the others wait for theirs to be done.
+type joinLines struct {
+	shards [16]joinShard
+}
+
+type joinShard struct {
+	mu    sync.Mutex
+	lines map[string]*joinLine
+}
+
+// joinLine is a room's queue of joins waiting for the running one.
+type joinLine struct {
+	queued []queuedJoin
+}
+
+type queuedJoin struct {
+	fn   func()
+	done chan struct{}
+}
+
+// run runs fn, a join of room, in turn with the room's other joins, and
+// returns once it ran.
+func (l *joinLines) run(room string, fn func()) {
+	sh := &l.shards[shardIndex(room)%uint32(len(l.shards))]
+	sh.mu.Lock()
+	if q := sh.lines[room]; q != nil {
+		done := make(chan struct{})
+		q.queued = append(q.queued, queuedJoin{fn: fn, done: done})
+		sh.mu.Unlock()
+		<-done
+		return
+	}
+	if sh.lines == nil {
+		sh.lines = map[string]*joinLine{}
+	}
+	q := &joinLine{}
+	sh.lines[room] = q
+	sh.mu.Unlock()
+	fn()
+	for {
+		sh.mu.Lock()
+		batch := q.queued
+		q.queued = nil
+		if len(batch) == 0 {
+			delete(sh.lines, room)
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+		for _, j := range batch {
+			j.fn()
+			close(j.done)
+		}
 	}
 }

@@ -88,6 +88,7 @@ type Server struct {
 	metrics   *metrics
 	gatherer  prometheus.Gatherer // what /metrics serves
 	hub       *hub
+	joins     joinLines
 	limiter   *ipLimiter
 	upgrader  websocket.Upgrader
 	verifier  *auth.Verifier // nil: auth off
@@ -109,7 +110,10 @@ type Server struct {
 	publicSrv, internalSrv *http.Server
 	advertise              string
 
-	mu      sync.Mutex // guards closing and readers.Add
+	// mu guards closing and readers.Add: shared by the checks and the
+	// upgrades (a crowd of them at once must not queue on it), exclusive
+	// for Shutdown setting closing.
+	mu      sync.RWMutex
 	closing bool
 	readers sync.WaitGroup
 	bg      sync.WaitGroup
@@ -340,8 +344,8 @@ func defaultID(listen string) string {
 }
 
 func (s *Server) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.closing
 }
 
