@@ -185,6 +185,9 @@ func (rep *Report) judge(c Config) {
 	if rep.Misrouted > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d frames for another room", rep.Misrouted))
 	}
+	if n := rep.HistoryRepeats; n != nil && *n > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d message ids hold a second position in their room's history", *n))
+	}
 	if c.Viewers > 0 && rep.ViewerStats.WholeTimeExact == 0 && rep.Send.Accepted > 0 {
 		rep.Problems = append(rep.Problems, "no viewer was connected the whole time")
 	}

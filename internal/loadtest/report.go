@@ -88,6 +88,9 @@ type Report struct {
 	Targets  []Target   `json:"targets,omitempty"`
 	Pass     bool       `json:"pass"`
 	Problems []string   `json:"problems,omitempty"`
+	// HistoryRepeats is the number of message ids the rooms' Redis
+	// histories hold at a second position after the run (nil: not read).
+	HistoryRepeats *int `json:"historyRepeatedIds,omitempty"`
 	Notes    []string   `json:"notes,omitempty"`
 }
 
@@ -291,6 +294,9 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB; whole machine %.0f%% of %d00%%",
 		rep.GeneratorCPUPct, rep.RSSGeneratorMiB, rep.MachineCPUPct, rep.Cores)
+	if rep.HistoryRepeats != nil {
+		p("room histories after the run: %d message ids at a second position", *rep.HistoryRepeats)
+	}
 	if rep.Redis != nil {
 		p("redis: %d commands, %.2f per accepted message (%s)", rep.Redis.Commands, rep.Redis.PerMessage, commandList(rep.Redis.ByCommand))
 		if len(rep.Redis.ByNode) > 0 {

@@ -474,6 +474,13 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	rep.account(layout, snd, results, sendStart, sendEnd)
 	rep.accountNotices(notices, results, sendEnd.Sub(sendStart))
+	if c.RedisAddr != "" && len(layout.Rooms) > 0 {
+		if n, err := repeatedIDs(ctx, c.RedisAddr, layout.Rooms); err != nil {
+			rep.Notes = append(rep.Notes, "history check failed: "+err.Error())
+		} else {
+			rep.HistoryRepeats = &n
+		}
+	}
 	if killed != nil {
 		select {
 		case k := <-killed:
