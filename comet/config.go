@@ -56,7 +56,13 @@ type Config struct {
 	// serve resumes, history on join and slow viewers' catch-ups without
 	// Redis, and their ids drop redelivered messages. A room with no local
 	// viewer drops its ring after half a minute.
-	RingSize int `yaml:"ring_size" help:"recent messages kept per room (resume, history on join, slow-viewer catch-up, redelivery filter); memory: up to this many messages per room with viewers"`
+	RingSize int `yaml:"ring_size" help:"most recent messages kept per room (resume, history on join, slow-viewer catch-up, redelivery filter); memory: up to this many messages per room with viewers"`
+	// RingSpan bounds the age of what the ring keeps: a message accepted
+	// more than RingSpan before the room's newest leaves it (the newest
+	// max(history_on_join, 100) stay whatever their age). A hot room keeps
+	// the last RingSpan of messages, up to RingSize; a quiet one a few.
+	// 0 keeps RingSize messages per room.
+	RingSpan time.Duration `yaml:"ring_span" help:"age bound of the ring: messages accepted more than this before the room's newest leave it (the newest max(history_on_join, 100) stay); 0: ring_size messages per room"`
 	// MaxRoomsPerConn bounds the rooms one connection holds at once (sub);
 	// a sub beyond it gets the error frame too_many_rooms.
 	MaxRoomsPerConn int `yaml:"max_rooms_per_conn" help:"rooms one connection may hold at once (sub); beyond: error frame too_many_rooms, the connection stays"`
@@ -114,7 +120,8 @@ func DefaultConfig() Config {
 		MaxFrameBytes:     4096,
 		MaxPushBytes:      4 << 20,
 		QueueSize:         64,
-		RingSize:          4096,
+		RingSize:          16384,
+		RingSpan:          30 * time.Second,
 		MaxRoomsPerConn:   8,
 		HistoryOnJoin:     20,
 		GapCheck:          time.Second,
@@ -155,6 +162,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("ring_size", "must be between 16 and 1048576")
 	case c.MaxRoomsPerConn < 1 || c.MaxRoomsPerConn > maxRoomsPerConn:
 		return config.Invalid("max_rooms_per_conn", "must be between 1 and %d", maxRoomsPerConn)
+	case c.RingSpan < 0:
+		return config.Invalid("ring_span", "must not be negative")
 	case c.HistoryOnJoin < 0 || c.HistoryOnJoin > c.RingSize:
 		return config.Invalid("history_on_join", "must be between 0 and ring_size (%d)", c.RingSize)
 	case c.GapCheck < 0:

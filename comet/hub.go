@@ -21,6 +21,8 @@ const numShards = 64
 type hub struct {
 	shards   [numShards]shard
 	ringSize int
+	ringSpan time.Duration // see timeline.span
+	ringKeep int
 	users    userIndex  // connections by user id (notice.go)
 	notices  noticeSeen // notice ids delivered here (notice.go)
 }
@@ -55,8 +57,9 @@ type room struct {
 	tl         timeline
 }
 
-func newHub(ringSize int) *hub {
-	h := &hub{ringSize: ringSize}
+func newHub(cfg Config) *hub {
+	h := &hub{ringSize: cfg.RingSize, ringSpan: cfg.RingSpan,
+		ringKeep: min(cfg.RingSize, max(cfg.HistoryOnJoin, 100))}
 	for i := range h.shards {
 		h.shards[i].rooms = map[string]*room{}
 		h.shards[i].conns = map[*conn]struct{}{}
@@ -117,6 +120,7 @@ func (h *hub) roomFor(id string) *room {
 	r := sh.rooms[id]
 	if r == nil {
 		r = &room{id: id, tl: newTimeline(h.ringSize), emptySince: time.Now()}
+		r.tl.span, r.tl.keep = h.ringSpan.Milliseconds(), h.ringKeep
 		sh.rooms[id] = r
 	}
 	return r

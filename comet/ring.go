@@ -46,6 +46,16 @@ func (q *ring) pushBack(m danmaku.Message) (evicted danmaku.Message, ok bool) {
 	return evicted, false
 }
 
+// popFront removes and returns the oldest entry; the ring must not be
+// empty.
+func (q *ring) popFront() danmaku.Message {
+	m := q.buf[q.head]
+	q.buf[q.head] = danmaku.Message{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return m
+}
+
 // pushFront puts m before the oldest entry; the ring must not be full.
 func (q *ring) pushFront(m danmaku.Message) {
 	q.grow()
@@ -70,6 +80,11 @@ func (q *ring) pushFront(m danmaku.Message) {
 type timeline struct {
 	ring ring
 	ids  map[string]struct{} // ids of the ring's entries
+	// span (ms) bounds the age of the entries beyond the newest keep: an
+	// entry accepted more than span before the newest leaves the ring, so
+	// a quiet room does not fill it over the hours; 0 keeps ring.max.
+	span int64
+	keep int
 	// old is the number of entries at the front of the ring that belong
 	// to an earlier epoch or carry no position; they only serve to drop
 	// redelivered ids.
@@ -108,13 +123,26 @@ func newTimeline(size int) timeline {
 }
 
 // add appends m to the ring and its id to ids, evicting the oldest entry
-// of a full ring.
+// of a full ring, and the entries older than span before m beyond keep.
 func (t *timeline) add(m danmaku.Message) {
 	t.ids[m.ID] = struct{}{}
-	ev, ok := t.ring.pushBack(m)
-	if !ok {
+	if ev, ok := t.ring.pushBack(m); ok {
+		t.evicted(ev)
+	}
+	if t.span <= 0 || m.TS <= 0 {
 		return
 	}
+	for t.ring.n > t.keep {
+		front := t.ring.at(0)
+		if front.TS <= 0 || front.TS >= m.TS-t.span {
+			break
+		}
+		t.evicted(t.ring.popFront())
+	}
+}
+
+// evicted forgets ev, an entry that left the front of the ring.
+func (t *timeline) evicted(ev danmaku.Message) {
 	delete(t.ids, ev.ID)
 	if t.old > 0 {
 		t.old--

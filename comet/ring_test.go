@@ -74,3 +74,31 @@ func TestTimelineRing(t *testing.T) {
 	expectRange(t, msgPositions(small.after(0, 100)), 2, 2)
 	expectRange(t, msgPositions(small.recent(20)), 2, 2)
 }
+
+// With a span, the ring keeps the messages accepted within it of the
+// newest (and at least keep of them), however large the ring may grow:
+// a hot room keeps the last span of its timeline, a quiet one little.
+func TestTimelineRingSpan(t *testing.T) {
+	tl := newTimeline(1000)
+	tl.span, tl.keep = 10_000, 5 // 10 s
+	tl.switchEpoch("e")
+	at := func(from, to, ts int64) []danmaku.Message {
+		ms := posMsgs(from, to)
+		for i := range ms {
+			ms[i].TS = ts + int64(i)*1000 // one a second
+		}
+		return ms
+	}
+	tl.accept(at(1, 30, 1_000)) // ts 1 s .. 30 s
+	// The newest is at 30 s: what was accepted before 20 s is gone.
+	expectRange(t, msgPositions(tl.after(0, 100)), 20, 30)
+	if tl.from != 19 || !tl.covers("e", 19) || tl.covers("e", 18) {
+		t.Fatalf("from %d after the span eviction, want 19", tl.from)
+	}
+	if _, ok := tl.ids["m19"]; ok {
+		t.Fatal("an evicted id is still remembered")
+	}
+	// Long after, one new message: keep bounds the eviction.
+	tl.accept(at(31, 31, 1_000_000))
+	expectRange(t, msgPositions(tl.after(0, 100)), 27, 31)
+}

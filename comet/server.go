@@ -159,7 +159,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		rt:        d.Store,
 		log:       log,
 		gatherer:  gatherer,
-		hub:       newHub(cfg.RingSize),
+		hub:       newHub(cfg),
 		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
 		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
 		quit:      make(chan struct{}),

@@ -280,7 +280,7 @@ func (s *Server) staleAfter() time.Duration {
 
 // initLoad is how many messages a room new to this comet is loaded with.
 func (s *Server) initLoad() int {
-	return min(s.cfg.RingSize, max(s.cfg.HistoryOnJoin, 100))
+	return s.hub.ringKeep
 }
 
 // applyLocked merges a history read into r's timeline and delivers the
