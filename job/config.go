@@ -58,6 +58,13 @@ type Config struct {
 	// their positions (room:history:{room}), for comets that repair a gap
 	// or replay to a resuming viewer and for GET /logic/history.
 	HistorySize int `yaml:"history_size" help:"latest messages kept per room for replay and gap repair"`
+	// HistorySpan makes a busy room's history hold the messages of its
+	// last HistorySpan when they are more than HistorySize (up to 100000):
+	// at 1,000 messages a second, HistorySize alone is one second, too
+	// little to resume a viewer whose network dropped for two. The span is
+	// measured from the room's deliveries by the job that makes them; 0
+	// keeps HistorySize.
+	HistorySpan time.Duration `yaml:"history_span" help:"a busy room's history also keeps its messages of this last span (up to 100000); 0: history_size only"`
 	// HistoryTTL is how long a room's timeline and history live after its
 	// last message; a room quiet for longer starts a new epoch.
 	HistoryTTL time.Duration `yaml:"history_ttl" help:"a room's history lives this long after its last message"`
@@ -143,6 +150,7 @@ func DefaultConfig() Config {
 		LockTTL:             5 * time.Second,
 		LockRetry:           50 * time.Millisecond,
 		HistorySize:         route.DefaultHistorySize,
+		HistorySpan:         30 * time.Second,
 		HistoryTTL:          route.DefaultHistoryTTL,
 		RetryMin:            100 * time.Millisecond,
 		RetryMax:            2 * time.Second,
@@ -189,6 +197,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("lock_ttl", "must be at least 100ms")
 	case c.HistorySize < 1 || c.HistorySize > maxHistorySize:
 		return config.Invalid("history_size", "must be between 1 and %d, got %d", maxHistorySize, c.HistorySize)
+	case c.HistorySpan < 0:
+		return config.Invalid("history_span", "must not be negative")
 	case c.HistoryTTL < time.Second:
 		return config.Invalid("history_ttl", "must be at least 1s, got %v", c.HistoryTTL)
 	case c.PushTimeout <= 0:

@@ -21,6 +21,9 @@ type delivery struct {
 	drain  bool       // shutdown drain: skip the cooldown window
 	giveUp bool       // deliver to the comets that take it, count the rest as dropped
 	known  route.Head // the room's timeline head as this job last assigned it
+	// historySize is how many messages the room's history keeps after
+	// this delivery (knownHead.historySize).
+	historySize int
 }
 
 // outcome is what became of a delivery. Every message of the delivery is in
@@ -189,7 +192,7 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
 		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,
-		HistorySize: d.cfg.HistorySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
+		HistorySize: max(req.historySize, d.cfg.HistorySize), HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
 }
 
 // pushAndEnd pushes the messages of send (with their positions) to the

@@ -53,6 +53,53 @@ type roomState struct {
 type knownHead struct {
 	route.Head
 	at time.Time
+	// marks are the heads the room's deliveries left over the last
+	// HistorySpan (and the one before it), oldest first: how many messages
+	// the span holds, so the history keeps them all (historySize).
+	marks []headMark
+}
+
+type headMark struct {
+	at   time.Time
+	last int64
+}
+
+// advance records the head a delivery left at now; marks older than span
+// go, except the newest of them, which the span starts after.
+func (h knownHead) advance(head route.Head, now time.Time, span time.Duration) knownHead {
+	marks := h.marks
+	if head.Epoch != h.Epoch {
+		marks = nil
+	}
+	m := headMark{at: now, last: head.Last}
+	if n := len(marks); n > 1 && now.Sub(marks[n-2].at) < span/32 {
+		marks[n-1] = m // marks a span/32 apart are enough to measure it
+	} else {
+		marks = append(marks, m)
+	}
+	k := 0
+	for k+1 < len(marks) && !marks[k+1].at.After(now.Add(-span)) {
+		k++
+	}
+	if k > 0 {
+		marks = append(marks[:0], marks[k:]...)
+	}
+	return knownHead{Head: head, at: now, marks: marks}
+}
+
+// historySize is how many messages the room's history keeps after a
+// delivery of n more: HistorySize, or more when the last HistorySpan held
+// more, up to maxHistorySize. A hot room so keeps a span of time, enough
+// to resume a viewer that was away for seconds, where HistorySize alone
+// may be a second of it. A job that has not seen the room for a span
+// yet (just started) keeps HistorySize.
+func (h knownHead) historySize(n int, cfg Config) int {
+	size := cfg.HistorySize
+	if cfg.HistorySpan <= 0 || len(h.marks) == 0 {
+		return size
+	}
+	inSpan := h.Last - h.marks[0].last + int64(n)
+	return int(min(max(int64(size), inSpan), maxHistorySize))
 }
 
 // pending is one consumed message, or moderation event, waiting for its
@@ -256,8 +303,9 @@ func (s *scheduler) dispatchReady(now time.Time) {
 			continue
 		}
 		n := batchLen(r.queue, s.cfg.Budget)
+		h := s.heads[r.name]
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
-			giveUp: r.failures >= s.cfg.GiveUpAfter, known: s.heads[r.name].Head}
+			giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head, historySize: h.historySize(n, s.cfg)}
 		r.queue = r.queue[n:]
 		r.inflight = true
 		s.inflight++
@@ -304,7 +352,7 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 	r := s.rooms[o.room]
 	r.inflight = false
 	if o.head.Epoch != "" {
-		s.heads[o.room] = knownHead{Head: o.head, at: now}
+		s.heads[o.room] = s.heads[o.room].advance(o.head, now, s.cfg.HistorySpan)
 	}
 	for _, p := range o.done {
 		s.offsets.finished(p.part, p.off)

@@ -127,6 +127,7 @@ func TestConfigChecksHistory(t *testing.T) {
 		{func(c *job.Config) { c.HistorySize = 0 }, "history_size"},
 		{func(c *job.Config) { c.HistorySize = 100001 }, "history_size"},
 		{func(c *job.Config) { c.HistoryTTL = 500 * time.Millisecond }, "history_ttl"},
+		{func(c *job.Config) { c.HistorySpan = -time.Second }, "history_span"},
 	} {
 		cfg := jobConfig()
 		c.set(&cfg)
@@ -137,5 +138,45 @@ func TestConfigChecksHistory(t *testing.T) {
 	}
 	if cfg := job.DefaultConfig(); cfg.HistorySize != 1000 || cfg.HistoryTTL != 10*time.Minute || cfg.Validate() != nil {
 		t.Fatalf("defaults: %d %v %v", cfg.HistorySize, cfg.HistoryTTL, cfg.Validate())
+	}
+}
+
+// A busy room's history keeps its last history_span of messages when they
+// are more than history_size: with history_size 20, the 200 messages of a
+// few seconds stay (all but the first batch, which the job measures the
+// span from); with the span off, the last 20 do.
+func TestHistoryKeepsSpan(t *testing.T) {
+	for _, span := range []time.Duration{30 * time.Second, 0} {
+		t.Run(fmt.Sprint(span), func(t *testing.T) {
+			e := newEnv(t, 1)
+			room := testutil.Uniq("room")
+			v := e.viewer(e.comets[0], room)
+			e.waitOnline(room, 1)
+			cfg := jobConfig()
+			cfg.HistorySize, cfg.HistorySpan = 20, span
+			e.startJob(cfg, nil)
+			var want []string
+			for i := range 20 {
+				contents := make([]string, 10)
+				for k := range contents {
+					contents[k] = fmt.Sprintf("s%d-%d", i, k)
+				}
+				want = append(want, e.send(room, int64(1+i%3), contents...)...)
+			}
+			waitAll(t, 30*time.Second, []*viewer{v}, map[string][]string{room: want})
+			h, err := e.store.History(context.Background(), room, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Last != 200 {
+				t.Fatalf("head %d, want 200", h.Last)
+			}
+			if span > 0 && h.First > 11 {
+				t.Fatalf("history holds %d..200 with a %v span, want every message after the first batch", h.First, span)
+			}
+			if span == 0 && h.First != 181 {
+				t.Fatalf("history holds %d..200 without a span, want the last 20 (181..200)", h.First)
+			}
+		})
 	}
 }
