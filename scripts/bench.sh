@@ -72,6 +72,15 @@ val() { local v="${!1:-}"; echo "${v:-$2}"; }
 
 log() { echo "[bench $(date -u +%H:%M:%S)] $*" >&2; }
 
+# Loopback traffic goes through the per-CPU input queue, which drops
+# packets beyond net.core.netdev_max_backlog (1000 by default): with ten
+# thousand sockets busy, TCP then waits for retransmits (200 ms and more)
+# and the figures measure the queue, not the service.
+nb=$(cat /proc/sys/net/core/netdev_max_backlog 2>/dev/null || echo 0)
+if [ "$nb" -lt 10000 ]; then
+	log "net.core.netdev_max_backlog is $nb: loopback drops packets under load; raise it (sysctl -w net.core.netdev_max_backlog=16384)"
+fi
+
 wait_http() { # URL: poll until it answers 200, at most 30 s
 	local i
 	for i in $(seq 1 300); do
