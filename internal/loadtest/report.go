@@ -90,8 +90,8 @@ type Report struct {
 	Problems []string   `json:"problems,omitempty"`
 	// HistoryRepeats is the number of message ids the rooms' Redis
 	// histories hold at a second position after the run (nil: not read).
-	HistoryRepeats *int `json:"historyRepeatedIds,omitempty"`
-	Notes    []string   `json:"notes,omitempty"`
+	HistoryRepeats *int     `json:"historyRepeatedIds,omitempty"`
+	Notes          []string `json:"notes,omitempty"`
 }
 
 // ViewerStats counts the viewers.
