@@ -80,6 +80,13 @@ nb=$(cat /proc/sys/net/core/netdev_max_backlog 2>/dev/null || echo 0)
 if [ "$nb" -lt 10000 ]; then
 	log "net.core.netdev_max_backlog is $nb: loopback drops packets under load; raise it (sysctl -w net.core.netdev_max_backlog=16384)"
 fi
+# Both ends of every viewer socket are on this host: past the pressure
+# threshold of net.ipv4.tcp_mem (pages) the kernel prunes and drops packets
+# of every socket, and a hot-room run collapses into retransmit timeouts.
+tm=$(awk '{print $2}' /proc/sys/net/ipv4/tcp_mem 2>/dev/null || echo 0)
+if [ "$tm" -lt 1000000 ]; then
+	log "net.ipv4.tcp_mem pressure threshold is $tm pages: the hot-room scenarios hold more in socket buffers; raise it (sysctl -w net.ipv4.tcp_mem=\"1572864 2097152 3145728\")"
+fi
 
 wait_http() { # URL: poll until it answers 200, at most 30 s
 	local i

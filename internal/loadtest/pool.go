@@ -266,6 +266,13 @@ func (p *Pool) Open(ctx context.Context) {
 	dials.Wait()
 }
 
+// viewerReadBuffer is the kernel receive buffer of each viewer socket. A
+// browser's is its own machine's memory; ten thousand viewers on one host
+// with the kernel's auto-tuned buffers (up to tens of megabytes each) can
+// hold gigabytes while the generator falls behind, and past net.ipv4.tcp_mem
+// the kernel drops packets for every socket of the host, servers included.
+const viewerReadBuffer = 256 << 10
+
 // dial connects v (resuming from its position when it knows its room's
 // epoch) and reads the welcome frame.
 func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, error) {
@@ -287,6 +294,9 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, e
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
 		return nil, welcome{}, dialError(resp, err)
+	}
+	if tc, ok := c.NetConn().(*net.TCPConn); ok {
+		tc.SetReadBuffer(viewerReadBuffer)
 	}
 	c.SetReadDeadline(time.Now().Add(p.spec.DialTimeout))
 	_, msg, err := c.ReadMessage()
