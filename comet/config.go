@@ -60,8 +60,9 @@ type Config struct {
 	// RingSpan bounds the age of what the ring keeps: a message accepted
 	// more than RingSpan before the room's newest leaves it (the newest
 	// max(history_on_join, 100) stay whatever their age). A hot room keeps
-	// the last RingSpan of messages, up to RingSize; a quiet one a few.
-	// 0 keeps RingSize messages per room.
+	// the last RingSpan of messages, up to RingSize; a quiet one a few. It
+	// matches job.history_span, so a resume the ring cannot serve is one
+	// the history cannot either. 0 keeps RingSize messages per room.
 	RingSpan time.Duration `yaml:"ring_span" help:"age bound of the ring: messages accepted more than this before the room's newest leave it (the newest max(history_on_join, 100) stay); 0: ring_size messages per room"`
 	// MaxRoomsPerConn bounds the rooms one connection holds at once (sub);
 	// a sub beyond it gets the error frame too_many_rooms.
@@ -120,7 +121,7 @@ func DefaultConfig() Config {
 		MaxFrameBytes:     4096,
 		MaxPushBytes:      4 << 20,
 		QueueSize:         64,
-		RingSize:          16384,
+		RingSize:          65536,
 		RingSpan:          30 * time.Second,
 		MaxRoomsPerConn:   8,
 		HistoryOnJoin:     20,
