@@ -20,9 +20,10 @@ import (
 // later one comes. Every read of a room holds room.sync, so a room costs at
 // most one Redis read at a time however many viewers wait for it.
 //
-// Memory: a room with local viewers keeps up to RingSize messages (the
-// ring grows by doubling, so a quiet room holds few); a room without
-// viewers drops its ring after roomLinger. The gap check costs one HMGET
+// Memory: a room with local viewers keeps the messages of its last
+// RingSpan, at least 100 and at most RingSize (the ring grows by doubling,
+// so a quiet room holds few); a room without viewers drops its ring after
+// roomLinger. The gap check costs one HMGET
 // per quiet room per GapCheck, pipelined.
 
 // roomLinger is how long a room without local viewers keeps its ring.
