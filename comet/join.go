@@ -84,7 +84,13 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 	r.mu.Lock()
 	need = s.needLocked(r, req, now)
 	doSync := need.sync && (r.tl.syncs == syncs || !r.tl.known)
+	failing := now.Sub(r.tl.readFailed) < readBackoff
 	r.mu.Unlock()
+	if failing {
+		// Redis did not answer a moment ago: serve what the comet holds
+		// rather than have every joiner wait out its own timeout.
+		return false, nil
+	}
 	if doSync {
 		s.syncRoom(r, repairJoin)
 		read = true
@@ -109,7 +115,11 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 		return read, nil
 	}
 	h, err := s.readHistory(r.id, since, int(from-since), "backfill")
-	if err != nil || h.Epoch != epoch {
+	if err != nil {
+		r.readFailed()
+		return true, nil
+	}
+	if h.Epoch != epoch {
 		return true, nil
 	}
 	r.mu.Lock()
@@ -202,6 +212,9 @@ func (s *Server) enter(m *member, req joinReq, w welcomeFrame) {
 // after them and carries only positions after the replay's.
 func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	c := m.c
+	if c.isClosed() {
+		return // gone while it waited its turn; its release undoes the rest
+	}
 	read, d := s.prepareJoin(s.hub.roomFor(req.room), req)
 	r := s.hub.lockRoom(req.room)
 	p := s.planLocked(r, req, d)

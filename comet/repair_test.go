@@ -247,3 +247,33 @@ func TestNotReadyWhileRebuilding(t *testing.T) {
 	// comet is ready again.
 	testutil.SucceedsSoon(t, 5*time.Second, func() error { return s.Ready(context.Background()) })
 }
+
+// Joiners of a room whose history read just failed are served from what
+// the comet holds instead of each waiting out its own Redis timeout: with
+// Redis stalled, the first of five joins waits for the timeout, the other
+// four do not read.
+func TestJoinsSkipReadsAfterAFailedOne(t *testing.T) {
+	srv, rdb := redistest.Private(t)
+	cfg := testConfig(t)
+	cfg.RedisTimeout = 400 * time.Millisecond
+	s, err := New(cfg, Deps{Store: route.New(rdb)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	room := testutil.Uniq("r-")
+	r := s.hub.roomFor(room)
+	resume := srv.PauseUntilResumed(t)
+	defer resume()
+	start := time.Now()
+	for range 5 {
+		s.prepareJoin(r, joinReq{room: room})
+	}
+	if took := time.Since(start); took > 3*cfg.RedisTimeout {
+		t.Fatalf("five joins took %v with Redis stalled, want about one timeout (%v)", took, cfg.RedisTimeout)
+	}
+	expectValue(t, s.metrics.historyReads.WithLabelValues(repairJoin), 1, "history reads for the joins")
+}

@@ -99,6 +99,8 @@ type timeline struct {
 	floor int64
 	// seen is when a push or a Redis read last confirmed the head.
 	seen time.Time
+	// readFailed is when a read of the room's history last failed.
+	readFailed time.Time
 	// syncs counts the reads of the room's head started, so a joiner can
 	// tell whether one started after it arrived.
 	syncs uint64

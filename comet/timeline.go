@@ -219,6 +219,17 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	return n, dups
 }
 
+// readBackoff is how long after a failed read of a room's history its
+// joiners are served from what the comet holds, without reading.
+const readBackoff = time.Second
+
+// readFailed records that a read of r's history failed now.
+func (r *room) readFailed() {
+	r.mu.Lock()
+	r.tl.readFailed = time.Now()
+	r.mu.Unlock()
+}
+
 // readHistory reads room's history with the comet's Redis timeout and
 // counts the read.
 func (s *Server) readHistory(room string, since int64, limit int, reason string) (route.History, error) {
@@ -255,6 +266,7 @@ func (s *Server) syncRoom(r *room, reason string) {
 		h, err = s.readHistory(r.id, since, limit, reason)
 	}
 	if err != nil {
+		r.readFailed()
 		return
 	}
 	r.mu.Lock()
