@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -216,9 +215,9 @@ func (c *conn) leaveAll() {
 }
 
 // catchUp sends a viewer whose queue overflowed what it missed in each of
-// its rooms since the last position it got there, one frame per room from
-// the room's ring, once its writer is free again. A gap a ring no longer
-// covers disconnects the viewer with 4008.
+// its rooms since the last position it got there, from the room's ring,
+// once its writer is free again. A gap a ring no longer covers, or wider
+// than maxCatchUp, disconnects the viewer with 4008.
 func (c *conn) catchUp() {
 	caught := false
 	for _, r := range c.w.behindRooms() {
@@ -237,7 +236,7 @@ func (c *conn) catchUp() {
 	}
 }
 
-// catchUpRoom queues the catch-up frame of room r behind the frames queued
+// catchUpRoom queues the catch-up frames of room r behind the frames queued
 // so far; r's lock is held meanwhile, so live frames of r queue after it.
 // It reports false when the ring does not cover the gap, and done when r
 // was still behind (not left meanwhile).
@@ -257,17 +256,21 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 	if epoch == "" && p.got == 0 {
 		epoch = t.epoch // joined before the room had a timeline: all of it is new
 	}
-	if !t.covers(epoch, p.got) {
+	if !t.covers(epoch, p.got) || t.last-p.got > maxCatchUp {
 		return false, false
 	}
 	p.behind = false
 	w.settleLocked()
-	msgs := t.after(p.got, t.ring.n)
-	if len(msgs) > 0 {
-		b := danmaku.NewBatch(r.id, msgs)
-		b.Epoch, b.Replay = t.epoch, true
-		w.queue = append(w.queue, item{batch: &b, pos: msgs[len(msgs)-1].Pos, epoch: b.Epoch, room: r,
-			epochStart: p.epoch != b.Epoch})
+	items := r.replayLocked(p.got, nil)
+	if len(items) > 0 && p.epoch != t.epoch {
+		items[0].epochStart = true
 	}
+	w.queue = append(w.queue, items...)
 	return true, true
 }
+
+// maxCatchUp is the largest gap, in positions, a slow viewer is caught up
+// over; a viewer further behind is disconnected (4008) and resumes when it
+// reconnects. A catch-up is the ring's shared replay frames (see
+// replayLocked), so it costs the viewer's queue a frame per replayBlock.
+const maxCatchUp = 4096
