@@ -39,7 +39,7 @@ func (s *Store) Ban(ctx context.Context, user, room string, d time.Duration) err
 	if d < time.Millisecond {
 		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
 	}
-	return wrap("ban", s.rdb.Set(ctx, banKey(room, user), "1", d).Err())
+	return s.setUntil(ctx, "ban", banKey(room, user), d)
 }
 
 // Unban lifts the ban of user from room and reports whether there was one.

@@ -81,42 +81,42 @@ type Verdict struct {
 
 // Admit checks the user's ban from the room and mute flags and takes N
 // tokens from the user's and the address's buckets, all in one round trip,
-// or takes nothing.
-//
-// The user's script (mute flags and bucket share the user's hash tag), the
-// address's script (its own hash tag) and the ban's PTTL (the room's hash
-// tag) are pipelined: on Redis Cluster the keys live on different shards,
-// and putting every bucket under one hash tag would send all senders'
-// traffic to a single shard. Each script is atomic on its own; when one
-// check refuses and a script took its tokens, the tokens are given back (a
-// second round trip, only on that refusal path), so a request refused by
-// one check never spends another's budget.
+// or takes nothing. On a single server it is one script over every key
+// (admit.lua, the script of an Admitter's batches, here with a batch of
+// one); on a cluster see admitPipelined.
 func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
-	if err := checkIDs("user", a.User, "room", a.Room); err != nil {
+	r, err := prepareAdmission(a)
+	if err != nil {
 		return Verdict{}, err
 	}
-	if err := checkBucket(a.N, a.UserBucket.Rate, a.UserBucket.Burst); err != nil {
+	if s.cluster() {
+		return s.admitPipelined(ctx, &r)
+	}
+	vs, err := s.admitBatch(ctx, []*admitReq{&r})
+	if err != nil {
 		return Verdict{}, err
 	}
-	ipKey := ""
-	if a.IP != "" && a.IPBucket.Rate > 0 {
-		if err := checkBucket(a.N, a.IPBucket.Rate, a.IPBucket.Burst); err != nil {
-			return Verdict{}, err
-		}
-		k, err := ipRateKey(a.IP)
-		if err != nil {
-			return Verdict{}, err
-		}
-		ipKey = k
-	}
-	userKeys := []string{rateKey(a.User), muteKey(a.User, ""), muteKey(a.User, a.Room)}
+	return vs[0], nil
+}
+
+// admitPipelined is Admit on a cluster. The user's script (mute flags and
+// bucket share the user's hash tag), the address's script (its own hash
+// tag) and the ban's PTTL (the room's hash tag) are pipelined: the keys live
+// on different shards, and putting every bucket under one hash tag would
+// send all senders' traffic to a single shard. Each script is atomic on its
+// own; when one check refuses and a script took its tokens, the tokens are
+// given back (a second round trip, only on that refusal path), so a request
+// refused by one check never spends another's budget.
+func (s *Store) admitPipelined(ctx context.Context, r *admitReq) (Verdict, error) {
+	a := &r.a
+	userKeys := []string{r.userKey, r.muteAll, r.muteRoom}
 	var userCmd, ipCmd *redis.Cmd
 	var banCmd *redis.DurationCmd
 	_, err := s.execPipe(ctx, "admit", func(p redis.Pipeliner) {
-		banCmd = p.PTTL(ctx, banKey(a.Room, a.User))
+		banCmd = p.PTTL(ctx, r.ban)
 		userCmd = rateLimitScript.EvalSha(ctx, p, userKeys, a.UserBucket.Rate, a.UserBucket.Burst, a.N)
-		if ipKey != "" {
-			ipCmd = rateLimitScript.EvalSha(ctx, p, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, a.N)
+		if r.ipKey != "" {
+			ipCmd = rateLimitScript.EvalSha(ctx, p, []string{r.ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, a.N)
 		}
 	}, rateLimitScript)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) Admit(ctx context.Context, a Admission) (Verdict, error) {
 		rateLimitScript.Run(ctx, s.rdb, userKeys[:1], a.UserBucket.Rate, a.UserBucket.Burst, -a.N)
 	}
 	if ipCmd != nil && ip[0] == 1 {
-		rateLimitScript.Run(ctx, s.rdb, []string{ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, -a.N)
+		rateLimitScript.Run(ctx, s.rdb, []string{r.ipKey}, a.IPBucket.Rate, a.IPBucket.Burst, -a.N)
 	}
 	return v, nil
 }
@@ -180,7 +180,7 @@ func (s *Store) Mute(ctx context.Context, user, room string, d time.Duration) er
 	if d < time.Millisecond {
 		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
 	}
-	return wrap("mute", s.rdb.Set(ctx, muteKey(user, room), "1", d).Err())
+	return s.setUntil(ctx, "mute", muteKey(user, room), d)
 }
 
 // Unmute lifts a mute of user in room ("" room: the mute everywhere; a

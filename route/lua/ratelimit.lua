@@ -2,7 +2,8 @@
 -- available; refills ARGV[1] tokens per second up to ARGV[2]. Uses the server
 -- clock so every caller agrees. A negative ARGV[3] gives tokens back (a
 -- request refused by another check of the same round trip), up to the burst.
--- KEYS[1]   the bucket: ratelimit:user:{user} or ratelimit:ip:{addr}
+-- KEYS[1]   the bucket: ratelimit:user:{user} or ratelimit:ip:{addr}, the
+--           string "tokens:ms" (the format of admit.lua)
 -- KEYS[2..] mute flags of the same user (same hash tag): when one exists the
 --           bucket is not touched.
 -- Returns {1, 0} when allowed, {0, ms until enough tokens} when limited,
@@ -18,9 +19,15 @@ local burst = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(h[1])
-local ts = tonumber(h[2])
+local tokens, ts
+local v = redis.call('GET', KEYS[1])
+if v then
+  local c = string.find(v, ':', 1, true)
+  if c then
+    tokens = tonumber(string.sub(v, 1, c - 1))
+    ts = tonumber(string.sub(v, c + 1))
+  end
+end
 if tokens == nil or ts == nil then
   tokens = burst
   ts = now
@@ -39,6 +46,5 @@ elseif tokens >= n then
 else
   wait = math.ceil((n - tokens) * 1000 / rate)
 end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+redis.call('SET', KEYS[1], tostring(tokens) .. ':' .. now, 'PX', math.ceil(burst * 1000 / rate) + 1000)
 return {allowed, wait}

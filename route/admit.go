@@ -1,0 +1,369 @@
+package route
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
+)
+
+var (
+	admitScript    = script("admit")
+	setUntilScript = script("set_until")
+)
+
+// admitReq is one Admission with its keys built and checked.
+type admitReq struct {
+	a                                 Admission
+	userKey, ipKey                    string // ipKey "": no address bucket
+	muteAll, muteRoom, ban            string
+	ctx                               context.Context // the caller's; an Admitter leaves out requests whose ctx ended
+	ui, ii, muteAllI, muteRoomI, banI int             // indices into the batch's keys (1-based)
+}
+
+// prepareAdmission checks a and builds its keys.
+func prepareAdmission(a Admission) (admitReq, error) {
+	r := admitReq{a: a}
+	if err := checkIDs("user", a.User, "room", a.Room); err != nil {
+		return r, err
+	}
+	if err := checkBucket(a.N, a.UserBucket.Rate, a.UserBucket.Burst); err != nil {
+		return r, err
+	}
+	if a.IP != "" && a.IPBucket.Rate > 0 {
+		if err := checkBucket(a.N, a.IPBucket.Rate, a.IPBucket.Burst); err != nil {
+			return r, err
+		}
+		k, err := ipRateKey(a.IP)
+		if err != nil {
+			return r, err
+		}
+		r.ipKey = k
+	}
+	r.userKey = rateKey(a.User)
+	r.muteAll = muteKey(a.User, "")
+	r.muteRoom = muteKey(a.User, a.Room)
+	r.ban = banKey(a.Room, a.User)
+	return r, nil
+}
+
+func (s *Store) cluster() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// admitBatch runs admit.lua over reqs, on a single server: one round trip
+// and, inside the script, one TIME, one MGET of every key the batch needs
+// and one SET per bucket that gave tokens. The verdicts are in the order of
+// reqs, and each request sees the buckets as the requests before it left
+// them. A bucket's rate and burst are those of its first request.
+func (s *Store) admitBatch(ctx context.Context, reqs []*admitReq) ([]Verdict, error) {
+	idx := make(map[string]int, 2*len(reqs))
+	keys := make([]string, 0, 4*len(reqs))
+	args := make([]any, 1, 1+10*len(reqs))
+	add := func(k string) int {
+		if k == "" {
+			return 0
+		}
+		if i, ok := idx[k]; ok {
+			return i
+		}
+		keys = append(keys, k)
+		idx[k] = len(keys)
+		return len(keys)
+	}
+	bucket := func(k string, b Bucket) int {
+		n := len(keys)
+		i := add(k)
+		if i > n {
+			args = append(args, b.Rate, b.Burst)
+		}
+		return i
+	}
+	for _, r := range reqs {
+		r.ui = bucket(r.userKey, r.a.UserBucket)
+		r.ii = bucket(r.ipKey, r.a.IPBucket)
+	}
+	args[0] = len(keys)
+	for _, r := range reqs {
+		r.muteAllI, r.muteRoomI, r.banI = add(r.muteAll), add(r.muteRoom), add(r.ban)
+		args = append(args, r.a.N, r.ui, r.ii, r.muteAllI, r.muteRoomI, r.banI)
+	}
+	res, err := admitScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, wrap("admit", err)
+	}
+	if len(res) != 2*len(reqs) {
+		return nil, danmaku.Errorf(danmaku.EINTERNAL, "", "admit script returned %d values for %d requests", len(res), len(reqs))
+	}
+	vs := make([]Verdict, len(reqs))
+	for i := range reqs {
+		d := time.Duration(res[2*i+1]) * time.Millisecond
+		switch res[2*i] {
+		case 1:
+			vs[i] = Verdict{Allowed: true}
+		case -2:
+			vs[i] = Verdict{Banned: true, RetryAfter: d}
+		case -1:
+			vs[i] = Verdict{Muted: true, RetryAfter: d}
+		case 0:
+			vs[i] = Verdict{Limit: "user", RetryAfter: d}
+		case 2:
+			vs[i] = Verdict{Limit: "ip", RetryAfter: d}
+		default:
+			return nil, danmaku.Errorf(danmaku.EINTERNAL, "", "admit script returned verdict %d", res[2*i])
+		}
+	}
+	return vs, nil
+}
+
+// setUntil sets a flag for d (at least 1 ms) with set_until.lua.
+func (s *Store) setUntil(ctx context.Context, op, key string, d time.Duration) error {
+	return wrap(op, setUntilScript.Run(ctx, s.rdb, []string{key}, strconv.FormatInt(d.Milliseconds(), 10)).Err())
+}
+
+// AdmitOptions configure an Admitter.
+type AdmitOptions struct {
+	// Wait is how long a batch stays open for more requests once it could
+	// be sent; 0 sends it at once. Requests that arrive while a batch is in
+	// flight gather into the next one whatever Wait is.
+	Wait time.Duration
+	// Max is the most requests in one batch (default 256).
+	Max int
+	// Timeout bounds each batch's round trip (default 1 s); a caller gives
+	// up at its own context's end in any case.
+	Timeout time.Duration
+}
+
+// Admitter answers Admit like Store.Admit, but gathers concurrent
+// requests into batches (group commit): one batch at a time is in flight,
+// and what arrives meanwhile goes out as the next batch, in one script call
+// (admit.lua) whatever its size. A lone request goes out at once (plus
+// Wait). Requests of one user in a batch are checked in arrival order
+// against the same bucket, so the answers are those of the same requests
+// one after another. On a cluster, where one script cannot reach every
+// key, each request runs Store.Admit on its own. Close stops it.
+type Admitter struct {
+	s       *Store
+	o       AdmitOptions
+	cluster bool
+
+	mu     sync.Mutex
+	open   *admitCall   // gathering
+	queue  []*admitCall // full, waiting for their turn
+	closed bool
+
+	kick chan struct{} // a batch opened or filled
+	stop chan struct{}
+	done chan struct{}
+}
+
+// admitCall is one batch and its answers.
+type admitCall struct {
+	reqs     []*admitReq
+	verdicts []Verdict
+	err      error
+	done     chan struct{}
+}
+
+// NewAdmitter starts an Admitter over s.
+func NewAdmitter(s *Store, o AdmitOptions) *Admitter {
+	if o.Max <= 0 {
+		o.Max = 256
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	a := &Admitter{s: s, o: o, cluster: s.cluster(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+// Admit is Store.Admit through the batches. A request whose ctx ends before
+// its batch is sent is left out of it.
+func (a *Admitter) Admit(ctx context.Context, adm Admission) (Verdict, error) {
+	if a.cluster {
+		return a.s.Admit(ctx, adm)
+	}
+	r, err := prepareAdmission(adm)
+	if err != nil {
+		return Verdict{}, err
+	}
+	r.ctx = ctx
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return Verdict{}, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "admission stopped")
+	}
+	c := a.open
+	if c == nil {
+		c = &admitCall{reqs: make([]*admitReq, 0, 16), done: make(chan struct{})}
+		a.open = c
+	}
+	i := len(c.reqs)
+	c.reqs = append(c.reqs, &r)
+	signal := i == 0
+	if len(c.reqs) >= a.o.Max {
+		a.queue = append(a.queue, c)
+		a.open = nil
+		signal = true
+	}
+	a.mu.Unlock()
+	if signal {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-c.done:
+		if c.err != nil {
+			return Verdict{}, c.err
+		}
+		return c.verdicts[i], nil
+	case <-ctx.Done():
+		return Verdict{}, wrap("admit", ctx.Err())
+	}
+}
+
+// Close stops the Admitter once the batch in flight is answered; requests
+// still gathering are answered EUNAVAILABLE.
+func (a *Admitter) Close() {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.stop)
+	}
+	a.mu.Unlock()
+	<-a.done
+}
+
+func (a *Admitter) loop() {
+	defer close(a.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-a.kick:
+		case <-a.stop:
+			a.fail()
+			return
+		}
+		for {
+			if a.o.Wait > 0 && !a.waitFor(timer) {
+				a.fail()
+				return
+			}
+			c := a.take()
+			if c == nil {
+				break
+			}
+			a.run(c)
+		}
+	}
+}
+
+// waitFor holds the open batch for Wait unless a batch is full; false when
+// the Admitter stops.
+func (a *Admitter) waitFor(timer *time.Timer) bool {
+	a.mu.Lock()
+	ready := len(a.queue) > 0 || a.open == nil
+	a.mu.Unlock()
+	if ready {
+		return true
+	}
+	timer.Reset(a.o.Wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return true
+		case <-a.kick:
+			a.mu.Lock()
+			full := len(a.queue) > 0
+			a.mu.Unlock()
+			if full {
+				return true
+			}
+		case <-a.stop:
+			return false
+		}
+	}
+}
+
+// take returns the next batch to send: a full one, else the open one.
+func (a *Admitter) take() *admitCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.queue) > 0 {
+		c := a.queue[0]
+		a.queue[0] = nil
+		a.queue = a.queue[1:]
+		return c
+	}
+	c := a.open
+	a.open = nil
+	return c
+}
+
+// run sends one batch, leaving out requests whose callers gave up, and
+// answers every request of it.
+func (a *Admitter) run(c *admitCall) {
+	defer close(c.done)
+	live := c.reqs
+	for _, r := range c.reqs {
+		if r.ctx.Err() != nil {
+			live = nil
+			break
+		}
+	}
+	if live == nil { // some callers gave up: send the others only
+		for _, r := range c.reqs {
+			if r.ctx.Err() == nil {
+				live = append(live, r)
+			}
+		}
+	}
+	if len(live) == 0 {
+		c.err = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "admission timed out")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.o.Timeout)
+	defer cancel()
+	vs, err := a.s.admitBatch(ctx, live)
+	if err != nil {
+		c.err = err
+		return
+	}
+	if len(live) == len(c.reqs) {
+		c.verdicts = vs
+		return
+	}
+	c.verdicts = make([]Verdict, len(c.reqs))
+	j := 0
+	for i, r := range c.reqs {
+		if j < len(live) && live[j] == r {
+			c.verdicts[i] = vs[j]
+			j++
+		}
+	}
+}
+
+// fail answers every batch still waiting with EUNAVAILABLE.
+func (a *Admitter) fail() {
+	a.mu.Lock()
+	calls := append(a.queue, a.open)
+	a.queue, a.open = nil, nil
+	a.mu.Unlock()
+	for _, c := range calls {
+		if c != nil {
+			c.err = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "admission stopped")
+			close(c.done)
+		}
+	}
+}
