@@ -64,6 +64,7 @@ func BenchmarkSend(b *testing.B) {
 		latency []time.Duration
 	)
 	left.Store(int64(b.N))
+	cmdsBefore := redisCommands(b, e)
 	b.ResetTimer()
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -104,7 +105,28 @@ func BenchmarkSend(b *testing.B) {
 	b.ReportMetric(float64(len(latency))/elapsed.Seconds(), "req/s")
 	b.ReportMetric(pct(0.50), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
+	b.ReportMetric(float64(redisCommands(b, e)-cmdsBefore)/float64(len(latency)), "redis_cmds/msg")
 	reportProduce(b, e)
+}
+
+// redisCommands is the number of commands the Redis server ran so far,
+// Lua-internal ones included (INFO commandstats).
+func redisCommands(b *testing.B, e *testEnv) int64 {
+	info, err := e.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		_, rest, ok := strings.Cut(line, ":calls=")
+		if !ok || strings.HasPrefix(line, "cmdstat_info:") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		c, _ := strconv.ParseInt(calls, 10, 64)
+		n += c
+	}
+	return n
 }
 
 // benchWrk drives the server with wrk and reports its figures.

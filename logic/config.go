@@ -61,6 +61,14 @@ type Config struct {
 	// RedisTimeout bounds the rate-limit and online-count calls; after it
 	// the request fails with 503.
 	RedisTimeout time.Duration `yaml:"redis_timeout" help:"rate limit / online count; then 503"`
+	// AdmitBatchWait is how long a batch of send checks (ban, mutes, rate
+	// limits) stays open for more requests before its one Redis script call;
+	// requests arriving while a batch is in flight join the next batch
+	// anyway, so this only trades a lone request's latency for larger
+	// batches under load. 0 sends at once.
+	AdmitBatchWait time.Duration `yaml:"admit_batch_wait" help:"gather concurrent send checks this long into one Redis call (0: no wait)"`
+	// AdmitBatchMax is the most requests in one batch of send checks.
+	AdmitBatchMax int `yaml:"admit_batch_max" help:"most send checks per Redis call"`
 	// ProduceTimeout bounds waiting for Kafka to acknowledge a request's
 	// messages; after it the request fails with 503.
 	ProduceTimeout time.Duration `yaml:"produce_timeout" help:"wait for Kafka acks; then 503"`
@@ -104,6 +112,8 @@ func DefaultConfig() Config {
 		Auth:              config.AuthOff,
 		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,
+		AdmitBatchWait:    100 * time.Microsecond,
+		AdmitBatchMax:     256,
 		ProduceTimeout:    3 * time.Second,
 		BatchTimeout:      500 * time.Microsecond,
 		BatchSize:         500,
@@ -139,6 +149,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("ip_rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
 	case c.RedisTimeout <= 0:
 		return config.Invalid("redis_timeout", "must be positive")
+	case c.AdmitBatchWait < 0 || c.AdmitBatchWait > time.Second:
+		return config.Invalid("admit_batch_wait", "must be between 0 and 1s")
+	case c.AdmitBatchMax < 1:
+		return config.Invalid("admit_batch_max", "must be at least 1")
 	case c.ProduceTimeout <= 0:
 		return config.Invalid("produce_timeout", "must be positive")
 	case c.BatchTimeout <= 0:

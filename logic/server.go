@@ -58,6 +58,7 @@ type Server struct {
 	words    *wordfilter.Filter
 	proxies  proxies
 	store    *route.Store
+	admitter *route.Admitter
 	writer   *kafka.Writer
 	ids      *idGen
 	log      *zap.Logger
@@ -110,6 +111,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 		words:   words,
 		proxies: pxs,
 		store:   d.Store,
+		admitter: route.NewAdmitter(d.Store, route.AdmitOptions{
+			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
+		}),
 		writer: kafkax.NewWriter(d.Kafka.Brokers, d.Kafka.Topic, kafkax.WriterConfig{
 			BatchTimeout: cfg.BatchTimeout,
 			BatchSize:    cfg.BatchSize,
@@ -248,6 +252,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 		<-s.served
 	}
+	s.admitter.Close()
 	closed := make(chan error, 1)
 	go func() { closed <- s.writer.Close() }()
 	select {
@@ -338,13 +343,14 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit checks the sender's ban from the room and mutes and takes the request's tokens from the
-// user's and the client address ip's buckets, in one Redis round trip. A
+// user's and the client address ip's buckets, in one Redis round trip shared
+// with the concurrent requests of its batch (route.Admitter). A
 // refusal is an error (403 banned or muted, 429 rate_limited) with the wait in whole
 // seconds, rounded up and at least one, for the Retry-After header.
 func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryAfter int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	v, err := s.store.Admit(ctx, route.Admission{
+	v, err := s.admitter.Admit(ctx, route.Admission{
 		User: strconv.FormatInt(req.UserID, 10), Room: req.RoomID, N: len(req.Messages),
 		UserBucket: route.Bucket{Rate: s.cfg.RateLimit, Burst: s.cfg.RateBurst},
 		IP:         ip,
