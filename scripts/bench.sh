@@ -402,6 +402,7 @@ summary() {
 		  def r(x): (x * 10 | round) / 10;
 		  def notes: [
 		    (if .maxIngestPerSecondP99Under50ms then "max \(.maxIngestPerSecondP99Under50ms|round) msg/s with POST p99 < 50 ms" else empty end),
+		    (if (.ingest // []) | length > 0 then "CPU us per accepted message: " + ([.servers[]? | "\(.name) \(r(.cpuUsPerAcceptedMessage // 0))"] | join(", ")) + ", all \(r([.servers[]? | .cpuUsPerAcceptedMessage // 0] | add // 0))" else empty end),
 		    (if (.ingest // []) | length > 0 then "steps: " + ([.ingest[] | "\(.step): \(.acceptedPerSecond|round)/s p99 \(r(.postP99Ms))"] | join("; ")) else empty end),
 		    (if .cometRssPerConnKiB then "comet RSS/conn \(r(.cometRssPerConnKiB)) KiB" else empty end),
 		    (if ([.servers[]? | .idleCpuPercent] | add // 0) > 0 then "idle CPU " + ([.servers[]? | select(.name|startswith("comet")) | "\(.name) \(r(.idleCpuPercent))%"] | join(", ")) else empty end),

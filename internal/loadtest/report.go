@@ -136,9 +136,12 @@ type Spread struct {
 
 // ServerStats is one watched process.
 type ServerStats struct {
-	Name         string  `json:"name"`
-	PID          string  `json:"pid"`
-	CPUPct       float64 `json:"cpuPercent"`     // while sending and draining
+	Name       string  `json:"name"`
+	PID        string  `json:"pid"`
+	CPUPct     float64 `json:"cpuPercent"` // while sending and draining
+	CPUSeconds float64 `json:"cpuSeconds"` // the same window
+	// CPUUsPerMsg is CPUSeconds in microseconds per accepted message.
+	CPUUsPerMsg  float64 `json:"cpuUsPerAcceptedMessage,omitempty"`
 	IdleCPUPct   float64 `json:"idleCpuPercent"` // during the idle phase
 	RSSBeforeMiB float64 `json:"rssBeforeMiB"`   // before the viewers connected
 	RSSRampMiB   float64 `json:"rssAfterRampMiB"`
@@ -191,6 +194,7 @@ func (rep *Report) serverStats(ps []Proc, before, ramp []procSample, idle time.D
 		}
 		if el := end[i].at.Sub(mark[i].at).Seconds(); el > 0 {
 			s.CPUPct = 100 * (end[i].cpu - mark[i].cpu) / el
+			s.CPUSeconds = end[i].cpu - mark[i].cpu
 		}
 		if idle > 0 {
 			if el := idleEnd[i].at.Sub(ramp[i].at).Seconds(); el > 0 {
@@ -214,6 +218,11 @@ func (rep *Report) serverStats(ps []Proc, before, ramp []procSample, idle time.D
 
 // Finalize completes figures that need the viewer count.
 func (rep *Report) Finalize() {
+	if rep.Send.Accepted > 0 {
+		for i := range rep.Servers {
+			rep.Servers[i].CPUUsPerMsg = 1e6 * rep.Servers[i].CPUSeconds / float64(rep.Send.Accepted)
+		}
+	}
 	if rep.RSSPerConnKiB > 0 && rep.ViewerStats.Connected > 0 {
 		rep.RSSPerConnKiB /= float64(rep.ViewerStats.Connected)
 	}
@@ -286,8 +295,8 @@ func (rep *Report) Print(w io.Writer) {
 			p("  %-10s pid %s: %s", sv.Name, sv.PID, sv.Error)
 			continue
 		}
-		p("  %-10s pid %-7s cpu %5.1f%%  idle cpu %4.1f%%  rss %.0f -> %.0f -> %.0f MiB (peak %.0f)",
-			sv.Name, sv.PID, sv.CPUPct, sv.IdleCPUPct, sv.RSSBeforeMiB, sv.RSSRampMiB, sv.RSSEndMiB, sv.HWMMiB)
+		p("  %-10s pid %-7s cpu %5.1f%% (%.1f us per accepted message)  idle cpu %4.1f%%  rss %.0f -> %.0f -> %.0f MiB (peak %.0f)",
+			sv.Name, sv.PID, sv.CPUPct, sv.CPUUsPerMsg, sv.IdleCPUPct, sv.RSSBeforeMiB, sv.RSSRampMiB, sv.RSSEndMiB, sv.HWMMiB)
 	}
 	if rep.RSSPerConnKiB > 0 {
 		p("  comet RSS per connection: %.1f KiB", rep.RSSPerConnKiB)
