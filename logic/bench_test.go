@@ -149,8 +149,20 @@ func benchWrk(b *testing.B, e *testEnv, clients int) float64 {
 		secs = n
 	}
 	script := filepath.Join(b.TempDir(), "post.lua")
-	body := fmt.Sprintf(`{"roomId":"bench_room","userId":%d,"userName":"bench","messages":[{"content":"弹幕 benchmark message"}]}`, newUser())
-	lua := fmt.Sprintf("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = %q\n", body)
+	// Each request of a wrk thread is the next of BENCH_USERS users (default
+	// 1) in the next of BENCH_ROOMS rooms.
+	users, _ := strconv.Atoi(os.Getenv("BENCH_USERS"))
+	rooms, _ := strconv.Atoi(os.Getenv("BENCH_ROOMS"))
+	lua := fmt.Sprintf(`wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local users, rooms, base, i = %d, %d, %d, math.random(1000000)
+request = function()
+  i = i + 1
+  local body = '{"roomId":"bench_room_' .. (i %% rooms) .. '","userId":' .. (base + i %% users) ..
+    ',"userName":"bench","messages":[{"content":"弹幕 benchmark message"}]}'
+  return wrk.format(nil, nil, nil, body)
+end
+`, max(users, 1), max(rooms, 1), 1+newUser()%1e9)
 	if err := os.WriteFile(script, []byte(lua), 0o644); err != nil {
 		b.Fatal(err)
 	}
