@@ -72,9 +72,11 @@
 // Each user has a token bucket in Redis: Config.RateLimit messages per
 // second, up to Config.RateBurst at once; each client address another
 // (Config.IPRateLimit, IPRateBurst; the address from X-Forwarded-For only
-// behind Config.TrustedProxies). route.Store.Admit checks both buckets, the
-// user's mutes and the user's ban from the room (403 banned) in one
-// pipelined round trip. A request of n messages
+// behind Config.TrustedProxies). A route.Admitter checks both buckets, the
+// user's mutes and the user's ban from the room (403 banned) in one Redis
+// script call shared by the concurrent requests of a batch
+// (Config.AdmitBatchWait, AdmitBatchMax): about one Redis command per
+// request under load. A request of n messages
 // takes n tokens from both or from neither. Instances share the budgets
 // because the buckets live in Redis. Blocked words (Config.BlockedWords)
 // are checked before, without Redis.

@@ -19,13 +19,13 @@
 //	msg:processed:all:{all}:<id>   the same, for a broadcast notice
 //	room:cooldown:{room}           one broadcast window, PX (1000 ms by default)
 //	lock:broadcast:{room}          unique token, PX 5000, compare-and-delete
-//	ratelimit:user:{user}          token bucket: tokens, ts
+//	ratelimit:user:{user}          token bucket: the string "tokens:ms"
 //	room:timeline:{room}           hash epoch, seq; TTL history_ttl, refreshed per batch
 //	room:history:{room}            list of message JSON, oldest first; same TTL
 //	ratelimit:ip:{addr}            token bucket of a client address (IPv6: its /64)
-//	mute:user:{user}               the user is muted everywhere; TTL = the mute
+//	mute:user:{user}               the user is muted everywhere: its end (Unix ms); TTL = the mute
 //	mute:user:{user}:room:<room>   ... in one room (same hash tag as the user's bucket)
-//	room:ban:{room}:<user>         the user is banned from the room; TTL = the ban
+//	room:ban:{room}:<user>         the user is banned from the room: its end (Unix ms); TTL = the ban
 //
 // A connId names one registration: one room of one connection. A comet
 // whose connection holds several rooms registers each under an id of its
@@ -203,14 +203,25 @@
 // # Rate limit
 //
 // Allow is a token bucket in one script on the Redis clock. Admit is the
-// send check: the user's mute flags and bucket in one script (one hash tag),
-// the client address's bucket in a second script and the user's ban from
-// the room (a PTTL under the room's hash tag) in the same pipelined round
-// trip (other hash tags, so on a cluster usually other shards). A request
-// refused by one check gets back the tokens the scripts took. Mute and
-// Unmute set and delete the flags, Ban and Unban the ban, with the
-// duration as TTL; Register reads the ban in its room script and refuses
-// a banned user's connection (BanError).
+// send check: the user's ban from the room, the user's mute flags, the
+// user's bucket and the client address's bucket. On a single server it is
+// one script (admit.lua) that checks a whole batch of requests in their
+// order: one TIME, one MGET of every bucket and flag the batch names, and
+// one SET (value and TTL) per bucket that gave tokens; a request is checked
+// against everything before it takes anything, so a refusal spends no
+// budget. An Admitter gathers concurrent requests into such batches (group
+// commit: one batch in flight, the next gathering meanwhile), which makes
+// a send cost about one Redis command, the SET of its user's bucket. On a
+// cluster the keys of a batch live on many shards, so Admit pipelines the
+// user's script (mute flags and bucket share the user's hash tag), the
+// address's and a PTTL of the ban (the room's hash tag), and gives back
+// the tokens one script took when another check refused.
+//
+// Mute and Ban store the flag's end on the Redis clock as its value, with
+// the duration as TTL, so the batch reads what a flag still lasts from the
+// MGET; a flag holding another value is read with PTTL. Unmute and Unban
+// delete them; Register reads the ban in its room script and refuses a
+// banned user's connection (BanError).
 //
 // Every Redis failure is returned as a *danmaku.Error with code
 // EUNAVAILABLE; callers map it to 503 or retry.
