@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -53,14 +54,64 @@ type messageWire struct {
 	MsgID   string      `json:"msgId,omitempty"`
 }
 
+// sendFast is SendRequest as decoded in one pass: the messages decoded in
+// place. A body it refuses is decoded again through sendWire, whose errors
+// name the field.
+type sendFast struct {
+	RoomID   string        `json:"roomId"`
+	UserID   int64         `json:"userId"`
+	UserName nameText      `json:"userName"`
+	Messages []messageWire `json:"messages"`
+}
+
+// bodies holds the buffers request bodies are read into.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
 // so a misspelt key cannot silently drop the client's idempotency key.
-// (Field names match case-insensitively, as encoding/json does.)
+// (Field names match case-insensitively, as encoding/json does.) A good
+// body is decoded once; a bad one is decoded again, over the same bytes
+// and read error, the way that names the field.
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
+	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
+		return SendRequest{}, err
+	}
+	buf := bodies.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bodies.Put(buf)
+	_, rerr := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if rerr == nil {
+		var f sendFast
+		if decodeOne(bytes.NewReader(buf.Bytes()), &f) == nil {
+			req := SendRequest{RoomID: f.RoomID, UserID: f.UserID, UserName: string(f.UserName)}
+			if f.Messages != nil {
+				req.Messages = make([]SendMessage, len(f.Messages))
+				for i, m := range f.Messages {
+					req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
+				}
+			}
+			return req, nil
+		}
+	}
+	body := io.Reader(bytes.NewReader(buf.Bytes()))
+	if rerr != nil {
+		body = io.MultiReader(body, errReader{rerr})
+	}
+	return decodeSendWire(body, limit)
+}
+
+// errReader returns err, as the body's reader did after its bytes.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// decodeSendWire decodes a send body through sendWire, each message on its
+// own, so an error names the message ("messages[3].content").
+func decodeSendWire(body io.Reader, limit int64) (SendRequest, error) {
 	var req SendRequest
 	var wire sendWire
-	if err := decodeBody(w, r, limit, &wire); err != nil {
-		return req, err
+	if err := decodeOne(body, &wire); err != nil {
+		return req, decodeError(err, "", limit)
 	}
 	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: string(wire.UserName)}
 	if wire.Messages != nil {
@@ -83,17 +134,28 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err := checkJSONType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeOne(http.MaxBytesReader(w, r.Body, limit), v); err != nil {
 		return decodeError(err, "", limit)
 	}
-	// Exactly one JSON value: trailing garbage means a broken client.
+	return nil
+}
+
+// errTrailing is decodeOne's refusal of data after the JSON value.
+var errTrailing = errors.New("unexpected data after the JSON object")
+
+// decodeOne decodes exactly one JSON value from body into v, unknown fields
+// refused: trailing garbage means a broken client.
+func decodeOne(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return decodeError(err, "", limit)
+			return err
 		}
-		return danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
+		return errTrailing
 	}
 	return nil
 }
@@ -142,6 +204,8 @@ func decodeError(err error, prefix string, limit int64) error {
 		return prefix + "." + name
 	}
 	switch {
+	case errors.Is(err, errTrailing):
+		return danmaku.Errorf(danmaku.EINVALID, "body", "unexpected data after the JSON object")
 	case errors.As(err, &utf8Err):
 		return danmaku.Errorf(danmaku.EINVALID, field(utf8Err.field), "not valid UTF-8")
 	case errors.As(err, &maxErr):

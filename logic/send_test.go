@@ -79,6 +79,8 @@ func TestSendValidation(t *testing.T) {
 		{name: "msgId duplicate", body: valid(func(r *SendRequest) {
 			r.Messages = []SendMessage{{Content: "a", MsgID: "k1"}, {Content: "b", MsgID: "k1"}}
 		}), status: 400, code: "invalid_argument", field: "messages[1].msgId"},
+		// The body is refused where the first fault is: a syntax error early in a body over the limit is a 400.
+		{name: "bad json in a large body", body: `{"roomId":x` + repeat(" ", 70<<10), status: 400, code: "invalid_argument", field: "body"},
 		{name: "body too large", body: `{"roomId":"a","userId":1,"userName":"n","messages":[{"content":"` + repeat("x", 70<<10) + `"}]}`, status: 413, code: "payload_too_large", field: "body"},
 		{name: "content type text", contentType: "text/plain", body: valid(func(*SendRequest) {}), status: 415, code: "unsupported_media_type", field: "Content-Type"},
 		{name: "content type form", contentType: "application/x-www-form-urlencoded", body: valid(func(*SendRequest) {}), status: 415, code: "unsupported_media_type", field: "Content-Type"},
