@@ -28,7 +28,9 @@ import (
 //
 // Knobs (environment): BENCH_CLIENTS (default 32), BENCH_ROOMS (rooms the
 // clients spread over, default 1: one hot room), BENCH_BATCH_TIMEOUT
-// (producer linger), BENCH_DRIVER=wrk to drive the load with wrk(1) for
+// (producer linger), BENCH_ADMIT_WAIT (logic.admit_batch_wait),
+// BENCH_USERS (users the wrk driver spreads over, default 1),
+// BENCH_DRIVER=wrk to drive the load with wrk(1) for
 // BENCH_SECONDS (default 10) instead of the in-process Go client, which
 // competes with the server for the same two cores.
 func BenchmarkSend(b *testing.B) {
@@ -40,6 +42,9 @@ func BenchmarkSend(b *testing.B) {
 		c.RateLimit, c.RateBurst = 1e9, 1e9
 		if d, err := time.ParseDuration(os.Getenv("BENCH_BATCH_TIMEOUT")); err == nil {
 			c.BatchTimeout = d
+		}
+		if d, err := time.ParseDuration(os.Getenv("BENCH_ADMIT_WAIT")); err == nil {
+			c.AdmitBatchWait = d
 		}
 	})
 	rooms, _ := strconv.Atoi(os.Getenv("BENCH_ROOMS"))
