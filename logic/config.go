@@ -65,7 +65,10 @@ type Config struct {
 	// limits) stays open for more requests before its one Redis script call;
 	// requests arriving while a batch is in flight join the next batch
 	// anyway, so this only trades a lone request's latency for larger
-	// batches under load. 0 sends at once.
+	// batches under load. 0 (the default) sends at once: with 64 rooms and
+	// 100,000 users from 16 and 256 keep-alive clients, 100 us and 300 us
+	// cost 14 % and 28 % (16) or 9 % and 16 % (256) of the throughput of 0
+	// and saved no more than 0.03 Redis commands per request.
 	AdmitBatchWait time.Duration `yaml:"admit_batch_wait" help:"gather concurrent send checks this long into one Redis call (0: no wait)"`
 	// AdmitBatchMax is the most requests in one batch of send checks.
 	AdmitBatchMax int `yaml:"admit_batch_max" help:"most send checks per Redis call"`
@@ -112,7 +115,7 @@ func DefaultConfig() Config {
 		Auth:              config.AuthOff,
 		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,
-		AdmitBatchWait:    100 * time.Microsecond,
+		AdmitBatchWait:    0,
 		AdmitBatchMax:     256,
 		ProduceTimeout:    3 * time.Second,
 		BatchTimeout:      500 * time.Microsecond,
