@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/redistest"
 )
 
 // BenchmarkSend measures accepted single-message POST /logic/send requests
@@ -120,21 +122,13 @@ func BenchmarkSend(b *testing.B) {
 }
 
 // redisCommands is the number of commands the Redis server ran so far,
-// Lua-internal ones included (INFO commandstats).
+// Lua-internal ones included, INFO left out.
 func redisCommands(b *testing.B, e *testEnv) int64 {
-	info, err := e.rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		_, rest, ok := strings.Cut(line, ":calls=")
-		if !ok || strings.HasPrefix(line, "cmdstat_info:") {
-			continue
+	for name, calls := range redistest.CommandCalls(b, e.rdb) {
+		if name != "info" {
+			n += calls
 		}
-		calls, _, _ := strings.Cut(rest, ",")
-		c, _ := strconv.ParseInt(calls, 10, 64)
-		n += c
 	}
 	return n
 }

@@ -3,7 +3,6 @@ package route_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,9 +132,9 @@ func TestAdmitterBatch(t *testing.T) {
 		a := newAdmitter(t, rdb, route.AdmitOptions{Wait: time.Second, Max: len(reqs)})
 		warm := route.Admission{User: testutil.Uniq("u"), Room: room, N: 1, UserBucket: bucket}
 		admitAll(t, []*route.Admitter{a}, []route.Admission{warm}) // the script loaded
-		before := commandStats(t, rdb)
+		before := redistest.CommandCalls(t, rdb)
 		vs := admitAll(t, []*route.Admitter{a}, reqs)
-		after := commandStats(t, rdb)
+		after := redistest.CommandCalls(t, rdb)
 		if v := vs[0]; !v.Banned || v.RetryAfter < 55*time.Second || v.RetryAfter > time.Minute {
 			t.Errorf("banned: %+v", v)
 		}
@@ -235,24 +234,6 @@ func TestAdmitterStalled(t *testing.T) {
 		_, err := a.Admit(ctx, adm)
 		return err
 	})
-}
-
-func commandStats(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		m[name], _ = strconv.ParseInt(calls, 10, 64)
-	}
-	return m
 }
 
 func diff(before, after map[string]int64) map[string]int64 {

@@ -384,3 +384,24 @@ func Poll(tb testing.TB, d time.Duration, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// CommandCalls reads INFO commandstats of the server rdb talks to: the
+// calls of each command so far ("set", "evalsha", "client|setinfo"),
+// commands run by scripts included.
+func CommandCalls(tb testing.TB, rdb redis.UniversalClient) map[string]int64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		m[name], _ = strconv.ParseInt(calls, 10, 64)
+	}
+	return m
+}
