@@ -18,9 +18,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
-	"github.com/danmaku/danmaku/route"
 )
 
 func TestJoinSwitchLeave(t *testing.T) {
@@ -390,17 +388,7 @@ func TestLeaseRenewed(t *testing.T) {
 // A viewer that cannot be registered (Redis not answering) is told so and
 // closed with 1013; once Redis is back, viewers join again.
 func TestRegistryUnavailable(t *testing.T) {
-	srv, rdb := redistest.Private(t)
-	cfg := testConfig(t)
-	cfg.RedisTimeout = 300 * time.Millisecond
-	s, err := New(cfg, Deps{Store: route.New(rdb)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s, srv := startOnPrivateRedis(t, 300*time.Millisecond)
 	room := testutil.Uniq("r-")
 
 	resume := srv.PauseUntilResumed(t)
@@ -409,7 +397,7 @@ func TestRegistryUnavailable(t *testing.T) {
 		t.Fatalf("error frame %+v", f)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, _, err = c.ReadMessage()
+	_, _, err := c.ReadMessage()
 	if !websocket.IsCloseError(err, CloseUnavailable) {
 		t.Fatalf("got %v, want close %d", err, CloseUnavailable)
 	}

@@ -57,6 +57,24 @@ func mustStart(tb testing.TB, mutate func(*Config)) (*Server, *route.Store) {
 	return s, store
 }
 
+// startOnPrivateRedis starts a comet on a Redis server of its own (which
+// the test may stop or pause) with the given Redis timeout.
+func startOnPrivateRedis(tb testing.TB, timeout time.Duration) (*Server, *redistest.Server) {
+	tb.Helper()
+	srv, rdb := redistest.Private(tb)
+	cfg := testConfig(tb)
+	cfg.RedisTimeout = timeout
+	s, err := New(cfg, Deps{Store: route.New(rdb)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s, srv
+}
+
 func wsURL(s *Server, query string) string {
 	u := "ws://" + s.PublicAddr() + "/ws"
 	if query != "" {

@@ -253,17 +253,7 @@ func TestNotReadyWhileRebuilding(t *testing.T) {
 // Redis stalled, the first of five joins waits for the timeout, the other
 // four do not read.
 func TestJoinsSkipReadsAfterAFailedOne(t *testing.T) {
-	srv, rdb := redistest.Private(t)
-	cfg := testConfig(t)
-	cfg.RedisTimeout = 400 * time.Millisecond
-	s, err := New(cfg, Deps{Store: route.New(rdb)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s, srv := startOnPrivateRedis(t, 400*time.Millisecond)
 	room := testutil.Uniq("r-")
 	r := s.hub.roomFor(room)
 	resume := srv.PauseUntilResumed(t)
@@ -272,8 +262,8 @@ func TestJoinsSkipReadsAfterAFailedOne(t *testing.T) {
 	for range 5 {
 		s.prepareJoin(r, joinReq{room: room})
 	}
-	if took := time.Since(start); took > 3*cfg.RedisTimeout {
-		t.Fatalf("five joins took %v with Redis stalled, want about one timeout (%v)", took, cfg.RedisTimeout)
+	if took := time.Since(start); took > 3*s.cfg.RedisTimeout {
+		t.Fatalf("five joins took %v with Redis stalled, want about one timeout (%v)", took, s.cfg.RedisTimeout)
 	}
 	expectValue(t, s.metrics.historyReads.WithLabelValues(repairJoin), 1, "history reads for the joins")
 }
