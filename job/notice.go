@@ -60,7 +60,7 @@ func (s *scheduler) acceptNotice(rec record, now time.Time) {
 	r.queue = append(r.queue, pending{notice: rec.env.Notice, user: rec.env.User, part: rec.part, off: rec.off})
 	s.buffered++
 	if !r.inflight {
-		s.schedule(r, now)
+		s.schedule(r, s.dueAt(r, now))
 	}
 }
 

@@ -67,6 +67,9 @@ type headMark struct {
 // advance records the head a delivery left at now; marks older than span
 // go, except the newest of them, which the span starts after.
 func (h knownHead) advance(head route.Head, now time.Time, span time.Duration) knownHead {
+	if span <= 0 {
+		return knownHead{Head: head, at: now}
+	}
 	marks := h.marks
 	if head.Epoch != h.Epoch {
 		marks = nil
@@ -260,8 +263,12 @@ func (s *scheduler) accept(rec record, now time.Time) {
 
 // dueAt is when r, not in flight and with a queue, is to be dispatched:
 // at the end of its window, or now for a lane of notices, for an event at
-// the head of its queue or while draining.
+// the head of its queue or while draining; never before the backoff of a
+// room or lane whose deliveries fail has run out, whatever arrives.
 func (s *scheduler) dueAt(r *roomState, now time.Time) time.Time {
+	if r.failures > 0 && r.windowEnd.After(now) {
+		return r.windowEnd // backing off after a failed delivery (see complete)
+	}
 	if s.draining || r.lane || r.queue[0].ev != nil || !r.windowEnd.After(now) {
 		return now
 	}
@@ -305,7 +312,7 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		n := batchLen(r.queue, s.cfg.Budget)
 		h := s.heads[r.name]
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
-			giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head, historySize: h.historySize(n, s.cfg)}
+			giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head}
 		r.queue = r.queue[n:]
 		r.inflight = true
 		s.inflight++
@@ -313,6 +320,7 @@ func (s *scheduler) dispatchReady(now time.Time) {
 			s.work <- d // an event or a lane of notices opens no window
 			continue
 		}
+		d.historySize = h.historySize(n, s.cfg)
 		if len(r.queue) > 0 {
 			s.m.deferred.Add(float64(len(r.queue)))
 		}
