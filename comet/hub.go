@@ -256,8 +256,9 @@ func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
 	return r.deliverLocked(it, slow)
 }
 
-// forEachConn calls fn for every connection of shard i, outside the lock.
-func (h *hub) forEachConn(i int, buf []*conn, fn func(*conn)) []*conn {
+// shardConns returns buf filled with the connections of shard i, taken
+// under the lock; the caller clears it when done.
+func (h *hub) shardConns(i int, buf []*conn) []*conn {
 	sh := &h.shards[i]
 	buf = buf[:0]
 	sh.mu.RLock()
@@ -265,6 +266,12 @@ func (h *hub) forEachConn(i int, buf []*conn, fn func(*conn)) []*conn {
 		buf = append(buf, c)
 	}
 	sh.mu.RUnlock()
+	return buf
+}
+
+// forEachConn calls fn for every connection of shard i, outside the lock.
+func (h *hub) forEachConn(i int, buf []*conn, fn func(*conn)) []*conn {
+	buf = h.shardConns(i, buf)
 	for _, c := range buf {
 		fn(c)
 	}

@@ -114,12 +114,8 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 	} else if !req.resume {
 		return read, nil
 	}
-	h, err := s.readHistory(r.id, since, int(from-since), "backfill")
-	if err != nil {
-		r.readFailed()
-		return true, nil
-	}
-	if h.Epoch != epoch {
+	h, err := s.readHistory(r, since, int(from-since), "backfill")
+	if err != nil || h.Epoch != epoch {
 		return true, nil
 	}
 	r.mu.Lock()

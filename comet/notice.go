@@ -176,15 +176,20 @@ func (s *Server) deliverNotices(p *danmaku.NoticePush) (delivered, dups int) {
 	case danmaku.OpAll:
 		fresh := s.hub.notices.fresh(p.Msgs)
 		dups = len(p.Msgs) - len(fresh)
-		it, ok := noticeItem(danmaku.OpAll, fresh)
-		if len(fresh) == 0 || !ok {
+		if len(fresh) == 0 {
 			break
 		}
-		var all []*conn
-		for i := range s.hub.shards {
-			buf = s.hub.forEachConn(i, buf, func(c *conn) { all = append(all, c) })
+		it, ok := noticeItem(danmaku.OpAll, fresh)
+		if !ok {
+			break
 		}
-		delivered, slow = enqueueAll(it, all, slow)
+		for i := range s.hub.shards {
+			buf = s.hub.shardConns(i, buf)
+			var n int
+			n, slow = enqueueAll(it, buf, slow)
+			delivered += n
+		}
+		clear(buf)
 	}
 	s.cut(slow)
 	return delivered, dups

@@ -186,9 +186,11 @@ func (r *registry) registerBatch(batch []regRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	regs, err := r.rt.RegisterMany(ctx, conns)
 	cancel()
+	if err != nil {
+		r.metrics.registryError() // one failed call, whatever its size
+	}
 	for i, q := range batch {
 		if err != nil {
-			r.metrics.registryError()
 			q.done <- registerResult{err: err}
 			continue
 		}

@@ -171,7 +171,7 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	r.mu.Unlock()
 
 	since = max(since, first-1-int64(s.cfg.RingSize))
-	h, err := s.readHistory(r.id, since, int(max(1, first-1-since)), "push")
+	h, err := s.readHistory(r, since, int(max(1, first-1-since)), "push")
 	r.mu.Lock()
 	t := &r.tl
 	var missing []danmaku.Message
@@ -220,26 +220,24 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 }
 
 // readBackoff is how long after a failed read of a room's history its
-// joiners are served from what the comet holds, without reading.
+// joiners are served from what the comet holds, without reading (see
+// prepareJoin: a crowd of joiners would otherwise wait out one timeout
+// each). Pushes and the gap check still read: a gap they leave is a loss.
 const readBackoff = time.Second
 
-// readFailed records that a read of r's history failed now.
-func (r *room) readFailed() {
-	r.mu.Lock()
-	r.tl.readFailed = time.Now()
-	r.mu.Unlock()
-}
-
-// readHistory reads room's history with the comet's Redis timeout and
-// counts the read.
-func (s *Server) readHistory(room string, since int64, limit int, reason string) (route.History, error) {
+// readHistory reads r's history with the comet's Redis timeout, counts
+// the read, and records when one fails (timeline.readFailed).
+func (s *Server) readHistory(r *room, since int64, limit int, reason string) (route.History, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 	defer cancel()
 	s.metrics.historyRead(reason)
-	h, err := s.rt.History(ctx, room, since, limit)
+	h, err := s.rt.History(ctx, r.id, since, limit)
 	if err != nil {
 		s.metrics.registryError()
-		s.log.Warn("read room history", zap.String("room", room), zap.Error(err))
+		s.log.Warn("read room history", zap.String("room", r.id), zap.Error(err))
+		r.mu.Lock()
+		r.tl.readFailed = time.Now()
+		r.mu.Unlock()
 	}
 	return h, err
 }
@@ -260,13 +258,12 @@ func (s *Server) syncRoom(r *room, reason string) {
 	t.syncs++
 	r.mu.Unlock()
 
-	h, err := s.readHistory(r.id, since, limit, reason)
+	h, err := s.readHistory(r, since, limit, reason)
 	if err == nil && known && h.Epoch != "" && h.Epoch != epoch && since > 0 {
 		since = max(0, h.Last-int64(limit))
-		h, err = s.readHistory(r.id, since, limit, reason)
+		h, err = s.readHistory(r, since, limit, reason)
 	}
 	if err != nil {
-		r.readFailed()
 		return
 	}
 	r.mu.Lock()

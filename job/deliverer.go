@@ -192,7 +192,7 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
 		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,
-		HistorySize: max(req.historySize, d.cfg.HistorySize), HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
+		HistorySize: req.historySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
 }
 
 // pushAndEnd pushes the messages of send (with their positions) to the

@@ -2,7 +2,6 @@ package route
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/danmaku/danmaku"
 )
@@ -63,12 +62,7 @@ func muteKey(user, room string) string {
 	if room == "" {
 		return "mute:user:{" + user + "}"
 	}
-	var b strings.Builder
-	b.WriteString("mute:user:{")
-	b.WriteString(user)
-	b.WriteString("}:room:")
-	b.WriteString(room)
-	return b.String()
+	return "mute:user:{" + user + "}:room:" + room
 }
 
 // banKey is the ban of user from room. It carries the room's hash tag: the

@@ -193,19 +193,6 @@ func (s *Store) Unmute(ctx context.Context, user, room string) (bool, error) {
 	return n > 0, wrap("unmute", err)
 }
 
-// MutedFor returns how long the mute of user in room ("" room: everywhere)
-// still lasts; 0 when there is none.
-func (s *Store) MutedFor(ctx context.Context, user, room string) (time.Duration, error) {
-	if err := checkMute(user, room); err != nil {
-		return 0, err
-	}
-	d, err := s.rdb.PTTL(ctx, muteKey(user, room)).Result()
-	if err != nil {
-		return 0, wrap("mute ttl", err)
-	}
-	return max(d, 0), nil
-}
-
 func checkMute(user, room string) error {
 	if err := danmaku.CheckID("user", user); err != nil {
 		return err

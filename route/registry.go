@@ -146,7 +146,7 @@ func (s *Store) Unregister(ctx context.Context, c Conn) error {
 // succeeded. Any phase may be nil.
 func (s *Store) phased(ctx context.Context, op string, index, records, unindex func(p redis.Pipeliner)) error {
 	phases := []func(redis.Pipeliner){index, records, unindex}
-	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+	if !s.cluster() {
 		_, err := s.execPipe(ctx, op, func(p redis.Pipeliner) {
 			for _, fill := range phases {
 				if fill != nil {

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
@@ -19,13 +18,7 @@ const historyCheckRooms = 100
 // positions is shown twice to a viewer that resumes between them, whatever
 // the comets filter. It returns the extra positions found.
 func repeatedIDs(ctx context.Context, addrs string, rooms []string) (int, error) {
-	var list []string
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			list = append(list, a)
-		}
-	}
-	rdb := route.Dial(config.Redis{Addrs: list, DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	rdb := route.Dial(config.Redis{Addrs: splitAddrs(addrs), DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
 	defer rdb.Close()
 	st := route.New(rdb)
 	extra := 0

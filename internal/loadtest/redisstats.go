@@ -18,14 +18,22 @@ type redisNodes struct {
 }
 
 func newRedisNodes(list string) *redisNodes {
-	n := &redisNodes{}
-	for _, a := range strings.Split(list, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			n.addrs = append(n.addrs, a)
-			n.clients = append(n.clients, redis.NewClient(&redis.Options{Addr: a, DialTimeout: 2 * time.Second}))
-		}
+	n := &redisNodes{addrs: splitAddrs(list)}
+	for _, a := range n.addrs {
+		n.clients = append(n.clients, redis.NewClient(&redis.Options{Addr: a, DialTimeout: 2 * time.Second}))
 	}
 	return n
+}
+
+// splitAddrs reads a comma-separated address list.
+func splitAddrs(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (n *redisNodes) close() {
