@@ -55,30 +55,38 @@ type delFrame struct {
 	IDs  []string `json:"ids"`
 }
 
-// gone is a room's bounded memory of deleted message ids.
-type gone struct {
-	ids   map[string]struct{}
-	order []string // oldest first
+// idSet is a bounded set of ids: once it holds its size of them, adding
+// one forgets the oldest. The zero value is empty and allocates on the
+// first add. It is a room's memory of deleted message ids (timeline.gone)
+// and the comet's of notice ids (noticeSeen).
+type idSet struct {
+	ids  map[string]struct{}
+	ring []string // a circular buffer of the ids in ids
+	next int
 }
 
-func (g *gone) has(id string) bool {
-	_, ok := g.ids[id]
+func (s *idSet) has(id string) bool {
+	_, ok := s.ids[id]
 	return ok
 }
 
-func (g *gone) add(id string) {
-	if g.ids == nil {
-		g.ids = map[string]struct{}{}
+// add remembers id in a set of at most size ids and reports whether it
+// was new.
+func (s *idSet) add(id string, size int) bool {
+	if s.has(id) {
+		return false
 	}
-	if g.has(id) {
-		return
+	if s.ids == nil {
+		s.ids = map[string]struct{}{}
+		s.ring = make([]string, size)
 	}
-	if len(g.order) >= goneMax {
-		delete(g.ids, g.order[0])
-		g.order = append(g.order[:0], g.order[1:]...)
+	if old := s.ring[s.next]; old != "" {
+		delete(s.ids, old)
 	}
-	g.ids[id] = struct{}{}
-	g.order = append(g.order, id)
+	s.ring[s.next] = id
+	s.next = (s.next + 1) % len(s.ring)
+	s.ids[id] = struct{}{}
+	return true
 }
 
 // remove deletes the messages ids from the ring and remembers them as
@@ -87,7 +95,7 @@ func (g *gone) add(id string) {
 func (t *timeline) remove(ids []string) int {
 	del := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
-		t.gone.add(id)
+		t.gone.add(id, goneMax)
 		if _, ok := t.ids[id]; ok {
 			del[id] = struct{}{}
 			delete(t.ids, id)

@@ -56,7 +56,7 @@ func TestTimelineRemove(t *testing.T) {
 	}
 	expectRange(t, msgPositions(tl.after(0, 10)), 1, 1)
 	for range goneMax + 1 {
-		tl.gone.add(testutil.Uniq("g"))
+		tl.gone.add(testutil.Uniq("g"), goneMax)
 	}
 	if len(tl.gone.ids) != goneMax || tl.gone.has("m3") {
 		t.Fatalf("gone holds %d ids", len(tl.gone.ids))

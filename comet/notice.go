@@ -31,9 +31,7 @@ const noticeMemory = 1 << 16
 // first.
 type noticeSeen struct {
 	mu   sync.Mutex
-	ids  map[string]struct{}
-	ring []string // a circular buffer of the ids in ids
-	next int
+	seen idSet
 }
 
 // fresh returns the notices of msgs whose id it has not seen, and
@@ -41,24 +39,14 @@ type noticeSeen struct {
 func (s *noticeSeen) fresh(msgs []danmaku.Notice) []danmaku.Notice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ids == nil {
-		s.ids = make(map[string]struct{}, 1024)
-		s.ring = make([]string, noticeMemory)
-	}
 	out := msgs
 	for i, n := range msgs {
-		if _, dup := s.ids[n.ID]; dup {
+		if !s.seen.add(n.ID, noticeMemory) {
 			if len(out) == len(msgs) {
 				out = append([]danmaku.Notice(nil), msgs[:i]...)
 			}
 			continue
 		}
-		if old := s.ring[s.next]; old != "" {
-			delete(s.ids, old)
-		}
-		s.ring[s.next] = n.ID
-		s.next = (s.next + 1) % len(s.ring)
-		s.ids[n.ID] = struct{}{}
 		if len(out) != len(msgs) {
 			out = append(out, n)
 		}

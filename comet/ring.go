@@ -107,7 +107,7 @@ type timeline struct {
 	// gone are the ids of messages deleted lately, dels the number of ids
 	// the room's deletion log holds for the epoch that this comet applied
 	// (moderation.go).
-	gone gone
+	gone idSet
 	dels int64
 
 	// replay caches the encoded replay blocks.
