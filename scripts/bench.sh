@@ -24,7 +24,8 @@
 # unless WRITE_MD=1 or MD_BLOCK is set), MD_BLOCK (the block of BENCHMARKS.md
 # the table replaces, between <!-- MD_BLOCK:begin/end --> lines; default bench,
 # appended when missing), PORT_BASE (default 17000), LT_ARGS
-# (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), PERF=1
+# (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), LOGIC_ARGS,
+# JOB_ARGS, COMET_ARGS (extra flags for those servers), PERF=1
 # (perf record the comets, job and logic for 10 s, PERF_DELAY s into each run;
 # top symbols in OUT/NAME.perf.txt).
 set -euo pipefail
@@ -176,7 +177,7 @@ start_logic() {
 	"$BIN/logic" -config configs/logic.yaml -log.level warn \
 		-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 -logic.ip_rate_limit 0 \
-		-logic.admin_secret "$ADMIN_SECRET" \
+		-logic.admin_secret "$ADMIN_SECRET" ${LOGIC_ARGS:-} \
 		2>"$LOGS/logic.log" &
 	PIDS+=($!)
 	PROCS+=("logic=$!")
