@@ -26,7 +26,7 @@
 # appended when missing), PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), LOGIC_ARGS,
 # JOB_ARGS, COMET_ARGS (extra flags for those servers), PERF=1
-# (perf record the comets, job and logic for 10 s, PERF_DELAY s into each run;
+# (perf record every server process for 10 s, PERF_DELAY s into each run;
 # top symbols in OUT/NAME.perf.txt).
 set -euo pipefail
 
@@ -234,9 +234,9 @@ lt() {
 	log "scenario $name: loadtest $*"
 	local perfpid=""
 	if [ "${PERF:-0}" = 1 ]; then
-		# Sample the comets, job and logic for 10 s once sending is under way.
+		# Sample every server process for 10 s once sending is under way.
 		local targets
-		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic)' | cut -d= -f2 | paste -sd,)
+		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic|kafka|redis)' | cut -d= -f2 | paste -sd,)
 		( sleep "${PERF_DELAY:-20}"
 		  perf record -q -F 499 -g -p "$targets" -o "$OUT/$name.perf.data" -- sleep 10 >/dev/null 2>&1
 		  perf report -i "$OUT/$name.perf.data" --no-children --sort comm,sym -g none 2>/dev/null \
