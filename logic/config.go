@@ -73,19 +73,19 @@ type Config struct {
 	// AdmitBatchMax is the most requests in one batch of send checks.
 	AdmitBatchMax int `yaml:"admit_batch_max" help:"most send checks per Redis call"`
 	// ProduceTimeout bounds waiting for Kafka to acknowledge a request's
-	// messages; after it the request fails with 503.
+	// messages; retriable failures (a lost connection, a moved leader) are
+	// retried until it ends, then the request fails with 503.
 	ProduceTimeout time.Duration `yaml:"produce_timeout" help:"wait for Kafka acks; then 503"`
-	// BatchTimeout is how long the producer waits to fill a partition
-	// batch. kafka-go sends one batch per partition at a time, so messages
-	// arriving while a batch is in flight queue up behind it whatever this
-	// value; a short linger mostly cuts the latency of a lone request. With
-	// 32 concurrent senders against the embedded broker 250-500 us gave
-	// about twice the throughput of 2 ms.
-	BatchTimeout time.Duration `yaml:"batch_timeout" help:"producer linger per partition batch (kafka-go default 1s is far too long)"`
-	// BatchSize is the most messages in one partition batch.
-	BatchSize int `yaml:"batch_size" help:"most messages per partition batch"`
-	// ProduceAttempts is how often the producer tries a failed batch.
-	ProduceAttempts int `yaml:"produce_attempts" help:"tries per failed batch"`
+	// BatchTimeout is how long the producer lingers for more messages
+	// before a produce request when none is in flight. The messages of
+	// concurrent requests that arrive while a produce request is in flight
+	// go out together in the next one whatever this value, so a linger
+	// only trades a lone request's latency for fewer produce requests at
+	// low load. 0 sends at once.
+	BatchTimeout time.Duration `yaml:"batch_timeout" help:"producer linger before a produce request when none is in flight (0: send at once)"`
+	// BatchSize is the most messages in one produce request (all
+	// partitions together); one request's messages always go whole.
+	BatchSize int `yaml:"batch_size" help:"most messages per produce request"`
 	// CreateTopic creates the Kafka topic at start-up when it is missing,
 	// with the kafka section's partitions and replication.
 	CreateTopic bool `yaml:"create_topic" help:"create kafka.topic at start-up when missing"`
@@ -119,8 +119,7 @@ func DefaultConfig() Config {
 		AdmitBatchMax:     256,
 		ProduceTimeout:    3 * time.Second,
 		BatchTimeout:      500 * time.Microsecond,
-		BatchSize:         500,
-		ProduceAttempts:   3,
+		BatchSize:         1000,
 		CreateTopic:       true,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -158,12 +157,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("admit_batch_max", "must be at least 1")
 	case c.ProduceTimeout <= 0:
 		return config.Invalid("produce_timeout", "must be positive")
-	case c.BatchTimeout <= 0:
-		return config.Invalid("batch_timeout", "must be positive")
+	case c.BatchTimeout < 0 || c.BatchTimeout > time.Second:
+		return config.Invalid("batch_timeout", "must be between 0 and 1s")
 	case c.BatchSize < 1:
 		return config.Invalid("batch_size", "must be at least 1")
-	case c.ProduceAttempts < 1:
-		return config.Invalid("produce_attempts", "must be at least 1")
 	case c.ReadHeaderTimeout <= 0:
 		return config.Invalid("read_header_timeout", "must be positive")
 	case c.ReadTimeout <= 0:

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
@@ -92,7 +91,7 @@ func (s *Server) produceEvent(ctx context.Context, ev danmaku.Event) error {
 	if err != nil {
 		return err
 	}
-	err = s.write(ctx, kafka.Message{Key: []byte(ev.Room), Value: value, Time: time.Now()})
+	err = s.write(ctx, []byte(ev.Room), time.Now(), value)
 	if err != nil {
 		s.log.Warn("kafka produce of an event failed", zap.String("room", ev.Room), zap.String("op", ev.Op), zap.Error(err))
 	}

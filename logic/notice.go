@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
@@ -199,7 +198,7 @@ func checkData(field string, raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // produceNotices assigns ids and the server time and writes the notices in
-// one WriteMessages call, answering once Kafka acknowledged all of them.
+// one write, answering once Kafka acknowledged all of them.
 func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser bool, ids []string) error {
 	ts := time.Now()
 	user, key := "", []byte(danmaku.BroadcastKey)
@@ -207,7 +206,7 @@ func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser 
 		user = strconv.FormatInt(req.UserID, 10)
 		key = []byte(danmaku.UserKey(user))
 	}
-	msgs := make([]kafka.Message, len(req.Messages))
+	values := make([][]byte, len(req.Messages))
 	for i, m := range req.Messages {
 		if ids[i] == "" {
 			ids[i] = s.ids.next()
@@ -216,10 +215,10 @@ func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser 
 		if err != nil {
 			return fmt.Errorf("encode notice: %w", err)
 		}
-		msgs[i] = kafka.Message{Key: key, Value: value, Time: ts}
+		values[i] = value
 	}
-	if err := s.write(ctx, msgs...); err != nil {
-		s.log.Warn("kafka produce of notices failed", zap.String("key", string(key)), zap.Int("messages", len(msgs)), zap.Error(err))
+	if err := s.write(ctx, key, ts, values...); err != nil {
+		s.log.Warn("kafka produce of notices failed", zap.String("key", string(key)), zap.Int("messages", len(values)), zap.Error(err))
 		return danmaku.Unavailable("kafka unavailable, notice not accepted; retry with the same msgId", err)
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
@@ -59,7 +58,7 @@ type Server struct {
 	proxies  proxies
 	store    *route.Store
 	admitter *route.Admitter
-	writer   *kafka.Writer
+	producer *kafkax.Producer
 	ids      *idGen
 	log      *zap.Logger
 	m        *metrics
@@ -114,11 +113,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		admitter: route.NewAdmitter(d.Store, route.AdmitOptions{
 			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
 		}),
-		writer: kafkax.NewWriter(d.Kafka.Brokers, d.Kafka.Topic, kafkax.WriterConfig{
-			BatchTimeout: cfg.BatchTimeout,
-			BatchSize:    cfg.BatchSize,
+		producer: kafkax.NewProducer(d.Kafka.Brokers, d.Kafka.Topic, kafkax.ProducerConfig{
+			Linger:       cfg.BatchTimeout,
+			MaxMessages:  cfg.BatchSize,
 			WriteTimeout: cfg.ProduceTimeout,
-			MaxAttempts:  cfg.ProduceAttempts,
 			DialTimeout:  min(cfg.ProduceTimeout, 5*time.Second),
 		}),
 		ids:      newIDGen(cfg.NodeID),
@@ -253,15 +251,8 @@ func (s *Server) shutdown(ctx context.Context) error {
 		<-s.served
 	}
 	s.admitter.Close()
-	closed := make(chan error, 1)
-	go func() { closed <- s.writer.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			errs = append(errs, fmt.Errorf("close kafka producer: %w", err))
-		}
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("close kafka producer: %w", ctx.Err()))
+	if err := s.producer.Close(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	s.log.Info("logic stopped")
 	return errors.Join(errs...)
@@ -381,12 +372,11 @@ func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryA
 }
 
 // produce assigns ids and the server time and writes the request's
-// messages in one WriteMessages call, so they travel in the same batches.
+// messages in one write, so they travel together in one record batch.
 func (s *Server) produce(ctx context.Context, req *SendRequest, ids []string) error {
 	ts := time.Now()
 	tsMs := ts.UnixMilli()
-	key := []byte(req.RoomID)
-	msgs := make([]kafka.Message, len(req.Messages))
+	values := make([][]byte, len(req.Messages))
 	for i, m := range req.Messages {
 		if ids[i] == "" {
 			ids[i] = s.ids.next()
@@ -397,24 +387,26 @@ func (s *Server) produce(ctx context.Context, req *SendRequest, ids []string) er
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}
-		msgs[i] = kafka.Message{Key: key, Value: value, Time: ts}
+		values[i] = value
 	}
-	if err := s.write(ctx, msgs...); err != nil {
+	if err := s.write(ctx, []byte(req.RoomID), ts, values...); err != nil {
 		// Sampled by the logger: an outage logs a few lines a second, not
 		// one per request.
-		s.log.Warn("kafka produce failed", zap.String("room", req.RoomID), zap.Int("messages", len(msgs)), zap.Error(err))
+		s.log.Warn("kafka produce failed", zap.String("room", req.RoomID), zap.Int("messages", len(values)), zap.Error(err))
 		return danmaku.Unavailable("kafka unavailable, message not accepted; retry with the same msgId", err)
 	}
 	return nil
 }
 
-// write produces msgs and returns once Kafka acknowledged every one, or
-// failed, within Config.ProduceTimeout; the time taken is observed.
-func (s *Server) write(ctx context.Context, msgs ...kafka.Message) error {
+// write produces values as records with key and time ts and returns once
+// Kafka acknowledged every one, or failed, within Config.ProduceTimeout;
+// the time taken is observed. The records of one write stay together, in
+// order, in the key's partition.
+func (s *Server) write(ctx context.Context, key []byte, ts time.Time, values ...[]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 	defer cancel()
 	start := time.Now()
-	err := s.writer.WriteMessages(ctx, msgs...)
+	err := s.producer.Write(ctx, key, ts, values...)
 	s.m.observeProduce(time.Since(start), err)
 	return err
 }

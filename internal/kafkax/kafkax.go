@@ -1,7 +1,9 @@
 // Package kafkax holds the Kafka plumbing shared by the roles that talk to
-// the room topic: creating the topic at start-up, building the producer
-// every room message goes through, and a reachability probe for readiness
-// checks. It wraps github.com/segmentio/kafka-go.
+// the room topic: creating the topic at start-up, the producer every room
+// message goes through (Producer, which gathers the records of concurrent
+// writes into few produce requests), and a reachability probe for
+// readiness checks. It is built on github.com/segmentio/kafka-go's
+// Transport.
 package kafkax
 
 import (
@@ -104,47 +106,6 @@ func Partitions(ctx context.Context, brokers []string, topic string) (int, error
 func Ping(ctx context.Context, brokers []string, topic string) error {
 	_, err := Partitions(ctx, brokers, topic)
 	return err
-}
-
-// WriterConfig tunes the producer.
-type WriterConfig struct {
-	// BatchTimeout is how long a partition batch waits for more messages
-	// before it is sent. kafka-go's default of one second would make every
-	// synchronous write take a second; a few milliseconds trades a little
-	// latency for batching under load.
-	BatchTimeout time.Duration
-	// BatchSize is the most messages in one partition batch.
-	BatchSize int
-	// WriteTimeout bounds one produce round trip to the broker.
-	WriteTimeout time.Duration
-	// MaxAttempts is how often a failed batch is tried in all.
-	MaxAttempts int
-	// DialTimeout bounds connecting to a broker.
-	DialTimeout time.Duration
-}
-
-// NewWriter returns a synchronous producer for topic: the record key picks
-// the partition with a stable hash (kafka.Hash: FNV-1a modulo the partition
-// count, as Sarama does; the Java client and librdkafka hash differently,
-// so another producer writing room messages must use the same balancer) so
-// all messages of a room share one partition and keep their order, and
-// every write waits for all in-sync replicas (acks = all), so an
-// acknowledged message is durable.
-func NewWriter(brokers []string, topic string, c WriterConfig) *kafka.Writer {
-	return &kafka.Writer{
-		Addr:            kafka.TCP(brokers...),
-		Topic:           topic,
-		Balancer:        &kafka.Hash{},
-		RequiredAcks:    kafka.RequireAll,
-		BatchTimeout:    c.BatchTimeout,
-		BatchSize:       c.BatchSize,
-		WriteTimeout:    c.WriteTimeout,
-		ReadTimeout:     c.WriteTimeout,
-		MaxAttempts:     max(c.MaxAttempts, 1),
-		WriteBackoffMin: 10 * time.Millisecond,
-		WriteBackoffMax: 200 * time.Millisecond,
-		Transport:       newTransport(c.DialTimeout),
-	}
 }
 
 func newTransport(dial time.Duration) *kafka.Transport {

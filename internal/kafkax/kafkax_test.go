@@ -44,57 +44,6 @@ func TestEnsureTopicIdempotent(t *testing.T) {
 	}
 }
 
-// A room must always land on one partition: the writer hashes the key.
-func TestWriterKeepsKeyOnOnePartition(t *testing.T) {
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", 8))
-	w := kafkax.NewWriter(b.Brokers(), "rooms", kafkax.WriterConfig{BatchTimeout: 2 * time.Millisecond, WriteTimeout: 2 * time.Second, MaxAttempts: 3})
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	keys := []string{"room_a", "room_b", "room_c", "room_d"}
-	for round := 0; round < 3; round++ {
-		for _, k := range keys {
-			if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(k), Value: []byte{byte(round)}}); err != nil {
-				t.Fatalf("write: %v", err)
-			}
-		}
-	}
-	seen := map[string]map[int]int{}
-	for p := 0; p < 8; p++ {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), Topic: "rooms", Partition: p, MaxWait: 50 * time.Millisecond})
-		conn, err := kafka.DialLeader(ctx, "tcp", b.Addr(), "rooms", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := int64(0); i < last; i++ {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if seen[string(m.Key)] == nil {
-				seen[string(m.Key)] = map[int]int{}
-			}
-			seen[string(m.Key)][p]++
-		}
-		r.Close()
-	}
-	for _, k := range keys {
-		if len(seen[k]) != 1 {
-			t.Errorf("key %s on partitions %v, want exactly one", k, seen[k])
-		}
-		for _, n := range seen[k] {
-			if n != 3 {
-				t.Errorf("key %s: %d records, want 3", k, n)
-			}
-		}
-	}
-}
-
 // With nothing listening, start-up says so in plain words instead of the
 // client's protocol error.
 func TestEnsureTopicUnreachable(t *testing.T) {
