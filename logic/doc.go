@@ -2,7 +2,10 @@
 // comments, checks them, rate-limits senders, stamps each message with an id
 // and the server time, and produces it to Kafka (key = room id) for job to
 // deliver. A 202 means Kafka acknowledged every message of the request with
-// acks = all, so accepted means durable.
+// acks = all, so accepted means durable. The messages of concurrent requests
+// share produce requests (kafkax.Producer): while one is in flight the next
+// gathers every request that arrives meanwhile, each request's messages
+// together and in order in its room's partition.
 //
 // # API
 //
