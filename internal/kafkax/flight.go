@@ -126,7 +126,8 @@ func (f *flight) reset() {
 
 // takeLocked moves queued writes into the empty flight f: in queue order,
 // each write whose partition is known, not in another request, not
-// backing off and led by the same broker as the first one taken, until
+// backing off and led by the same broker as the first one taken (one with
+// fewer than MaxInFlight requests out), until
 // MaxMessages or MaxBytes would be exceeded (the first write is taken
 // whatever its size). Writes whose callers left are dropped. A write that
 // is passed over holds back every later write of its partition, so each
@@ -168,7 +169,7 @@ func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time) {
 			keep = append(keep, pd)
 			continue
 		}
-		if f.msgs > 0 && leader != f.leader {
+		if (f.msgs > 0 && leader != f.leader) || (f.msgs == 0 && p.toLeader[leader] >= p.cfg.MaxInFlight) {
 			keep = append(keep, pd)
 			continue
 		}
@@ -183,6 +184,9 @@ func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time) {
 	p.queue = keep
 	for _, pt := range f.parts {
 		p.busy[pt.id] = true
+	}
+	if f.msgs > 0 {
+		p.toLeader[f.leader]++
 	}
 	if p.parts == 0 && len(p.queue) > 0 {
 		for _, pd := range p.queue {
@@ -226,6 +230,9 @@ func (p *Producer) finish(f *flight, resp *produce.Response, reqErr error) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.toLeader[f.leader]--; p.toLeader[f.leader] <= 0 {
+		delete(p.toLeader, f.leader)
+	}
 	var again []*pending
 	for i, pt := range f.parts {
 		id := pt.id

@@ -28,8 +28,10 @@ type ProducerConfig struct {
 	// MaxBytes is the most key and value bytes in one produce request
 	// (default 1,000,000, under Kafka's default request and batch limits).
 	MaxBytes int
-	// MaxInFlight is how many produce requests may be in flight at once
-	// (default 1). A partition is in at most one of them.
+	// MaxInFlight is how many produce requests may be in flight to one
+	// broker at once (default 1), so a slow broker does not hold up the
+	// partitions other brokers lead. A partition is in one request at a
+	// time.
 	MaxInFlight int
 	// WriteTimeout bounds one produce round trip (default 10 s); the
 	// broker is given the same time to gather the acknowledgements.
@@ -93,6 +95,12 @@ func (c *ProducerConfig) defaults() {
 // from the queue; one whose records were already sent may still be
 // written, so consumers deduplicate by message id anyway.
 //
+// kafka-go's Transport sends a produce request whole to the broker that
+// leads its partitions (it does not split one by leader), so each request
+// carries the partitions of one leader, as the metadata the transport
+// caches says; a request routed on stale metadata fails as retriable and
+// is tried again once the metadata is read again.
+//
 // The Producer starts one goroutine per request in flight, none while
 // idle, and no goroutine per write.
 type Producer struct {
@@ -114,13 +122,15 @@ type Producer struct {
 	timerAt  time.Time // when timer fires; zero: not armed
 
 	// The topic's layout, read from the transport's metadata.
-	parts     int       // partition count; 0: not known yet
-	leaders   []int32   // leader broker per partition
-	metaAt    time.Time // when parts and leaders were read
-	metaStale bool      // a failure asked for a fresh read
-	metaBusy  bool      // a sender is reading it
-	metaRetry time.Time // no read before this after a failed one
-	metaErr   error     // why the last read failed
+	parts     int           // partition count; 0: not known yet
+	leaders   []int32       // leader broker per partition
+	brokers   int           // distinct leaders
+	toLeader  map[int32]int // requests in flight per leader
+	metaAt    time.Time     // when parts and leaders were read
+	metaStale bool          // a failure asked for a fresh read
+	metaBusy  bool          // a sender is reading it
+	metaRetry time.Time     // no read before this after a failed one
+	metaErr   error         // why the last read failed
 
 	// Per partition (indexed by id, grown with parts).
 	busy    []bool      // in a request in flight
@@ -150,11 +160,12 @@ var pendings = sync.Pool{New: func() any { return &pending{done: make(chan error
 func NewProducer(brokers []string, topic string, c ProducerConfig) *Producer {
 	c.defaults()
 	return &Producer{
-		topic:   topic,
-		addr:    kafka.TCP(brokers...),
-		tr:      &kafka.Transport{DialTimeout: c.DialTimeout, MetadataTTL: c.MetadataTTL, MetadataTopics: []string{topic}},
-		cfg:     c,
-		drained: make(chan struct{}),
+		topic:    topic,
+		addr:     kafka.TCP(brokers...),
+		tr:       &kafka.Transport{DialTimeout: c.DialTimeout, MetadataTTL: c.MetadataTTL, MetadataTopics: []string{topic}},
+		cfg:      c,
+		drained:  make(chan struct{}),
+		toLeader: map[int32]int{},
 	}
 }
 
@@ -252,7 +263,7 @@ func (p *Producer) release(pd *pending) {
 // or pd's partition is free and fewer than MaxInFlight requests are out.
 // A sender that starts from idle lingers first.
 func (p *Producer) startLocked(pd *pending) {
-	if p.starting > 0 || p.inFlight >= p.cfg.MaxInFlight {
+	if p.starting > 0 || p.inFlight >= p.maxSendersLocked() {
 		return
 	}
 	idle := p.inFlight == 0
@@ -268,14 +279,18 @@ func (p *Producer) startLocked(pd *pending) {
 	go p.run(linger)
 }
 
-// sendableLocked reports whether pd's partition is known, free and not
-// backing off.
+// maxSendersLocked is the most senders worth running: MaxInFlight per
+// broker that leads a partition.
+func (p *Producer) maxSendersLocked() int { return p.cfg.MaxInFlight * max(p.brokers, 1) }
+
+// sendableLocked reports whether pd's partition is known, free, not
+// backing off and its leader can take another request.
 func (p *Producer) sendableLocked(pd *pending) bool {
 	if p.parts == 0 {
 		return false
 	}
 	id := partitionOf(pd.sum, p.parts)
-	if p.busy[id] {
+	if p.busy[id] || p.toLeader[p.leaders[id]] >= p.cfg.MaxInFlight {
 		return false
 	}
 	t := p.retryAt[id]
@@ -347,7 +362,7 @@ func (p *Producer) wake() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.timerAt = time.Time{}
-	if len(p.queue) == 0 || p.starting > 0 || p.inFlight >= p.cfg.MaxInFlight {
+	if len(p.queue) == 0 || p.starting > 0 || p.inFlight >= p.maxSendersLocked() {
 		return
 	}
 	p.inFlight++
@@ -393,6 +408,11 @@ func (p *Producer) refreshMetadata() {
 	}
 	p.metaErr, p.metaStale, p.metaAt = nil, false, now
 	p.parts, p.leaders = len(leaders), leaders
+	distinct := map[int32]bool{}
+	for _, l := range leaders {
+		distinct[l] = true
+	}
+	p.brokers = len(distinct)
 	if n := len(leaders); n > len(p.busy) {
 		p.busy = append(p.busy, make([]bool, n-len(p.busy))...)
 		p.retryAt = append(p.retryAt, make([]time.Time, n-len(p.retryAt))...)
