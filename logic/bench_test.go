@@ -221,7 +221,8 @@ func reportProduce(b *testing.B, e *testEnv) {
 // BenchmarkSendParts measures the two remote calls of a send on their own,
 // each from 32 goroutines, to set against BenchmarkSend in the same run:
 // "allow" is one rate-limit script call, "produce" one single-message
-// WriteMessages to the embedded broker.
+// write through the producer to the embedded broker (the 32 writers share
+// produce requests).
 func BenchmarkSendParts(b *testing.B) {
 	const workers = 32
 	run := func(b *testing.B, op func(worker int) error) {
