@@ -16,15 +16,15 @@ import (
 )
 
 // startCluster runs a kfake cluster of n brokers with topic rooms of parts
-// partitions, spread over the brokers.
-func startCluster(t *testing.T, brokers, parts int) *kfake.Cluster {
+// partitions, spread over the brokers, and a producer for it.
+func startCluster(t *testing.T, brokers, parts int, pc ProducerConfig) (*kfake.Cluster, *Producer) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(int32(parts), "rooms"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return c, newTestProducer(t, c.ListenAddrs(), "rooms", pc)
 }
 
 // endOffsets returns each partition's end offset: how many records it got.
@@ -72,9 +72,7 @@ func keyOn(t *testing.T, c *kfake.Cluster, parts int, node int32, want bool) (st
 // brokers all land, each in its key's partition.
 func TestProducerSeveralLeaders(t *testing.T) {
 	const parts = 6
-	c := startCluster(t, 3, parts)
-	p := NewProducer(c.ListenAddrs(), "rooms", ProducerConfig{DialTimeout: time.Second, WriteTimeout: 2 * time.Second})
-	defer p.Close(context.Background())
+	c, p := startCluster(t, 3, parts, ProducerConfig{WriteTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	want := make([]int64, parts)
@@ -97,9 +95,7 @@ func TestProducerSeveralLeaders(t *testing.T) {
 // A broker that does not answer holds up only the partitions it leads.
 func TestProducerSlowLeaderHoldsOnlyItsPartitions(t *testing.T) {
 	const parts = 6
-	c := startCluster(t, 3, parts)
-	p := NewProducer(c.ListenAddrs(), "rooms", ProducerConfig{DialTimeout: time.Second, WriteTimeout: 5 * time.Second})
-	defer p.Close(context.Background())
+	c, p := startCluster(t, 3, parts, ProducerConfig{WriteTimeout: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	slowKey, slowPart := keyOn(t, c, parts, 0, true)
@@ -151,9 +147,7 @@ func TestProducerSlowLeaderHoldsOnlyItsPartitions(t *testing.T) {
 // retried on the new leader once the metadata says so.
 func TestProducerFollowsMovedLeader(t *testing.T) {
 	const parts = 4
-	c := startCluster(t, 2, parts)
-	p := NewProducer(c.ListenAddrs(), "rooms", ProducerConfig{DialTimeout: time.Second, WriteTimeout: 2 * time.Second, MetadataTTL: 200 * time.Millisecond})
-	defer p.Close(context.Background())
+	c, p := startCluster(t, 2, parts, ProducerConfig{WriteTimeout: 2 * time.Second, MetadataTTL: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	key, part := keyOn(t, c, parts, 0, true)

@@ -17,7 +17,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testutil"
 )
 
-func newTestProducer(t *testing.T, b *kafkatest.Broker, topic string, c ProducerConfig) *Producer {
+func newTestProducer(t *testing.T, brokers []string, topic string, c ProducerConfig) *Producer {
 	t.Helper()
 	if c.DialTimeout == 0 {
 		c.DialTimeout = time.Second
@@ -25,7 +25,7 @@ func newTestProducer(t *testing.T, b *kafkatest.Broker, topic string, c Producer
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 2 * time.Second
 	}
-	p := NewProducer(b.Brokers(), topic, c)
+	p := NewProducer(brokers, topic, c)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -106,6 +106,19 @@ func readTopic(t *testing.T, b *kafkatest.Broker, topic string, parts int) [][]k
 	return out
 }
 
+// topicValues lists the values of every record of topic rooms, partition
+// after partition.
+func topicValues(t *testing.T, b *kafkatest.Broker, parts int) string {
+	t.Helper()
+	var got []string
+	for _, msgs := range readTopic(t, b, "rooms", parts) {
+		for _, m := range msgs {
+			got = append(got, string(m.Value))
+		}
+	}
+	return strings.Join(got, ",")
+}
+
 // The partition of a key is kafka.Hash's: the job and other producers
 // rely on it.
 func TestPartitionMatchesKafkaHash(t *testing.T) {
@@ -132,7 +145,7 @@ func TestPartitionMatchesKafkaHash(t *testing.T) {
 func TestProducerPartitionsLikeWriter(t *testing.T) {
 	const parts = 8
 	b := kafkatest.Start(t, kafkatest.Topic("rooms", parts))
-	p := newTestProducer(t, b, "rooms", ProducerConfig{})
+	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addr()), Topic: "rooms", Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer w.Close()
@@ -185,7 +198,7 @@ func TestProducerGroupsConcurrentWrites(t *testing.T) {
 		rooms   = 40
 	)
 	b := kafkatest.Start(t, kafkatest.Topic("rooms", parts))
-	p := newTestProducer(t, b, "rooms", ProducerConfig{})
+	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Learn the metadata first, so the count below is of produce requests
@@ -280,7 +293,7 @@ func TestProducerGroupsConcurrentWrites(t *testing.T) {
 // records are written once. A non-retriable one fails the write at once.
 func TestProducerRetriesRetriableErrors(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Topic("rooms", 2))
-	p := newTestProducer(t, b, "rooms", ProducerConfig{})
+	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Write(ctx, []byte("r"), time.Now(), []byte("first")); err != nil {
@@ -307,14 +320,8 @@ func TestProducerRetriesRetriableErrors(t *testing.T) {
 	if err := p.Write(ctx, []byte("r"), time.Now(), []byte("after")); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, msgs := range readTopic(t, b, "rooms", 2) {
-		for _, m := range msgs {
-			got = append(got, string(m.Value))
-		}
-	}
-	if strings.Join(got, ",") != "first,retried,after" {
-		t.Fatalf("records %v, want first, retried, after", got)
+	if got := topicValues(t, b, 2); got != "first,retried,after" {
+		t.Fatalf("records %s, want first,retried,after", got)
 	}
 }
 
@@ -323,7 +330,7 @@ func TestProducerRetriesRetriableErrors(t *testing.T) {
 // broker is back, and so do later writes.
 func TestProducerBrokerDownAndBack(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Topic("rooms", 4))
-	p := newTestProducer(t, b, "rooms", ProducerConfig{WriteTimeout: 500 * time.Millisecond, DialTimeout: 200 * time.Millisecond, MetadataTTL: 500 * time.Millisecond})
+	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{WriteTimeout: 500 * time.Millisecond, DialTimeout: 200 * time.Millisecond, MetadataTTL: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := p.Write(ctx, []byte("r"), time.Now(), []byte("before")); err != nil {
@@ -358,21 +365,15 @@ func TestProducerBrokerDownAndBack(t *testing.T) {
 		t.Fatalf("write after the restart: %v", err)
 	}
 	// The restarted broker starts empty: only what was written since.
-	var got []string
-	for _, msgs := range readTopic(t, b, "rooms", 4) {
-		for _, m := range msgs {
-			got = append(got, string(m.Value))
-		}
-	}
-	if strings.Join(got, ",") != "waited,after" {
-		t.Fatalf("records after the restart %v, want waited, after", got)
+	if got := topicValues(t, b, 4); got != "waited,after" {
+		t.Fatalf("records after the restart %s, want waited,after", got)
 	}
 }
 
 // Close sends what is queued and waits for it; then writes are refused.
 func TestProducerCloseFlushes(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Topic("rooms", 4))
-	p := newTestProducer(t, b, "rooms", ProducerConfig{Linger: 300 * time.Millisecond})
+	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{Linger: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const writes = 20
