@@ -132,8 +132,10 @@ func (f *flight) reset() {
 // whatever its size). Writes whose callers left are dropped. A write that
 // is passed over holds back every later write of its partition, so each
 // partition keeps queue order. next is when a write held back by a
-// backoff (or by the missing metadata) may go.
-func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time) {
+// backoff (or by the missing metadata) may go; other reports a write held
+// back only because another leader, free to take a request, leads its
+// partition.
+func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time, other bool) {
 	keep := p.queue[:0]
 	full := false
 	soonest := func(t time.Time) {
@@ -169,7 +171,12 @@ func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time) {
 			keep = append(keep, pd)
 			continue
 		}
-		if (f.msgs > 0 && leader != f.leader) || (f.msgs == 0 && p.toLeader[leader] >= p.cfg.MaxInFlight) {
+		if p.toLeader[leader] >= p.cfg.MaxInFlight {
+			keep = append(keep, pd)
+			continue
+		}
+		if f.msgs > 0 && leader != f.leader {
+			other = true
 			keep = append(keep, pd)
 			continue
 		}
@@ -198,7 +205,7 @@ func (p *Producer) takeLocked(f *flight, now time.Time) (next time.Time) {
 		}
 		soonest(t)
 	}
-	return next
+	return next, other
 }
 
 // send makes f's request and answers its writers. It reports whether f

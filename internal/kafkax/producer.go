@@ -315,7 +315,13 @@ func (p *Producer) run(linger time.Duration) {
 		if f == nil {
 			f = p.flightLocked()
 		}
-		next := p.takeLocked(f, time.Now())
+		next, other := p.takeLocked(f, time.Now())
+		if other && p.starting == 0 && p.inFlight < p.maxSendersLocked() {
+			// Writes for another leader wait: a sender of their own.
+			p.inFlight++
+			p.starting++
+			go p.run(0)
+		}
 		if f.msgs == 0 {
 			p.inFlight--
 			p.flights = append(p.flights, f)

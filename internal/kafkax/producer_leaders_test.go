@@ -15,8 +15,9 @@ import (
 	"github.com/danmaku/danmaku/internal/testutil"
 )
 
-// startCluster runs a kfake cluster of n brokers with topic rooms of parts
-// partitions, spread over the brokers, and a producer for it.
+// startCluster runs a kfake cluster of n brokers (nodes 0..n-1) with topic
+// rooms of parts partitions, partition i led by node i mod n, and a
+// producer for it.
 func startCluster(t *testing.T, brokers, parts int, pc ProducerConfig) (*kfake.Cluster, *Producer) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(int32(parts), "rooms"))
@@ -24,6 +25,11 @@ func startCluster(t *testing.T, brokers, parts int, pc ProducerConfig) (*kfake.C
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	for i := 0; i < parts; i++ {
+		if err := c.MoveTopicPartition("rooms", int32(i), int32(i%brokers)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return c, newTestProducer(t, c.ListenAddrs(), "rooms", pc)
 }
 
