@@ -133,8 +133,10 @@ func (j *Job) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("job: start: %w", err)
 	}
+	if err := j.consumer.open(); err != nil {
+		return err
+	}
 	j.comets.refresh(ctx)
-	j.consumer.open()
 	j.started = true
 	go j.run()
 	return nil
