@@ -134,7 +134,7 @@ func (c *consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation)
 	parts := make([]*partition, 0, len(assigned))
 	ids := make([]int, 0, len(assigned))
 	for _, a := range assigned {
-		parts = append(parts, &partition{id: int32(a.ID), next: a.Offset})
+		parts = append(parts, &partition{id: int32(a.ID), next: a.Offset, sent: a.Offset})
 		ids = append(ids, a.ID)
 	}
 	slices.Sort(ids)

@@ -20,7 +20,9 @@ import (
 type partition struct {
 	id   int32
 	next int64        // next offset to fetch; kafka.FirstOffset until resolved
-	lag  atomic.Int64 // high watermark - next, as of the last response
+	sent int64        // next offset not yet handed to the scheduler
+	hw   int64        // high watermark, as of the last response
+	lag  atomic.Int64 // hw - sent
 }
 
 // Limits of one fetch request. The partition limit keeps one partition's
@@ -118,6 +120,9 @@ func (c *consumer) resolveOffsets(ctx context.Context, parts []*partition) error
 			p.next = off
 		}
 	}
+	for _, p := range parts {
+		p.sent = p.next
+	}
 	return nil
 }
 
@@ -157,17 +162,30 @@ func (c *consumer) fetchLoop(ctx context.Context, parts []*partition) error {
 		c.m.fetches.Inc()
 		var batch []record
 		batch, buf, err = c.decode(res.(*fetch.Response), byID, buf)
+		c.updateLag(parts)
 		if len(batch) > 0 {
 			select {
 			case c.out <- batch:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			for _, p := range parts {
+				p.sent = p.next
+			}
+			c.updateLag(parts)
 		}
 		if err != nil {
 			return err
 		}
 		busy = len(batch) > 0
+	}
+}
+
+// updateLag publishes how far behind the high watermark what was handed
+// to the scheduler is.
+func (c *consumer) updateLag(parts []*partition) {
+	for _, p := range parts {
+		p.lag.Store(max(p.hw-p.sent, 0))
 	}
 }
 
@@ -202,7 +220,7 @@ func (c *consumer) decode(res *fetch.Response, byID map[int32]*partition, buf []
 			if err != nil {
 				failed = errors.Join(failed, fmt.Errorf("fetch partition %d: %w", p.id, err))
 			}
-			p.lag.Store(max(rp.HighWatermark-p.next, 0))
+			p.hw = rp.HighWatermark
 		}
 	}
 	return batch, buf, failed
