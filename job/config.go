@@ -106,7 +106,7 @@ type Config struct {
 	// the member's partitions are idle: the longest poll.
 	MaxWait time.Duration `yaml:"max_wait" help:"longest wait of a fetch request for a first record"`
 	// FetchLinger is how long a fetch request waits for records to gather
-	// after a response that carried some: while the topic is busy each
+	// after a response that carried several: while the topic is busy each
 	// response then carries what this long brought, instead of the one
 	// record that was ready, at up to this much more latency. 0: answered
 	// at the first record.

@@ -112,7 +112,7 @@
 //     requests covering all of the member's partitions on that broker;
 //     each response's records are decoded and handed to the scheduler as
 //     one slice. A request waits up to MaxWait for a first record; after a
-//     response with records the next waits up to FetchLinger for more, so
+//     response with several records the next waits up to FetchLinger, so
 //     a busy topic is read in a few full fetches. It commits the positions
 //     it is handed on its own goroutine, so a slow broker never stalls
 //     deliveries. A rebalance ends the generation: fetching stops, the

@@ -129,7 +129,7 @@ func (c *consumer) resolveOffsets(ctx context.Context, parts []*partition) error
 // fetchLoop sends fetch requests for parts, all led by one broker, and
 // hands each response's records to the scheduler as one slice, until ctx
 // ends or a request fails. A request waits up to MaxWait for a first
-// record; after a response that carried records, it waits up to
+// record; after a response that carried several records, it waits up to
 // FetchLinger for more to gather, so that a busy topic is read in a few
 // full responses rather than one per record.
 func (c *consumer) fetchLoop(ctx context.Context, parts []*partition) error {
@@ -177,7 +177,9 @@ func (c *consumer) fetchLoop(ctx context.Context, parts []*partition) error {
 		if err != nil {
 			return err
 		}
-		busy = len(batch) > 0
+		// One record at a time is a quiet topic: lingering would only
+		// add an empty response per record.
+		busy = len(batch) > 1
 	}
 }
 
