@@ -102,7 +102,15 @@ type Config struct {
 	SessionTimeout    time.Duration `yaml:"session_timeout" help:"consumer group session timeout"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" help:"consumer group heartbeat"`
 	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" help:"consumer group rebalance timeout"`
-	MaxWait           time.Duration `yaml:"max_wait" help:"longest fetch wait of the Kafka reader"`
+	// MaxWait is how long a fetch request waits for a first record when
+	// the member's partitions are idle: the longest poll.
+	MaxWait time.Duration `yaml:"max_wait" help:"longest wait of a fetch request for a first record"`
+	// FetchLinger is how long a fetch request waits for records to gather
+	// after a response that carried several: while the topic is busy each
+	// response then carries what this long brought, instead of the one
+	// record that was ready, at up to this much more latency. 0: answered
+	// at the first record.
+	FetchLinger time.Duration `yaml:"fetch_linger" help:"while records flow, a fetch waits this long for more to gather (fewer, fuller fetches); 0: answered at the first record"`
 
 	// DrainTimeout bounds the delivery of buffered messages at shutdown;
 	// what is not delivered by then stays uncommitted and is redelivered to
@@ -167,6 +175,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:   500 * time.Millisecond,
 		RebalanceTimeout:    5 * time.Second,
 		MaxWait:             100 * time.Millisecond,
+		FetchLinger:         5 * time.Millisecond,
 		DrainTimeout:        5 * time.Second,
 		RedisTimeout:        2 * time.Second,
 		LockRenewTimeout:    time.Second,
@@ -221,6 +230,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("comet_refresh", "must be positive")
 	case c.JanitorInterval < 0:
 		return config.Invalid("janitor_interval", "must not be negative")
+	case c.MaxWait < time.Millisecond || c.FetchLinger < 0 || c.FetchLinger > c.MaxWait:
+		return config.Invalid("max_wait", "must be at least 1ms, and fetch_linger between 0 and max_wait")
 	case c.DrainTimeout <= 0:
 		return config.Invalid("drain_timeout", "must be positive")
 	case c.PushSecret == "":

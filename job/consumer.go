@@ -2,6 +2,9 @@ package job
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,19 +24,26 @@ type record struct {
 	off  int64
 }
 
-// consumer is the job's member of the Kafka consumer group. It fetches and
-// decodes records for the scheduler and commits the positions the
-// scheduler hands it, on its own goroutine so that a slow broker never
-// stalls deliveries. Commits are explicit: kafka-go's own commit interval
-// is off.
+// consumer is the job's member of the Kafka consumer group. kafka-go's
+// ConsumerGroup keeps the membership (joins, heartbeats, generations); for
+// each generation one fetch loop per partition leader sends fetch requests
+// that cover all of the member's partitions on that broker and hands the
+// decoded records of each response to the scheduler as one slice. It
+// commits the positions the scheduler hands it, on its own goroutine so
+// that a slow broker never stalls deliveries; commits go to the current
+// generation and only ever name positions of finished records.
 type consumer struct {
 	cfg  Config
 	kcfg config.Kafka
 	log  *zap.Logger
 	m    *metrics
 
-	reader atomic.Pointer[kafka.Reader] // set by open
-	out    chan record                  // closed when fetch returns
+	group     *kafka.ConsumerGroup // set by open
+	transport *kafka.Transport
+	client    *kafka.Client
+	gen       atomic.Pointer[kafka.Generation] // the latest generation: commits go to it
+	parts     atomic.Pointer[[]*partition]     // the partitions it fetches, for lag
+	out       chan []record                    // one slice per fetch response; closed when fetch returns
 	// abandoned is set by a crash: nothing more is committed.
 	abandoned atomic.Bool
 
@@ -44,66 +54,109 @@ type consumer struct {
 
 func newConsumer(cfg Config, kcfg config.Kafka, log *zap.Logger, m *metrics) *consumer {
 	return &consumer{cfg: cfg, kcfg: kcfg, log: log, m: m,
-		out: make(chan record, 256), toCommit: map[int]int64{}, wake: make(chan struct{}, 1)}
+		out: make(chan []record, 4), toCommit: map[int]int64{}, wake: make(chan struct{}, 1)}
 }
 
-// open creates the group reader, which joins the group in the background;
+// open creates the group member, which joins the group in the background;
 // records arrive once partitions are assigned.
-func (c *consumer) open() {
-	c.reader.Store(kafka.NewReader(kafka.ReaderConfig{
+func (c *consumer) open() error {
+	c.transport = &kafka.Transport{MetadataTTL: metadataTTL, ClientID: "danmaku-job"}
+	c.client = &kafka.Client{Addr: kafka.TCP(c.kcfg.Brokers...), Transport: c.transport}
+	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                c.kcfg.Group,
 		Brokers:           c.kcfg.Brokers,
-		GroupID:           c.kcfg.Group,
-		Topic:             c.kcfg.Topic,
-		MinBytes:          1,
-		MaxBytes:          8 << 20,
-		MaxWait:           c.cfg.MaxWait,
-		CommitInterval:    0, // commits are explicit and synchronous
+		Topics:            []string{c.kcfg.Topic},
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
 		SessionTimeout:    c.cfg.SessionTimeout,
 		RebalanceTimeout:  c.cfg.RebalanceTimeout,
 		StartOffset:       kafka.FirstOffset,
-		MaxAttempts:       3,
+		Timeout:           c.cfg.CommitTimeout,
 		ErrorLogger:       kafka.LoggerFunc(c.log.Sugar().Debugf),
 		Logger:            groupLogger(c.log),
-	}))
-}
-
-// lag is the reader's view of how far behind the assigned partitions it is.
-func (c *consumer) lag() float64 {
-	if r := c.reader.Load(); r != nil {
-		return float64(r.Stats().Lag)
+	})
+	if err != nil {
+		return fmt.Errorf("job: consumer group: %w", err)
 	}
-	return 0
+	c.group = g
+	return nil
 }
 
-// fetch reads records into out until ctx ends. A broker that is down makes
-// FetchMessage fail; fetch retries with backoff.
+// metadataTTL is how often the transport rereads the cluster's metadata,
+// so a moved partition leader is found within about this long.
+const metadataTTL = 2 * time.Second
+
+// lag is how far behind the end of its partitions this member is, as the
+// last fetch response of each partition reported it.
+func (c *consumer) lag() float64 {
+	p := c.parts.Load()
+	if p == nil {
+		return 0
+	}
+	var n int64
+	for _, part := range *p {
+		n += part.lag.Load()
+	}
+	return float64(n)
+}
+
+// fetch consumes, one generation of the group after the other, until ctx
+// ends. A broker that is down makes joining and fetching fail; both are
+// retried with backoff, never given up.
 func (c *consumer) fetch(ctx context.Context) {
 	defer close(c.out)
-	r := c.reader.Load()
-	backoff := c.cfg.RetryMin
 	for {
-		m, err := r.FetchMessage(ctx)
+		gen, err := c.group.Next(ctx)
 		if err != nil {
-			if ctx.Err() != nil || c.abandoned.Load() {
+			if ctx.Err() != nil || c.abandoned.Load() || errors.Is(err, kafka.ErrGroupClosed) {
 				return
 			}
-			c.log.Warn("kafka fetch failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			}
-			backoff = min(backoff*2, c.cfg.RetryMax)
+			// The group backs off by itself before it tries again.
+			c.log.Warn("kafka consumer group join failed; retrying", zap.Error(err))
 			continue
 		}
-		backoff = c.cfg.RetryMin
-		env, derr := danmaku.UnmarshalEnvelope(m.Value)
+		c.gen.Store(gen)
+		c.consumeGeneration(ctx, gen)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// consumeGeneration fetches the partitions gen assigned, from their
+// committed positions, until the generation or ctx ends.
+func (c *consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The generation ends with a rebalance (or when the group is closed).
+	gen.Start(func(g context.Context) { <-g.Done(); cancel() })
+
+	assigned := gen.Assignments[c.kcfg.Topic]
+	parts := make([]*partition, 0, len(assigned))
+	ids := make([]int, 0, len(assigned))
+	for _, a := range assigned {
+		parts = append(parts, &partition{id: int32(a.ID), next: a.Offset, sent: a.Offset})
+		ids = append(ids, a.ID)
+	}
+	slices.Sort(ids)
+	c.parts.Store(&parts)
+	c.log.Info("kafka partitions assigned", zap.Int32("generation", gen.ID), zap.Ints("partitions", ids))
+	backoff := c.cfg.RetryMin
+	for ctx.Err() == nil {
+		if len(parts) == 0 {
+			<-ctx.Done()
+			return
+		}
+		err := c.fetchPartitions(ctx, parts)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("kafka fetch failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
 		select {
-		case c.out <- record{env: env, err: derr, part: m.Partition, off: m.Offset}:
+		case <-time.After(backoff):
 		case <-ctx.Done():
 			return
 		}
+		backoff = min(backoff*2, c.cfg.RetryMax)
 	}
 }
 
@@ -113,6 +166,15 @@ func (c *consumer) queue(positions map[int]int64) {
 	if len(positions) == 0 {
 		return
 	}
+	c.requeue(positions)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// requeue merges positions into the next commit without waking the loop.
+func (c *consumer) requeue(positions map[int]int64) {
 	c.mu.Lock()
 	for p, off := range positions {
 		if off > c.toCommit[p] {
@@ -120,10 +182,6 @@ func (c *consumer) queue(positions map[int]int64) {
 		}
 	}
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }
 
 // commitLoop commits queued positions until finishCommits, then commits
@@ -150,25 +208,30 @@ func (c *consumer) commitQueued() {
 	if len(pending) == 0 {
 		return
 	}
-	msgs := make([]kafka.Message, 0, len(pending))
-	for p, next := range pending {
-		// kafka-go commits the given offset + 1.
-		msgs = append(msgs, kafka.Message{Topic: c.kcfg.Topic, Partition: p, Offset: next - 1})
+	gen := c.gen.Load()
+	var err error
+	if gen == nil {
+		err = errors.New("no generation of the group yet")
+	} else {
+		// CommitOffsets is bounded by the group's timeout (CommitTimeout).
+		err = gen.CommitOffsets(map[string]map[int]int64{c.kcfg.Topic: pending})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CommitTimeout)
-	defer cancel()
-	if err := c.reader.Load().CommitMessages(ctx, msgs...); err != nil {
-		// After a rebalance the partition may belong to another member, which
-		// then redelivers from its last commit: dedup covers that.
+	if err != nil {
+		// Sent again with the next commit. After a rebalance the partition
+		// may belong to another member, which then redelivers from its last
+		// commit: dedup covers that.
+		c.requeue(pending)
 		c.m.commitErrors.Inc()
 		c.log.Debug("commit failed", zap.Error(err))
 	}
 }
 
-// close leaves the group and closes the reader.
+// close leaves the group and closes the connections.
 func (c *consumer) close() error {
-	if r := c.reader.Load(); r != nil {
-		return r.Close()
+	if c.group == nil {
+		return nil
 	}
-	return nil
+	err := c.group.Close()
+	c.transport.CloseIdleConnections()
+	return err
 }

@@ -106,11 +106,21 @@
 //
 // A Job wires four parts, each with one task:
 //
-//   - consumer (consumer.go): the group reader; fetches and decodes
-//     records, and commits the positions it is handed on its own
-//     goroutine, so a slow broker never stalls deliveries.
+//   - consumer (consumer.go, fetcher.go): the member of the consumer
+//     group (kafka-go's ConsumerGroup: joins, heartbeats, generations).
+//     Per generation, one fetch loop per partition leader sends fetch
+//     requests covering all of the member's partitions on that broker;
+//     each response's records are decoded and handed to the scheduler as
+//     one slice. A request waits up to MaxWait for a first record; after a
+//     response with several records the next waits up to FetchLinger, so
+//     a busy topic is read in a few full fetches. It commits the positions
+//     it is handed on its own goroutine, so a slow broker never stalls
+//     deliveries. A rebalance ends the generation: fetching stops, the
+//     next generation starts each partition at its committed position,
+//     and what was read and not committed comes again (dedup covers it).
 //   - scheduler (scheduler.go, offsets.go): one goroutine that owns every
 //     room buffer, window and retry schedule and the per-partition offsets.
+//     Each wake-up takes every slice of records the consumer has ready.
 //     It sends a delivery (a room and its batch) to the workers and applies
 //     the outcome that comes back (which messages are done, which go back to
 //     the room's queue, how long to wait).
@@ -125,7 +135,7 @@
 // # Concurrency and lifecycle
 //
 // Nothing starts a goroutine per message; pushes to the several comets of
-// one batch run in parallel. Start starts the reader (which joins the group
+// one batch run in parallel. Start starts the member (which joins the group
 // in the background) and the goroutines. Shutdown stops fetching, delivers
 // what is buffered (bounded by DrainTimeout and by its context), commits and
 // leaves the group. Every timeout of a Redis or Kafka call comes from

@@ -117,8 +117,8 @@ func New(cfg Config, deps Deps) (*Job, error) {
 // Owner returns the id this job uses in dedup claims.
 func (j *Job) Owner() string { return j.owner }
 
-// Start reads the live comets (bounded by ctx), starts the group reader and
-// the job's goroutines, and returns: the reader joins the consumer group in
+// Start reads the live comets (bounded by ctx), starts the group member and
+// the job's goroutines, and returns: the member joins the consumer group in
 // the background and consumption begins once partitions are assigned. The
 // job runs until Shutdown.
 func (j *Job) Start(ctx context.Context) error {
@@ -133,8 +133,10 @@ func (j *Job) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("job: start: %w", err)
 	}
+	if err := j.consumer.open(); err != nil {
+		return err
+	}
 	j.comets.refresh(ctx)
-	j.consumer.open()
 	j.started = true
 	go j.run()
 	return nil
@@ -216,7 +218,7 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 
 // crash stops the job as a crash would: nothing more is delivered or
 // committed, and what was consumed and not committed is redelivered to the
-// next member of the group. The reader still leaves the group, so the next
+// next member of the group. The member still leaves the group, so the next
 // member gets the partitions without waiting for the session timeout.
 func (j *Job) crash() {
 	j.crashOnce.Do(func() {

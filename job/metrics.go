@@ -30,6 +30,7 @@ type metrics struct {
 	pending                       prometheus.Gauge
 	retries                       *prometheus.CounterVec
 	commitErrors                  prometheus.Counter
+	fetches                       prometheus.Counter
 	undelivered                   *prometheus.CounterVec
 	staleLocks                    prometheus.Counter
 	events                        *prometheus.CounterVec
@@ -78,6 +79,8 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Room deliveries retried later, by reason (redis, push, busy_claim)."}, []string{"reason"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_commit_errors_total",
 			Help: "Failed offset commits (retried at the next interval)."}),
+		fetches: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_fetches_total",
+			Help: "Fetch requests answered by the Kafka brokers (each carries any number of records of the job's partitions)."}),
 		undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_undelivered_total",
 			Help: "Messages of finished batches not handed to a comet, once per message and comet, by reason (no_comets: nobody watches the room; " +
 				"no_lease; quarantined; unavailable; rejected; unauthorized: the comet refused job.push_secret)."}, []string{"reason"}),
@@ -89,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Notices finished, by op (user, all) and result (delivered, no_route: the user had no connection, duplicate)."}, []string{"op", "result"}),
 	}
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
-		Help: "Records behind the end of the assigned partitions, as the Kafka reader reports it."}, lag)
+		Help: "Records behind the end of the assigned partitions, as the last fetch of each reported it."}, lag)
 	for _, c := range []string{"cooldown", "overflow", "comet_failed", "no_route"} {
 		m.dropped.WithLabelValues(c)
 	}
@@ -100,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
-		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors,
+		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
 		m.undelivered, m.staleLocks, m.events, m.notices)
 	return m
 }

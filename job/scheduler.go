@@ -15,7 +15,7 @@ import (
 type scheduler struct {
 	cfg     Config
 	m       *metrics
-	in      <-chan record       // consumed records; closed when fetching stops
+	in      <-chan []record     // consumed records, a fetch response each; closed when fetching stops
 	work    chan<- *delivery    // capacity Workers
 	results <-chan outcome      // one per delivery sent on work
 	commit  func(map[int]int64) // hands commit positions over; never blocks
@@ -135,18 +135,21 @@ func (s *scheduler) run(stop, hurry <-chan struct{}) {
 	defer sweep.Stop()
 	in := s.in
 	for {
-		var input <-chan record
+		var input <-chan []record
 		if in != nil && s.buffered < s.cfg.MaxBuffered {
 			input = in
 		}
 		select {
-		case r, ok := <-input:
+		case b, ok := <-input:
 			if !ok {
 				in = nil
 				s.startDrain()
 				break
 			}
-			s.accept(r, time.Now())
+			if !s.acceptReady(b, in, time.Now()) {
+				in = nil
+				s.startDrain()
+			}
 		case o := <-s.results:
 			s.complete(o, time.Now())
 		case <-timer.C:
@@ -219,9 +222,32 @@ func (s *scheduler) room(name string) *roomState {
 	return r
 }
 
-// accept takes one consumed record.
+// acceptReady takes batch and every further batch in already waits, while
+// the buffer has room: one wake-up of the scheduler per drain of what the
+// consumer has ready, not per record. It reports false when in was closed.
+func (s *scheduler) acceptReady(batch []record, in <-chan []record, now time.Time) bool {
+	for {
+		s.m.consumed.Add(float64(len(batch)))
+		for i := range batch {
+			s.accept(batch[i], now)
+		}
+		if s.buffered >= s.cfg.MaxBuffered {
+			return true
+		}
+		var ok bool
+		select {
+		case batch, ok = <-in:
+			if !ok {
+				return false
+			}
+		default:
+			return true
+		}
+	}
+}
+
+// accept takes one consumed record (counted by the caller).
 func (s *scheduler) accept(rec record, now time.Time) {
-	s.m.consumed.Inc()
 	s.offsets.consumed(rec.part, rec.off)
 	if rec.err != nil {
 		s.m.invalid.Inc()

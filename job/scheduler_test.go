@@ -37,3 +37,39 @@ func TestNewNoticesKeepTheBackoff(t *testing.T) {
 		t.Fatalf("a new notice made the failing lane due %v after the failure, want %v (its backoff)", r.due.Sub(now), cfg.RetryMin)
 	}
 }
+
+// One wake-up takes every slice the consumer has ready, records in the
+// order they came, until the buffer is full; a closed channel is reported.
+func TestAcceptReadyTakesWhatIsReady(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxPending, cfg.MaxBuffered = 10, 5
+	cfg.Budget = 5
+	s := &scheduler{cfg: cfg, m: newMetrics(prometheus.NewRegistry(), func() float64 { return 0 }),
+		rooms: map[string]*roomState{}, heads: map[string]knownHead{}, offsets: newOffsets()}
+	msg := func(off int64) record {
+		return record{env: danmaku.Envelope{V: 1, Room: "r", Msg: danmaku.Message{ID: "m" + string(rune('a'+off))}}, part: 2, off: off}
+	}
+	in := make(chan []record, 4)
+	in <- []record{msg(2), msg(3)}
+	in <- []record{msg(4), msg(5)}
+	in <- []record{msg(6)}
+	if !s.acceptReady([]record{msg(0), msg(1)}, in, time.Now()) {
+		t.Fatal("acceptReady reported a closed channel")
+	}
+	if s.buffered != 6 || len(in) != 1 {
+		t.Fatalf("buffered %d with %d slices left, want 6 (it stops once full) and 1", s.buffered, len(in))
+	}
+	for i, p := range s.rooms["r"].queue {
+		if p.off != int64(i) {
+			t.Fatalf("queue[%d] is offset %d: order lost", i, p.off)
+		}
+	}
+	s.buffered = 0
+	close(in)
+	if s.acceptReady(nil, in, time.Now()) {
+		t.Fatal("acceptReady did not report the closed channel")
+	}
+	if n := len(s.rooms["r"].queue); n != 7 {
+		t.Fatalf("queue holds %d, want 7", n)
+	}
+}
