@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/kafkax"
 )
 
 // partition is one assigned partition of a generation: where its fetching
@@ -46,29 +47,16 @@ func (c *consumer) fetchPartitions(ctx context.Context, parts []*partition) erro
 	if err := c.resolveOffsets(ctx, parts); err != nil {
 		return err
 	}
-	md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{c.kcfg.Topic}})
+	leaders, err := kafkax.Leaders(ctx, c.client.Transport, c.client.Addr, c.kcfg.Topic)
 	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
+		return err
 	}
-	leaders := map[int32]int{} // partition -> leader broker id
-	for _, t := range md.Topics {
-		if t.Name != c.kcfg.Topic {
-			continue
-		}
-		if t.Error != nil {
-			return fmt.Errorf("metadata of %s: %w", t.Name, t.Error)
-		}
-		for _, p := range t.Partitions {
-			leaders[int32(p.ID)] = p.Leader.ID
-		}
-	}
-	byLeader := map[int][]*partition{}
+	byLeader := map[int32][]*partition{}
 	for _, p := range parts {
-		l, ok := leaders[p.id]
-		if !ok {
+		if int(p.id) >= len(leaders) || leaders[p.id] < 0 {
 			return fmt.Errorf("partition %d has no leader", p.id)
 		}
-		byLeader[l] = append(byLeader[l], p)
+		byLeader[leaders[p.id]] = append(byLeader[leaders[p.id]], p)
 	}
 	if len(byLeader) == 1 {
 		return c.fetchLoop(ctx, parts)

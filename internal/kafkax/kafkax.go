@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // Topic describes the topic to create when it is missing.
@@ -83,20 +85,43 @@ func EnsureTopicWait(ctx context.Context, brokers []string, t Topic, retry func(
 func Partitions(ctx context.Context, brokers []string, topic string) (int, error) {
 	tr := newTransport(5 * time.Second)
 	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: timeoutOf(ctx, 5*time.Second)}
-	resp, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	ctx, cancel := context.WithTimeout(ctx, timeoutOf(ctx, 5*time.Second))
+	defer cancel()
+	leaders, err := Leaders(ctx, tr, kafka.TCP(brokers...), topic)
+	return len(leaders), err
+}
+
+// Leaders returns the leader broker of each partition of topic, indexed by
+// partition (-1: none now), from one metadata request through rt to addr.
+// A topic that does not exist is kafka.UnknownTopicOrPartition.
+func Leaders(ctx context.Context, rt kafka.RoundTripper, addr net.Addr, topic string) ([]int32, error) {
+	r, err := rt.RoundTrip(ctx, addr, &metadata.Request{TopicNames: []string{topic}})
 	if err != nil {
-		return 0, fmt.Errorf("metadata %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata %s: %w", topic, err)
 	}
-	for _, t := range resp.Topics {
-		if t.Name == topic {
-			if t.Error != nil {
-				return 0, fmt.Errorf("metadata %s: %w", topic, t.Error)
-			}
-			return len(t.Partitions), nil
+	for _, t := range r.(*metadata.Response).Topics {
+		if t.Name != topic {
+			continue
 		}
+		if t.ErrorCode != 0 {
+			return nil, fmt.Errorf("metadata %s: %w", topic, kafka.Error(t.ErrorCode))
+		}
+		if len(t.Partitions) == 0 {
+			break
+		}
+		leaders := make([]int32, len(t.Partitions))
+		for i := range leaders {
+			leaders[i] = -1
+		}
+		for _, tp := range t.Partitions {
+			if tp.PartitionIndex < 0 || int(tp.PartitionIndex) >= len(leaders) {
+				return nil, fmt.Errorf("metadata %s: partition %d of %d", topic, tp.PartitionIndex, len(leaders))
+			}
+			leaders[tp.PartitionIndex] = tp.LeaderID
+		}
+		return leaders, nil
 	}
-	return 0, fmt.Errorf("metadata %s: %w", topic, kafka.UnknownTopicOrPartition)
+	return nil, fmt.Errorf("metadata %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
 // Ping reports whether one of brokers answers a metadata request for

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // ErrClosed is returned by Write once Close was called.
@@ -401,7 +400,7 @@ func (p *Producer) refreshMetadata() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout+p.cfg.WriteTimeout)
-	leaders, err := p.readLeaders(ctx)
+	leaders, err := Leaders(ctx, p.tr, p.addr, p.topic)
 	cancel()
 
 	p.mu.Lock()
@@ -424,37 +423,6 @@ func (p *Producer) refreshMetadata() {
 		p.retryAt = append(p.retryAt, make([]time.Time, n-len(p.retryAt))...)
 		p.fails = append(p.fails, make([]uint8, n-len(p.fails))...)
 	}
-}
-
-// readLeaders returns the leader of each partition of the topic.
-func (p *Producer) readLeaders(ctx context.Context) ([]int32, error) {
-	r, err := p.tr.RoundTrip(ctx, p.addr, &metadata.Request{TopicNames: []string{p.topic}})
-	if err != nil {
-		return nil, fmt.Errorf("metadata %s: %w", p.topic, err)
-	}
-	for _, t := range r.(*metadata.Response).Topics {
-		if t.Name != p.topic {
-			continue
-		}
-		if t.ErrorCode != 0 {
-			return nil, fmt.Errorf("metadata %s: %w", p.topic, kafka.Error(t.ErrorCode))
-		}
-		if len(t.Partitions) == 0 {
-			break
-		}
-		leaders := make([]int32, len(t.Partitions))
-		for i := range leaders {
-			leaders[i] = -1
-		}
-		for _, tp := range t.Partitions {
-			if tp.PartitionIndex < 0 || int(tp.PartitionIndex) >= len(leaders) {
-				return nil, fmt.Errorf("metadata %s: partition %d of %d", p.topic, tp.PartitionIndex, len(leaders))
-			}
-			leaders[tp.PartitionIndex] = tp.LeaderID
-		}
-		return leaders, nil
-	}
-	return nil, fmt.Errorf("metadata %s: %w", p.topic, kafka.UnknownTopicOrPartition)
 }
 
 // Close stops taking writes (Write returns ErrClosed), then waits until
