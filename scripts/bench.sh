@@ -12,7 +12,8 @@
 #   SCENARIOS=S3 S3B_RATE=100 S3B_NAME=S3b-100 scripts/bench.sh  # a variant under its own name
 #
 # Scenarios (see BENCHMARKS.md): SMOKE, S1 hot room, S2 many rooms, S3 capacity
-# (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S5 seed drop
+# (S3a idle RSS, S3b 45,000 viewers on 3 comets), S4 ingest, S4F S4's steps
+# against a bare send endpoint (not in the default list), S5 seed drop
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another), U1 notices (pushes to users and
@@ -25,7 +26,9 @@
 # the table replaces, between <!-- MD_BLOCK:begin/end --> lines; default bench,
 # appended when missing), PORT_BASE (default 17000), LT_ARGS
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), LOGIC_ARGS,
-# JOB_ARGS, COMET_ARGS (extra flags for those servers), PERF=1
+# JOB_ARGS, COMET_ARGS (extra flags for those servers), SERVER_ENV (environment
+# of every server process, e.g. GOMAXPROCS=1), LOGIC_ENV, JOB_ENV, COMET_ENV
+# (of one role, after SERVER_ENV), PERF=1
 # (perf record every server process for 10 s, PERF_DELAY s into each run;
 # top symbols in OUT/NAME.perf.txt).
 set -euo pipefail
@@ -145,7 +148,7 @@ start_redis_cluster() {
 
 start_kafka() {
 	rm -rf "$OUT/kafka-data"
-	"$BIN/loadtest" -kafka-embedded "127.0.0.1:$KAFKA_PORT" -kafka-data "$OUT/kafka-data" \
+	env ${SERVER_ENV:-} "$BIN/loadtest" -kafka-embedded "127.0.0.1:$KAFKA_PORT" -kafka-data "$OUT/kafka-data" \
 		-kafka-topic danmaku-room -kafka-partitions 16 2>"$LOGS/kafka.log" &
 	PIDS+=($!)
 	PROCS+=("kafka=$!")
@@ -161,7 +164,7 @@ start_comets() { # N
 	for k in $(seq 1 "$1"); do
 		p=$((PB + 100 * k))
 		ip=$((p + 1))
-		"$BIN/comet" -config configs/comet.yaml -log.level warn \
+		env ${SERVER_ENV:-} ${COMET_ENV:-} "$BIN/comet" -config configs/comet.yaml -log.level warn \
 			-redis.addrs "$REDIS_ADDRS" -comet.id "bench-c$k" \
 			-comet.listen "127.0.0.1:$p" -comet.internal_listen "127.0.0.1:$ip" \
 			-comet.advertise "127.0.0.1:$ip" -comet.secret "$SECRET" -comet.max_conns_per_ip 0 \
@@ -174,7 +177,15 @@ start_comets() { # N
 }
 
 start_logic() {
-	"$BIN/logic" -config configs/logic.yaml -log.level warn \
+	if [ "${FLOOR:-0}" = 1 ]; then
+		# Scenario S4F: a bare send endpoint in logic's place.
+		env ${SERVER_ENV:-} ${LOGIC_ENV:-} "$BIN/loadtest" -http-floor "127.0.0.1:$LOGIC_PORT" 2>"$LOGS/floor.log" &
+		PIDS+=($!)
+		PROCS+=("floor=$!")
+		wait_http "http://127.0.0.1:$LOGIC_PORT/logic/online?roomId=ready"
+		return
+	fi
+	env ${SERVER_ENV:-} ${LOGIC_ENV:-} "$BIN/logic" -config configs/logic.yaml -log.level warn \
 		-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 		-logic.listen "127.0.0.1:$LOGIC_PORT" -logic.rate_limit 1000000 -logic.rate_burst 1000000 -logic.ip_rate_limit 0 \
 		-logic.admin_secret "$ADMIN_SECRET" ${LOGIC_ARGS:-} \
@@ -192,7 +203,7 @@ start_jobs() { # N WINDOW POLICY: N jobs of one consumer group ("job", or job1..
 		port=$((JOB_METRICS_PORT + 1000 * (k - 1)))
 		name=job
 		[ "$1" = 1 ] || name=job$k
-		"$BIN/job" -config configs/job.yaml -log.level warn \
+		env ${SERVER_ENV:-} ${JOB_ENV:-} "$BIN/job" -config configs/job.yaml -log.level warn \
 			-redis.addrs "$REDIS_ADDRS" -kafka.brokers "127.0.0.1:$KAFKA_PORT" \
 			-job.window "$2" -job.policy "$3" -job.push_secret "$SECRET" \
 			-job.metrics_addr "127.0.0.1:$port" ${JOB_ARGS:-} \
@@ -236,7 +247,7 @@ lt() {
 	if [ "${PERF:-0}" = 1 ]; then
 		# Sample every server process for 10 s once sending is under way.
 		local targets
-		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic|kafka|redis)' | cut -d= -f2 | paste -sd,)
+		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic|floor|kafka|redis)' | cut -d= -f2 | paste -sd,)
 		( sleep "${PERF_DELAY:-20}"
 		  perf record -q -F 499 -g -p "$targets" -o "$OUT/$name.perf.data" -- sleep 10 >/dev/null 2>&1
 		  perf report -i "$OUT/$name.perf.data" --no-children --sort comm,sym -g none 2>/dev/null \
@@ -283,15 +294,29 @@ scenario_S3() {
 		-exact-sample 3000 -target-p99 500ms
 }
 
+s4_steps() {
+	local d="$(scale 5 2)s"
+	val S4_STEPS "r$(scale 2000 100):$d,r$(scale 4000 200):$d,r$(scale 6000 300):$d,r$(scale 10000 400):$d,r$(scale 20000 500):$d,c16:$d,c64:$d,c256:$d"
+}
+
 scenario_S4() {
 	up 1 200ms coalesce
-	local d steps
+	local d
 	d="$(scale 5 2)s"
-	steps="r$(scale 2000 100):$d,r$(scale 4000 200):$d,r$(scale 6000 300):$d,r$(scale 10000 400):$d,r$(scale 20000 500):$d,c16:$d,c64:$d,c256:$d"
 	# One message per request, then 50 (logic.max_messages) per request.
-	lt S4 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(val S4_STEPS "$steps")"
+	lt S4 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)"
 	lt S4-batch50 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -per-post 50 \
 		-ingest "$(val S4B_STEPS "r$(scale 200 10):$d,r$(scale 400 20):$d,r$(scale 800 40):$d,c16:$d,c64:$d")"
+}
+
+# S4F: S4's single-message steps against a bare send endpoint (loadtest
+# -http-floor: net/http and JSON, nothing behind them) in logic's place. Its
+# CPU per request is the floor under logic's S4 figure on this machine.
+scenario_S4F() {
+	FLOOR=1
+	up 1 200ms coalesce
+	FLOOR=0
+	lt S4F -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)"
 }
 
 scenario_S5() {

@@ -20,7 +20,8 @@
 // With more viewers than -per-process it re-executes itself as worker
 // processes (-worker, driven over stdin/stdout) and merges their results.
 // -kafka-embedded ADDR runs the embedded Kafka-protocol broker instead,
-// for benchmark scripts on machines without Kafka. See BENCHMARKS.md.
+// for benchmark scripts on machines without Kafka, and -http-floor ADDR a
+// bare send endpoint with nothing behind it (scenario S4F). See BENCHMARKS.md.
 package main
 
 import (
@@ -69,6 +70,7 @@ func run(args []string) int {
 		kafkaData                = fs.String("kafka-data", "", "with -kafka-embedded: data directory (empty: in memory)")
 		kafkaTopic               = fs.String("kafka-topic", "danmaku-room", "with -kafka-embedded: topic to create")
 		kafkaParts               = fs.Int("kafka-partitions", 16, "with -kafka-embedded: partitions of the topic")
+		floorAddr                = fs.String("http-floor", "", "run only a bare POST /logic/send on this address (no rate limit, Redis or Kafka) until SIGTERM: net/http's and JSON's share of logic's cost")
 		ingest                   = fs.String("ingest", "", "ingest mode steps instead of -rate/-duration: rRATE:DUR (open loop) or cCONC:DUR (closed loop), comma separated, e.g. r10000:5s,r20000:5s,c64:10s")
 		jsonOut                  = fs.String("json", "", "write the report as JSON to this file")
 		svgOut                   = fs.String("svg", "", "write a chart of deliveries/s and latency to this SVG file")
@@ -136,6 +138,9 @@ func run(args []string) int {
 	}
 	if *kafkaAddr != "" {
 		return runKafka(ctx, *kafkaAddr, *kafkaData, *kafkaTopic, *kafkaParts)
+	}
+	if *floorAddr != "" {
+		return runFloor(ctx, *floorAddr)
 	}
 	c.Comets = comets
 	c.JobMetrics = jobMetrics
