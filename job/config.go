@@ -175,7 +175,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:   500 * time.Millisecond,
 		RebalanceTimeout:    5 * time.Second,
 		MaxWait:             100 * time.Millisecond,
-		FetchLinger:         5 * time.Millisecond,
+		FetchLinger:         20 * time.Millisecond,
 		DrainTimeout:        5 * time.Second,
 		RedisTimeout:        2 * time.Second,
 		LockRenewTimeout:    time.Second,
