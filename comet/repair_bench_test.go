@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -13,27 +12,6 @@ import (
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/route"
 )
-
-// commandCalls sums the calls of INFO commandstats: the commands Redis ran,
-// those run by scripts included, INFO itself left out.
-func commandCalls(b *testing.B, rdb redis.UniversalClient) int64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || name == "cmdstat_info" {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, _ := strconv.ParseInt(calls, 10, 64)
-		sum += n
-	}
-	return sum
-}
 
 // roundTrips counts the client's round trips: one per command sent alone,
 // one per pipeline.
@@ -93,11 +71,11 @@ func BenchmarkReregister(b *testing.B) {
 				if err := rdb.FlushAll(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				c0, t0 := commandCalls(b, rdb), trips.n.Load()
+				c0, t0 := redistest.Commands(b, rdb), trips.n.Load()
 				b.StartTimer()
 				s.reg.exclusive(s.heartbeat)
 				b.StopTimer()
-				cmds, rt = cmds+commandCalls(b, rdb)-c0, rt+trips.n.Load()-t0
+				cmds, rt = cmds+redistest.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
 				if got, err := rdb.HLen(ctx, "comet:connections:{"+s.ID()+"}").Result(); err != nil || got != int64(n) {
 					b.Fatalf("index lists %d (%v), want %d", got, err, n)
 				}
@@ -120,11 +98,11 @@ func BenchmarkReconcileClean(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
-				c0, t0 := commandCalls(b, rdb), trips.n.Load()
+				c0, t0 := redistest.Commands(b, rdb), trips.n.Load()
 				b.StartTimer()
 				s.reg.exclusive(func() { s.reconcile("bench") })
 				b.StopTimer()
-				cmds, rt = cmds+commandCalls(b, rdb)-c0, rt+trips.n.Load()-t0
+				cmds, rt = cmds+redistest.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(cmds)/float64(b.N), "commands/op")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -146,23 +145,6 @@ func joinWelcome(tb testing.TB, s *Server, room, extra string) (*websocket.Conn,
 
 func resumeQuery(epoch string, since int64) string {
 	return "since=" + strconv.FormatInt(since, 10) + "&epoch=" + epoch
-}
-
-// redisCalls reads the number of calls of cmd (lower case) from INFO
-// commandstats.
-func redisCalls(tb testing.TB, cmd string) int64 {
-	tb.Helper()
-	info, err := redistest.Client(tb).Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // expectValue waits for a counter to read want: joins and catch-ups are

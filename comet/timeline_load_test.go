@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 )
 
@@ -38,7 +39,7 @@ func TestResumeStormSingleFlight(t *testing.T) {
 	w := newTLRoom(t, store)
 	w.write(500)
 	n := stormViewers(t)
-	before := redisCalls(t, "llen") // only the history script calls LLEN
+	before := redistest.CommandCalls(t, redistest.Client(t))["llen"] // only the history script calls LLEN
 	start := time.Now()
 	errs := make(chan error, n)
 	hold := make(chan struct{}) // viewers stay until all caught up
@@ -60,7 +61,7 @@ func TestResumeStormSingleFlight(t *testing.T) {
 	took := time.Since(start)
 	close(hold)
 	wg.Wait()
-	reads := redisCalls(t, "llen") - before
+	reads := redistest.CommandCalls(t, redistest.Client(t))["llen"] - before
 	t.Logf("%d viewers resumed and caught up in %v with %d history reads (join %v, backfill %v)", n, took, reads,
 		value(t, s.metrics.historyReads.WithLabelValues(repairJoin)), value(t, s.metrics.historyReads.WithLabelValues("backfill")))
 	if reads < 1 || reads > 4 {

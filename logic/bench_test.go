@@ -52,11 +52,11 @@ func BenchmarkSend(b *testing.B) {
 	rooms, _ := strconv.Atoi(os.Getenv("BENCH_ROOMS"))
 	rooms = max(rooms, 1)
 	if os.Getenv("BENCH_DRIVER") == "wrk" {
-		cmds, cpu := redisCommands(b, e), processCPU()
+		cmds, cpu := redistest.Commands(b, e.rdb), processCPU()
 		n := benchWrk(b, e, clients)
 		// The process holds logic and the embedded broker; wrk runs apart.
 		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu_us/req")
-		b.ReportMetric(float64(redisCommands(b, e)-cmds)/n, "redis_cmds/msg")
+		b.ReportMetric(float64(redistest.Commands(b, e.rdb)-cmds)/n, "redis_cmds/msg")
 		reportProduce(b, e)
 		return
 	}
@@ -76,7 +76,7 @@ func BenchmarkSend(b *testing.B) {
 		latency []time.Duration
 	)
 	left.Store(int64(b.N))
-	cmdsBefore := redisCommands(b, e)
+	cmdsBefore := redistest.Commands(b, e.rdb)
 	b.ResetTimer()
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -117,20 +117,8 @@ func BenchmarkSend(b *testing.B) {
 	b.ReportMetric(float64(len(latency))/elapsed.Seconds(), "req/s")
 	b.ReportMetric(pct(0.50), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
-	b.ReportMetric(float64(redisCommands(b, e)-cmdsBefore)/float64(len(latency)), "redis_cmds/msg")
+	b.ReportMetric(float64(redistest.Commands(b, e.rdb)-cmdsBefore)/float64(len(latency)), "redis_cmds/msg")
 	reportProduce(b, e)
-}
-
-// redisCommands is the number of commands the Redis server ran so far,
-// Lua-internal ones included, INFO left out.
-func redisCommands(b *testing.B, e *testEnv) int64 {
-	var n int64
-	for name, calls := range redistest.CommandCalls(b, e.rdb) {
-		if name != "info" {
-			n += calls
-		}
-	}
-	return n
 }
 
 // processCPU is the CPU time this process used so far.

@@ -142,7 +142,7 @@ func TestBroadcastCommandsPerMessage(t *testing.T) {
 			ids[i] = testutil.Uniq("m")
 		}
 		rdb.Del(ctx, "room:cooldown:{"+room+"}") // the window of the batch before
-		before := serverCommands(t, rdb)
+		before := redistest.Commands(t, rdb)
 		b, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), o)
 		if err != nil || b.Status != route.Acquired || b.Pos[n-1] != b.Last {
 			t.Fatal(b, err)
@@ -150,7 +150,7 @@ func TestBroadcastCommandsPerMessage(t *testing.T) {
 		if err := s.ReleaseLock(ctx, b.Lock); err != nil {
 			t.Fatal(err)
 		}
-		if got := serverCommands(t, rdb) - before; got != int64(n)+12 {
+		if got := redistest.Commands(t, rdb) - before; got != int64(n)+12 {
 			t.Fatalf("%d commands for a batch of %d messages, want %d", got, n, n+12)
 		}
 	}

@@ -3,13 +3,12 @@ package route_test
 import (
 	"context"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
 )
@@ -35,45 +34,6 @@ func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
-// serverCommands sums the calls of INFO commandstats over every master:
-// what Redis executed, commands run by scripts included. INFO itself and
-// the cluster client's topology queries (CLUSTER ...) are left out.
-func serverCommands(tb testing.TB, rdb redis.UniversalClient) int64 {
-	tb.Helper()
-	ctx := context.Background()
-	var mu sync.Mutex
-	var sum int64
-	visit := func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-			if !ok || name == "cmdstat_info" || strings.HasPrefix(name, "cmdstat_cluster") {
-				continue
-			}
-			calls, _, _ := strings.Cut(rest, ",")
-			n, _ := strconv.ParseInt(calls, 10, 64)
-			mu.Lock()
-			sum += n
-			mu.Unlock()
-		}
-		return nil
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, visit)
-	case *redis.Client:
-		err = visit(ctx, c)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return sum
-}
-
 // meter measures round trips and server commands of the timed calls only.
 type meter struct {
 	b        *testing.B
@@ -91,7 +51,7 @@ func newMeter(b *testing.B, rdb redis.UniversalClient) *meter {
 
 func (m *meter) start() {
 	m.b.StopTimer()
-	m.c0 = serverCommands(m.b, m.rdb)
+	m.c0 = redistest.Commands(m.b, m.rdb)
 	m.t0 = m.trips.n.Load()
 	m.b.StartTimer()
 }
@@ -99,7 +59,7 @@ func (m *meter) start() {
 func (m *meter) stop() {
 	m.b.StopTimer()
 	m.rt += m.trips.n.Load() - m.t0
-	m.cmds += serverCommands(m.b, m.rdb) - m.c0
+	m.cmds += redistest.Commands(m.b, m.rdb) - m.c0
 	m.b.StartTimer()
 }
 

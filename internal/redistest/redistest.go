@@ -385,23 +385,57 @@ func Poll(tb testing.TB, d time.Duration, cond func() bool) {
 	}
 }
 
-// CommandCalls reads INFO commandstats of the server rdb talks to: the
-// calls of each command so far ("set", "evalsha", "client|setinfo"),
-// commands run by scripts included.
+// CommandCalls reads INFO commandstats of the server rdb talks to, or of
+// every master of a cluster, summed: the calls of each command so far
+// ("set", "evalsha", "client|setinfo"), commands run by scripts included.
 func CommandCalls(tb testing.TB, rdb redis.UniversalClient) map[string]int64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	ctx := context.Background()
+	var mu sync.Mutex
+	m := map[string]int64{}
+	visit := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+			if !ok {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			m[name] += n
+		}
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, visit)
+	case *redis.Client:
+		err = visit(ctx, c)
+	default:
+		tb.Fatalf("CommandCalls: unsupported client %T", rdb)
+	}
 	if err != nil {
 		tb.Fatalf("INFO commandstats: %v", err)
 	}
-	m := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		m[name], _ = strconv.ParseInt(calls, 10, 64)
-	}
 	return m
+}
+
+// Commands is the sum of CommandCalls: what Redis ran so far, commands run
+// by scripts included, INFO itself and a cluster client's topology queries
+// (CLUSTER ...) left out.
+func Commands(tb testing.TB, rdb redis.UniversalClient) int64 {
+	tb.Helper()
+	var sum int64
+	for name, n := range CommandCalls(tb, rdb) {
+		if name != "info" && !strings.HasPrefix(name, "cluster") {
+			sum += n
+		}
+	}
+	return sum
 }
