@@ -95,7 +95,7 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if err != nil {
 		d.log.Debug("delivery postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
-		d.release.add(req.room, b.Lock, msgs)
+		d.release.add(req.room, b.Lock)
 		return req.result(v, 0, true) // the scheduler sets the backoff
 	}
 	// A message id repeated inside one batch (a client retry that reached

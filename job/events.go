@@ -29,7 +29,7 @@ func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku
 	if err != nil {
 		d.log.Debug("event postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
-		d.release.add(req.room, b.Lock, []danmaku.Message{{ID: ev.ID}})
+		d.release.add(req.room, b.Lock, ev.ID)
 		return req.result(v, 0, true)
 	}
 	switch {

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -15,11 +14,12 @@ import (
 // Begin that timed out in a Redis stall is still queued in Redis and runs
 // when the stall ends: it then holds the room's lock with a token nobody
 // uses, and the room would wait for LockTTL. The releaser remembers the
-// tokens and ids of those calls per room and, once Redis answers a ping
-// sent after they failed (so their scripts have run), releases them with
-// AbortBroadcast: the room is blocked for one retry at most. One goroutine
-// for the job; an entry is dropped once its abort succeeded, or a lock and
-// claim TTL after Redis answered, when what it took has expired anyway.
+// tokens of those calls per room (and the ids of an event's claims) and,
+// once Redis answers a ping sent after they failed (so their scripts have
+// run), releases them with AbortBroadcast: the room is blocked for one
+// retry at most. One goroutine for the job; an entry is dropped once its
+// abort succeeded, or a lock and claim TTL after Redis answered, when what
+// it took has expired anyway.
 type releaser struct {
 	cfg   Config
 	owner string
@@ -54,8 +54,10 @@ func newReleaser(cfg Config, owner string, store *route.Store, m *metrics, log *
 }
 
 // add records a failed attempt on room: its lock (nil when nothing was
-// sent) and the messages whose ids it tried to claim.
-func (r *releaser) add(room string, lock *route.Lock, msgs []danmaku.Message) {
+// sent) and the ids of the event claims it tried to take. A batch passes
+// none: its messages' claims are final (they hold the positions the
+// attempt gave them) and AbortBroadcast leaves them.
+func (r *releaser) add(room string, lock *route.Lock, eventIDs ...string) {
 	if lock == nil {
 		return
 	}
@@ -70,8 +72,8 @@ func (r *releaser) add(room string, lock *route.Lock, msgs []danmaku.Message) {
 	} else {
 		a.tokens[maxTokens-1] = lock.Token
 	}
-	for _, m := range msgs {
-		a.ids[m.ID] = struct{}{}
+	for _, id := range eventIDs {
+		a.ids[id] = struct{}{}
 	}
 	r.mu.Unlock()
 	select {
