@@ -134,14 +134,14 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 // timeline's epoch is numbered 1, 2, 3... in the order of the deletions,
 // and the log keeps the newest DelLogSize. It returns the epoch, the
 // number of ids deleted in it (the dels of Head and History) and the ids
-// numbered after after that the log still holds, oldest first. A comet
-// that learns from a push or a read that more ids were deleted than it
-// applied (it missed a del event) reads the rest here.
+// numbered after after that the log still holds, oldest first (only those
+// leave Redis). A comet that learns from a push or a read that more ids
+// were deleted than it applied (it missed a del event) reads the rest here.
 func (s *Store) Deletions(ctx context.Context, room string, after int64) (epoch string, dels int64, ids []string, err error) {
 	if err := danmaku.CheckID("room", room); err != nil {
 		return "", 0, nil, err
 	}
-	res, err := deletionsScript.Run(ctx, s.rdb, []string{timelineKey(room), delsKey(room)}).Slice()
+	res, err := deletionsScript.Run(ctx, s.rdb, []string{timelineKey(room), delsKey(room)}, after).Slice()
 	if err != nil {
 		return "", 0, nil, wrap("deletions", err)
 	}
@@ -151,12 +151,10 @@ func (s *Store) Deletions(ctx context.Context, room string, after int64) (epoch 
 	epoch, _ = res[0].(string)
 	dels, _ = res[1].(int64)
 	log, _ := res[2].([]any)
-	first := dels - int64(len(log)) + 1 // the number of log[0]
-	for i, v := range log {
-		if first+int64(i) > after {
-			id, _ := v.(string)
-			ids = append(ids, id)
-		}
+	ids = make([]string, 0, len(log))
+	for _, v := range log {
+		id, _ := v.(string)
+		ids = append(ids, id)
 	}
 	return epoch, dels, ids, nil
 }

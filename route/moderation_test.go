@@ -245,6 +245,13 @@ func TestDeletionLog(t *testing.T) {
 		if want := int64(3 + route.DelLogSize + danmaku.MaxDelIDs); n != want || len(ids) != route.DelLogSize || ids[len(ids)-1] != "d10-99" {
 			t.Fatalf("log of %d ids, count %d, want %d kept of %d", len(ids), n, route.DelLogSize, want)
 		}
+		_, _, tail, _ := tl.s.Deletions(ctx, tl.room, n-2)
+		if fmt.Sprint(tail) != "[d10-98 d10-99]" {
+			t.Fatalf("deletions after %d: %v, want the last two", n-2, tail)
+		}
+		if _, _, none, _ := tl.s.Deletions(ctx, tl.room, n); len(none) != 0 {
+			t.Fatalf("deletions after all %d: %v", n, none)
+		}
 		// A new epoch (the timeline was lost) starts a new log.
 		rdb.Del(ctx, "room:timeline:{"+tl.room+"}")
 		tl.known = route.Head{}
