@@ -121,6 +121,15 @@ type Config struct {
 	// before the pushes (BeginBroadcast), the marks after them
 	// (EndBroadcast), and releasing the lock after a failed push.
 	RedisTimeout time.Duration `yaml:"redis_timeout" help:"bound of each Redis round trip of a delivery (guards, marks, unlock)"`
+	// WaitReplicas, when above 0, holds a batch until that many replicas of
+	// its room's master hold the positions it was given (WAIT, at most
+	// ReplicaTimeout); fewer in time is a Redis failure and the batch is
+	// retried. With one replica per master a failover then cannot lose a
+	// position that was pushed; a master without a live replica holds its
+	// rooms' batches until one is back. 0: no wait.
+	WaitReplicas int `yaml:"wait_replicas" help:"replicas of a room's master that must hold a batch's positions before it is pushed (0: no wait)"`
+	// ReplicaTimeout bounds that wait; it must be below RedisTimeout.
+	ReplicaTimeout time.Duration `yaml:"replica_timeout" help:"bound of the wait for wait_replicas; then the batch is retried"`
 	// LockRenewTimeout bounds one renewal of a room's lock while pushes run
 	// (every lock_ttl/3).
 	LockRenewTimeout time.Duration `yaml:"lock_renew_timeout" help:"bound of one lock renewal while pushes run (every lock_ttl/3)"`
@@ -178,6 +187,7 @@ func DefaultConfig() Config {
 		FetchLinger:         20 * time.Millisecond,
 		DrainTimeout:        5 * time.Second,
 		RedisTimeout:        2 * time.Second,
+		ReplicaTimeout:      500 * time.Millisecond,
 		LockRenewTimeout:    time.Second,
 		CommitTimeout:       5 * time.Second,
 		CometRefreshTimeout: 2 * time.Second,
@@ -236,6 +246,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("drain_timeout", "must be positive")
 	case c.PushSecret == "":
 		return config.Invalid("push_secret", "must not be empty")
+	case c.WaitReplicas < 0:
+		return config.Invalid("wait_replicas", "must not be negative")
+	case c.WaitReplicas > 0 && (c.ReplicaTimeout <= 0 || c.ReplicaTimeout >= c.RedisTimeout):
+		return config.Invalid("replica_timeout", "must be positive and below redis_timeout (%v)", c.RedisTimeout)
 	}
 	for _, d := range []struct {
 		field string

@@ -192,7 +192,8 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
 		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,
-		HistorySize: req.historySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known})
+		HistorySize: req.historySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known,
+		Replicas: d.cfg.WaitReplicas, ReplicaTimeout: d.cfg.ReplicaTimeout})
 }
 
 // pushAndEnd pushes the messages of send (with their positions) to the

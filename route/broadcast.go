@@ -111,6 +111,14 @@ type BeginOptions struct {
 	// it (Begin.Head), zero when it knows none. A stored timeline of the
 	// same epoch that is behind it lost writes, and a new epoch starts.
 	Known Head
+	// Replicas, when above 0, makes an Acquired call wait until that many
+	// replicas of the room's master hold what it wrote (WAIT on the
+	// script's connection, up to ReplicaTimeout). Fewer in time is an
+	// error, with the lock set for AbortBroadcast like any failed call:
+	// a failover to a replica then cannot lose positions the caller goes
+	// on to push.
+	Replicas       int
+	ReplicaTimeout time.Duration
 }
 
 // Begin is the outcome of BeginBroadcast; Status says which fields are set.
@@ -169,7 +177,15 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 	args = append([]any{o.Window.Milliseconds(), o.Owner, o.ClaimTTL.Milliseconds(), token,
 		o.LockTTL.Milliseconds(), o.HistorySize, o.HistoryTTL.Milliseconds(), newEpoch(),
 		o.Known.Epoch, o.Known.Last}, args...)
-	res, err := beginBroadcastScript.Run(ctx, s.rdb, keys, args...).Slice()
+	var (
+		res  []any
+		acks = int64(-1)
+	)
+	if o.Replicas > 0 {
+		res, acks, err = s.runReplicated(ctx, beginBroadcastScript, keys, args, o.Replicas, o.ReplicaTimeout)
+	} else {
+		res, err = beginBroadcastScript.Run(ctx, s.rdb, keys, args...).Slice()
+	}
 	if err != nil {
 		// The script may still run (or have run) in Redis: the token lets
 		// AbortBroadcast take the lock back.
@@ -180,6 +196,10 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
+	if Status(status) == Acquired && acks >= 0 && acks < int64(o.Replicas) {
+		b.Lock = &Lock{Room: room, Token: token}
+		return b, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "begin broadcast: %d of %d replicas acknowledged within %v", acks, o.Replicas, o.ReplicaTimeout)
+	}
 	b.Status = Status(status)
 	states, _ := res[2].([]any)
 	for _, v := range states {

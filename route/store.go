@@ -4,7 +4,9 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,6 +48,53 @@ func New(rdb redis.UniversalClient) *Store {
 // Ping reports whether Redis answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return wrap("ping", s.rdb.Ping(ctx).Err())
+}
+
+// runReplicated runs sc and then WAIT n timeout on one connection to the
+// master of keys[0] (one round trip): it returns the script's reply and
+// how many replicas acknowledged its writes. WAIT counts the writes of
+// its own connection, so it cannot go through the pool apart from the
+// script.
+func (s *Store) runReplicated(ctx context.Context, sc *redis.Script, keys []string, args []any, n int, timeout time.Duration) (res []any, acks int64, err error) {
+	var node *redis.Client
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
+			return nil, 0, err
+		}
+		defer func() {
+			if err != nil {
+				// The master may have moved or died: the next call reads
+				// the slots again instead of going back to it.
+				c.ReloadState(ctx)
+			}
+		}()
+	default:
+		return nil, 0, fmt.Errorf("unsupported client %T", s.rdb)
+	}
+	for loaded := false; ; loaded = true {
+		var ev, wait *redis.Cmd
+		_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			ev = sc.EvalSha(ctx, p, keys, args...)
+			wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
+			return nil
+		})
+		if !loaded && redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") {
+			if err = sc.Load(ctx, node).Err(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if res, err = ev.Slice(); err != nil {
+			return nil, 0, err
+		}
+		if acks, err = wait.Int64(); err != nil {
+			return nil, 0, err
+		}
+		return res, acks, nil
+	}
 }
 
 // wrap turns a Redis failure into an EUNAVAILABLE error; redis.Nil and nil

@@ -1,0 +1,120 @@
+package route_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/route"
+)
+
+// BeginBroadcast with Replicas 1 answers once the replica of the room's
+// master holds the positions it gave. With that replica stopped (SIGSTOP)
+// it fails within about ReplicaTimeout and hands back the lock's token,
+// where a call without Replicas hands out positions only the master holds
+// (a failover then loses them). Once the replica is back, the retry gets
+// the same position and the replica holds it.
+func TestBeginWaitsForReplica(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 2 * time.Second})
+	cfg := config.DefaultRedis()
+	cfg.Addrs = c.Addrs
+	rdb := route.Dial(cfg)
+	defer rdb.Close()
+	s := route.New(rdb)
+	ctx := context.Background()
+	tl := newTimeline(t, rdb, 100, time.Minute)
+	master, err := c.Master(redistest.Slot("{" + tl.room + "}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := replicaOf(t, c, master)
+	onReplica := replicaHistory(t, replica.Addr, tl.room)
+
+	const wait = 300 * time.Millisecond
+	tl.opts.Replicas, tl.opts.ReplicaTimeout = 1, wait
+	if b := tl.batch(msgsOf("m1")); b.Pos[0] != 1 {
+		t.Fatalf("first message at %v, want 1", b.Pos)
+	}
+	if n := onReplica(); n != 1 {
+		t.Fatalf("replica holds %d history entries after an acknowledged begin, want 1", n)
+	}
+
+	resume := replica.PauseUntilResumed(t)
+	start := time.Now()
+	b, err := s.BeginBroadcast(ctx, tl.room, msgsOf("m2"), tl.opts)
+	took := time.Since(start)
+	var de *danmaku.Error
+	if err == nil || !errors.As(err, &de) || de.Code != danmaku.EUNAVAILABLE || b.Lock == nil {
+		t.Fatalf("begin with the replica stopped = %+v, %v; want EUNAVAILABLE with the lock's token", b, err)
+	}
+	if took < wait || took > wait+2*time.Second {
+		t.Fatalf("begin with the replica stopped failed after %v, want about %v", took, wait)
+	}
+	// Without Replicas the same call would go ahead on the master alone.
+	noWait := tl.opts
+	noWait.Replicas = 0
+	if released, _, err := s.AbortBroadcast(ctx, tl.room, "job-a", []string{b.Lock.Token}, nil); !released || err != nil {
+		t.Fatalf("abort the unreplicated attempt: %v %v", released, err)
+	}
+	if b, err := s.BeginBroadcast(ctx, tl.room, msgsOf("m2"), noWait); err != nil || b.Status != route.Acquired || b.Pos[0] != 2 {
+		t.Fatalf("begin without Replicas, replica stopped = %+v, %v; want Acquired at 2 on the master alone", b, err)
+	} else if released, _, err := s.AbortBroadcast(ctx, tl.room, "job-a", []string{b.Lock.Token}, nil); !released || err != nil {
+		t.Fatalf("abort: %v %v", released, err)
+	}
+
+	resume()
+	b = tl.batch(msgsOf("m2"))
+	if b.Pos[0] != 2 || b.States[0] != route.Positioned {
+		t.Fatalf("retry after the replica came back = %+v; want m2 at its position 2", b)
+	}
+	if n := onReplica(); n != 2 {
+		t.Fatalf("replica holds %d history entries after the retry, want 2", n)
+	}
+}
+
+// replicaOf returns the server replicating master.
+func replicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Server) *redistest.Server {
+	t.Helper()
+	nodes, err := c.Nodes(master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, n := range nodes {
+		if n.Addr == master.Addr {
+			id = n.ID
+		}
+	}
+	for _, n := range nodes {
+		if !n.Master && n.MasterID == id {
+			if s := c.Server(n.Addr); s != nil {
+				return s
+			}
+		}
+	}
+	t.Fatalf("no replica of %s", master.Addr)
+	return nil
+}
+
+// replicaHistory returns a reader of the length of room's history on the
+// replica at addr.
+func replicaHistory(t *testing.T, addr, room string) func() int64 {
+	rc := redis.NewClient(&redis.Options{Addr: addr, OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+		return cn.ReadOnly(ctx).Err()
+	}})
+	t.Cleanup(func() { rc.Close() })
+	return func() int64 {
+		t.Helper()
+		n, err := rc.LLen(context.Background(), "room:history:{"+room+"}").Result()
+		if err != nil {
+			t.Fatalf("history on the replica: %v", err)
+		}
+		return n
+	}
+}
