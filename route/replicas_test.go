@@ -33,7 +33,10 @@ func TestBeginWaitsForReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replica := replicaOf(t, c, master)
+	replica, err := c.ReplicaOf(master)
+	if err != nil {
+		t.Fatal(err)
+	}
 	onReplica := replicaHistory(t, replica.Addr, tl.room)
 
 	const wait = 300 * time.Millisecond
@@ -76,30 +79,6 @@ func TestBeginWaitsForReplica(t *testing.T) {
 	if n := onReplica(); n != 2 {
 		t.Fatalf("replica holds %d history entries after the retry, want 2", n)
 	}
-}
-
-// replicaOf returns the server replicating master.
-func replicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Server) *redistest.Server {
-	t.Helper()
-	nodes, err := c.Nodes(master.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for _, n := range nodes {
-		if n.Addr == master.Addr {
-			id = n.ID
-		}
-	}
-	for _, n := range nodes {
-		if !n.Master && n.MasterID == id {
-			if s := c.Server(n.Addr); s != nil {
-				return s
-			}
-		}
-	}
-	t.Fatalf("no replica of %s", master.Addr)
-	return nil
 }
 
 // replicaHistory returns a reader of the length of room's history on the

@@ -223,6 +223,26 @@ func (c *Cluster) Master(slot int) (*Server, error) {
 	return nil, fmt.Errorf("master of slot %d: %v", slot, lastErr)
 }
 
+// ReplicaOf returns a running server that replicates master.
+func (c *Cluster) ReplicaOf(master *Server) (*Server, error) {
+	nodes, err := c.Nodes(master.Addr)
+	if err != nil {
+		return nil, err
+	}
+	var id string
+	for _, n := range nodes {
+		if n.Addr == master.Addr {
+			id = n.ID
+		}
+	}
+	for _, n := range nodes {
+		if s := c.Server(n.Addr); !n.Master && n.MasterID == id && s != nil && s.Running() {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("no replica of %s", master.Addr)
+}
+
 // Masters returns the addresses of the current masters, ordered as the
 // nodes were started.
 func (c *Cluster) Masters() ([]string, error) {
