@@ -59,7 +59,11 @@
 // deliveries were given, for HistoryTTL after the room's last delivery, and
 // passes it to the room's next BeginBroadcast, so a timeline that went back
 // in Redis (a failover that lost writes) starts a new epoch instead of
-// handing out positions twice. Invariants, whatever crashes:
+// handing out positions twice. With WaitReplicas set, BeginBroadcast also
+// waits (in the same round trip) until that many replicas of the room's
+// master hold the batch; fewer in ReplicaTimeout fails the delivery like
+// any Redis failure, so no push carries positions a failover can lose.
+// Invariants, whatever crashes:
 //
 //   - A push carries only positions BeginBroadcast returned, so every
 //     position a comet sees is in the history (until trimmed or expired) or
