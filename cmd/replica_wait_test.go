@@ -27,7 +27,7 @@ import (
 func TestReplicaWaitSurvivesFailover(t *testing.T) {
 	s := stacktest.New(t, stacktest.Options{Comets: 1, Jobs: 1,
 		Cluster: &redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: nodeTimeout},
-		Job:     []string{"-job.wait_replicas", "1", "-job.replica_timeout", "300ms"}})
+		Job:     []string{"-job.wait_replicas", "1", "-job.replica_timeout", "400ms"}})
 	c := s.Cluster
 	room := testutil.Uniq("room-")
 	slot := redistest.Slot("{" + room + "}")

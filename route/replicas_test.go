@@ -39,8 +39,10 @@ func TestBeginWaitsForReplica(t *testing.T) {
 	}
 	onReplica := replicaHistory(t, replica.Addr, tl.room)
 
-	const wait = 300 * time.Millisecond
-	tl.opts.Replicas, tl.opts.ReplicaTimeout = 1, wait
+	// Acknowledged calls get a bound a loaded machine keeps; the call
+	// with the replica stopped a short one, to time its failure.
+	const wait = 500 * time.Millisecond
+	tl.opts.Replicas, tl.opts.ReplicaTimeout = 1, 5*time.Second
 	if b := tl.batch(msgsOf("m1")); b.Pos[0] != 1 {
 		t.Fatalf("first message at %v, want 1", b.Pos)
 	}
@@ -49,8 +51,10 @@ func TestBeginWaitsForReplica(t *testing.T) {
 	}
 
 	resume := replica.PauseUntilResumed(t)
+	short := tl.opts
+	short.ReplicaTimeout = wait
 	start := time.Now()
-	b, err := s.BeginBroadcast(ctx, tl.room, msgsOf("m2"), tl.opts)
+	b, err := s.BeginBroadcast(ctx, tl.room, msgsOf("m2"), short)
 	took := time.Since(start)
 	var de *danmaku.Error
 	if err == nil || !errors.As(err, &de) || de.Code != danmaku.EUNAVAILABLE || b.Lock == nil {
