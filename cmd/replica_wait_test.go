@@ -31,14 +31,14 @@ func TestReplicaWaitSurvivesFailover(t *testing.T) {
 	c := s.Cluster
 	room := testutil.Uniq("room-")
 	slot := redistest.Slot("{" + room + "}")
-	master, err := c.Master(slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica, err := c.ReplicaOf(master)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var master, replica *redistest.Server
+	testutil.SucceedsSoon(t, 10*time.Second, func() (err error) {
+		if master, err = c.Master(slot); err != nil {
+			return err
+		}
+		replica, err = c.ReplicaOf(master)
+		return err
+	})
 	v := s.Viewer(t, room, s.Comets[0])
 	post := func(prefix string) []string {
 		t.Helper()
