@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
@@ -18,11 +20,7 @@ import (
 // found no master, instead of waiting for a MOVED that a dead node never
 // sends.
 func TestDialFollowsFailover(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
-	cfg := config.DefaultRedis()
-	cfg.Addrs = c.Addrs
-	rdb := route.Dial(cfg)
-	defer rdb.Close()
+	c, rdb := dialCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
 	user, room := testutil.Uniq("u"), testutil.Uniq("room-")
@@ -67,4 +65,15 @@ func TestDialFollowsFailover(t *testing.T) {
 		t.Fatalf("calls still fail %v after the promotion: %v", time.Since(promoted).Round(time.Millisecond), err)
 	}
 	t.Logf("served %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+}
+
+// dialCluster starts a cluster of spec and returns it with a client from
+// Dial's defaults, closed when t ends.
+func dialCluster(t *testing.T, spec redistest.ClusterSpec) (*redistest.Cluster, redis.UniversalClient) {
+	c := redistest.NewCluster(t, spec)
+	cfg := config.DefaultRedis()
+	cfg.Addrs = c.Addrs
+	rdb := route.Dial(cfg)
+	t.Cleanup(func() { rdb.Close() })
+	return c, rdb
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/redistest"
 	"github.com/danmaku/danmaku/internal/testutil"
 	"github.com/danmaku/danmaku/route"
@@ -22,11 +21,7 @@ import (
 // (a failover then loses them). Once the replica is back, the retry gets
 // the same position and the replica holds it.
 func TestBeginWaitsForReplica(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
-	cfg := config.DefaultRedis()
-	cfg.Addrs = c.Addrs
-	rdb := route.Dial(cfg)
-	defer rdb.Close()
+	c, rdb := dialCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
 	tl := newTimeline(t, rdb, 100, time.Minute)
