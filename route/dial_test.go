@@ -69,7 +69,7 @@ func TestDialFollowsFailover(t *testing.T) {
 
 // dialCluster starts a cluster of spec and returns it with a client from
 // Dial's defaults, closed when t ends.
-func dialCluster(t *testing.T, spec redistest.ClusterSpec) (*redistest.Cluster, redis.UniversalClient) {
+func dialCluster(t testing.TB, spec redistest.ClusterSpec) (*redistest.Cluster, redis.UniversalClient) {
 	c := redistest.NewCluster(t, spec)
 	cfg := config.DefaultRedis()
 	cfg.Addrs = c.Addrs

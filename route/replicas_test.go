@@ -3,6 +3,7 @@ package route_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,5 +98,36 @@ func replicaHistory(t *testing.T, addr, room string) func() int64 {
 			t.Fatalf("history on the replica: %v", err)
 		}
 		return n
+	}
+}
+
+// BenchmarkBeginReplicas measures BeginBroadcast of a 20-message batch and
+// the lock's release on a cluster with a replica per master, without and
+// with waiting for the replica (WAIT 1 on the script's connection).
+func BenchmarkBeginReplicas(b *testing.B) {
+	_, rdb := dialCluster(b, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
+	s := route.New(rdb)
+	ctx := context.Background()
+	for _, n := range []int{0, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			room := testutil.Uniq("room")
+			o := route.BeginOptions{Owner: "job-a", LockTTL: 5 * time.Second, Replicas: n, ReplicaTimeout: 5 * time.Second}
+			ids := make([]string, 20)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for k := range ids {
+					ids[k] = fmt.Sprintf("m%d-%d", i, k)
+				}
+				msgs := msgsOf(ids...)
+				bg, err := s.BeginBroadcast(ctx, room, msgs, o)
+				if err != nil || bg.Status != route.Acquired {
+					b.Fatal(bg.Status, err)
+				}
+				if err := s.ReleaseLock(ctx, bg.Lock); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+		})
 	}
 }
