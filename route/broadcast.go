@@ -179,10 +179,10 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		o.Known.Epoch, o.Known.Last}, args...)
 	var (
 		res  []any
-		acks = int64(-1)
+		acks int64
 	)
 	if o.Replicas > 0 {
-		res, acks, err = s.runReplicated(ctx, beginBroadcastScript, keys, args, o.Replicas, o.ReplicaTimeout)
+		res, acks, err = s.runReplicated(ctx, "begin broadcast", beginBroadcastScript, keys, args, o.Replicas, o.ReplicaTimeout)
 	} else {
 		res, err = beginBroadcastScript.Run(ctx, s.rdb, keys, args...).Slice()
 	}
@@ -196,7 +196,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
-	if Status(status) == Acquired && acks >= 0 && acks < int64(o.Replicas) {
+	if Status(status) == Acquired && acks < int64(o.Replicas) {
 		b.Lock = &Lock{Room: room, Token: token}
 		return b, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "begin broadcast: %d of %d replicas acknowledged within %v", acks, o.Replicas, o.ReplicaTimeout)
 	}

@@ -86,14 +86,17 @@ func (h reloadOnFailure) check(err error) {
 }
 
 // topologySuspect reports whether err may mean the cluster changed: no
-// Redis reply at all, or a node saying the cluster is down.
+// Redis reply at all, a node saying the cluster is down, or a redirection
+// (which the cluster client follows itself; a call on one node's client
+// sees it when the slot moved).
 func topologySuspect(err error) bool {
 	if errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
-		return strings.HasPrefix(re.Error(), "CLUSTERDOWN")
+		msg := re.Error()
+		return strings.HasPrefix(msg, "CLUSTERDOWN") || strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
 	}
 	return true
 }

@@ -50,51 +50,43 @@ func (s *Store) Ping(ctx context.Context) error {
 	return wrap("ping", s.rdb.Ping(ctx).Err())
 }
 
-// runReplicated runs sc and then WAIT n timeout on one connection to the
-// master of keys[0] (one round trip): it returns the script's reply and
-// how many replicas acknowledged its writes. WAIT counts the writes of
-// its own connection, so it cannot go through the pool apart from the
-// script.
-func (s *Store) runReplicated(ctx context.Context, sc *redis.Script, keys []string, args []any, n int, timeout time.Duration) (res []any, acks int64, err error) {
+// runReplicated runs sc and then WAIT n timeout in one pipeline on one
+// connection to the master of keys[0] (one round trip): it returns the
+// script's reply and how many replicas acknowledged its writes. WAIT
+// counts the writes of its own connection, so it cannot go through the
+// pool apart from the script.
+func (s *Store) runReplicated(ctx context.Context, op string, sc *redis.Script, keys []string, args []any, n int, timeout time.Duration) ([]any, int64, error) {
 	var node *redis.Client
+	check := func(error) {}
 	switch c := s.rdb.(type) {
 	case *redis.Client:
 		node = c
 	case *redis.ClusterClient:
+		var err error
 		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
-			return nil, 0, err
+			return nil, 0, wrap(op, err)
 		}
-		defer func() {
-			if err != nil {
-				// The master may have moved or died: the next call reads
-				// the slots again instead of going back to it.
-				c.ReloadState(ctx)
-			}
-		}()
+		// A node's client runs without the cluster client's hooks: what it
+		// meets goes to the same slot-map reload.
+		check = reloadOnFailure{c}.check
 	default:
 		return nil, 0, fmt.Errorf("unsupported client %T", s.rdb)
 	}
-	for loaded := false; ; loaded = true {
-		var ev, wait *redis.Cmd
-		_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ev = sc.EvalSha(ctx, p, keys, args...)
-			wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
-			return nil
-		})
-		if !loaded && redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") {
-			if err = sc.Load(ctx, node).Err(); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		if res, err = ev.Slice(); err != nil {
-			return nil, 0, err
-		}
-		if acks, err = wait.Int64(); err != nil {
-			return nil, 0, err
-		}
-		return res, acks, nil
+	var ev, wait *redis.Cmd
+	_, err := execPipeOn(ctx, node, op, func(p redis.Pipeliner) {
+		ev = sc.EvalSha(ctx, p, keys, args...)
+		wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
+	}, sc)
+	if err != nil {
+		check(err)
+		return nil, 0, err
 	}
+	res, err := ev.Slice()
+	if err != nil {
+		return nil, 0, wrap(op, err)
+	}
+	acks, err := wait.Int64()
+	return res, acks, wrap(op, err)
 }
 
 // wrap turns a Redis failure into an EUNAVAILABLE error; redis.Nil and nil
@@ -117,13 +109,24 @@ func wrap(op string, err error) error {
 // given, only those scripts are loaded: a hot path that sends one script
 // does not pay for loading every script of the package first.
 func (s *Store) execPipe(ctx context.Context, op string, fill func(p redis.Pipeliner), uses ...*redis.Script) ([]redis.Cmder, error) {
+	return execPipeOn(ctx, s.rdb, op, fill, uses...)
+}
+
+// piper is what execPipeOn needs of a client: the Store's, or one node's.
+type piper interface {
+	Pipeline() redis.Pipeliner
+	redis.Scripter
+}
+
+// execPipeOn is execPipe on c.
+func execPipeOn(ctx context.Context, c piper, op string, fill func(p redis.Pipeliner), uses ...*redis.Script) ([]redis.Cmder, error) {
 	for attempt := 0; ; attempt++ {
-		p := s.rdb.Pipeline()
+		p := c.Pipeline()
 		fill(p)
 		cmds, err := p.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if attempt == 0 && isNoScript(cmds) {
-				if lerr := s.loadScripts(ctx, uses...); lerr != nil {
+				if lerr := loadScripts(ctx, c, uses...); lerr != nil {
 					return cmds, wrap(op, lerr)
 				}
 				continue
@@ -143,14 +146,15 @@ func isNoScript(cmds []redis.Cmder) bool {
 	return false
 }
 
-// loadScripts loads list, or every script when list is empty, on every
-// master (ClusterClient.ScriptLoad goes to all shards).
-func (s *Store) loadScripts(ctx context.Context, list ...*redis.Script) error {
+// loadScripts loads list, or every script when list is empty, through c:
+// on every master for a cluster client (ClusterClient.ScriptLoad goes to
+// all shards).
+func loadScripts(ctx context.Context, c redis.Scripter, list ...*redis.Script) error {
 	if len(list) == 0 {
 		list = scripts
 	}
 	for _, sc := range list {
-		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+		if err := sc.Load(ctx, c).Err(); err != nil {
 			return err
 		}
 	}

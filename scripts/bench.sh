@@ -247,7 +247,7 @@ lt() {
 	if [ "${PERF:-0}" = 1 ]; then
 		# Sample every server process for 10 s once sending is under way.
 		local targets
-		targets=$(printf '%s\n' "${PROCS[@]}" | grep -E '^(comet|job|logic|floor|kafka|redis)' | cut -d= -f2 | paste -sd,)
+		targets=$(printf '%s\n' "${PROCS[@]}" | cut -d= -f2 | paste -sd,)
 		( sleep "${PERF_DELAY:-20}"
 		  perf record -q -F 499 -g -p "$targets" -o "$OUT/$name.perf.data" -- sleep 10 >/dev/null 2>&1
 		  perf report -i "$OUT/$name.perf.data" --no-children --sort comm,sym -g none 2>/dev/null \

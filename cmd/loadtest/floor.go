@@ -13,30 +13,25 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/logic"
 )
 
 // runFloor serves a bare POST /logic/send on addr until ctx ends: it reads
-// and decodes the request like logic (the same JSON shape, body limit and
-// server timeouts) and answers 202 with one message id per message, with no
-// rate limit, Redis or Kafka behind it. Scenario S4F drives it with S4's
+// and decodes the request like logic (its request and response types,
+// default body limit and server timeouts) and answers 202 with one message
+// id per message, with no rate limit, Redis or Kafka behind it. Scenario S4F drives it with S4's
 // steps; its CPU per request is what net/http and encoding/json alone cost
 // on the machine, the floor under logic's figure.
 func runFloor(ctx context.Context, addr string) int {
 	var next atomic.Uint64
+	cfg := logic.DefaultConfig()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logic/online", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]int{"online": 0})
 	})
 	mux.HandleFunc("POST /logic/send", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			RoomID   string `json:"roomId"`
-			UserID   int64  `json:"userId"`
-			UserName string `json:"userName"`
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+		var req logic.SendRequest
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes))
 		if err == nil {
 			err = json.Unmarshal(body, &req)
 		}
@@ -48,12 +43,10 @@ func runFloor(ctx context.Context, addr string) int {
 		for i := range ids {
 			ids[i] = strconv.FormatUint(next.Add(1), 36)
 		}
-		httpx.WriteJSON(w, http.StatusAccepted, struct {
-			MsgIDs []string `json:"msgIds"`
-		}{ids})
+		httpx.WriteJSON(w, http.StatusAccepted, logic.SendResponse{MsgIDs: ids})
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Fprintf(os.Stderr, "http floor listening on %s\n", addr)
