@@ -1,6 +1,9 @@
 package cmd_test
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -145,4 +148,42 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("online: %s", body)
 	}
 	p.Stop(t)
+}
+
+// Every line a role writes is a JSON object, also while Redis is down:
+// the Redis client's own complaints (a failed dial for each request) go
+// through the role's logger, sampled, instead of plain text on stderr.
+func TestRedisClientLogsAsJSON(t *testing.T) {
+	srv := redistest.New(t)
+	logicAddr := testutil.FreeAddr(t)
+	logic := start(t, "logic", "-config", "configs/logic.yaml", "-redis.addrs", srv.Addr,
+		"-kafka.brokers", stacktest.DevKafka(t), "-logic.listen", logicAddr)
+	getOK(t, "http://"+logicAddr+"/readyz")
+	srv.Kill()
+	body := `{"roomId":"json-logs","userId":7,"userName":"j","messages":[{"content":"hi"}]}`
+	var seen map[string]any
+	testutil.SucceedsSoon(t, 15*time.Second, func() error {
+		resp, err := http.Post("http://"+logicAddr+"/logic/send", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("send with Redis down: %d, want 503", resp.StatusCode)
+		}
+		for _, l := range logic.LogLines() {
+			if l["logger"] == "redis" && l["level"] == "warn" && strings.Contains(fmt.Sprint(l["msg"]), "connection refused") {
+				seen = l
+				return nil
+			}
+		}
+		return errors.New("no warn line of logger redis about the refused dial yet")
+	})
+	t.Logf("the client's line: %v", seen)
+	for _, line := range strings.Split(strings.TrimSpace(logic.Logs()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("logic wrote a line that is not a JSON object: %q", line)
+		}
+	}
 }

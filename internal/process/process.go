@@ -98,11 +98,28 @@ func Main(name string, cfg any, role Role) {
 }
 
 // Logger returns given when it is not nil, else a logger built from c.
+// A logger it builds also receives the go-redis client's own messages
+// (such as each failed dial while a server is down), at warn under the
+// name "redis", so they are JSON lines sampled like the role's own instead
+// of unsampled plain text on stderr.
 func Logger(given *zap.Logger, c config.Log) (*zap.Logger, error) {
 	if given != nil {
 		return given, nil
 	}
-	return telemetry.NewLogger(c)
+	log, err := telemetry.NewLogger(c)
+	if err != nil {
+		return nil, err
+	}
+	redis.SetLogger(redisLogger{log.Named("redis").WithOptions(zap.AddCallerSkip(2))})
+	return log, nil
+}
+
+// redisLogger passes go-redis's messages to zap. The formatted text is the
+// message, so the sampler counts repeats of the same message together.
+type redisLogger struct{ log *zap.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn(fmt.Sprintf(format, v...))
 }
 
 // CheckRedis pings Redis once at start-up and logs at warn when it does
