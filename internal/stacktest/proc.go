@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,7 +18,8 @@ import (
 )
 
 // Proc is one running binary of cmd/. Its output (the roles log JSON
-// lines to stderr) is kept over restarts and printed when the test fails.
+// lines to stderr) is kept over restarts. When the test fails it is
+// written to a file and its last lines are printed (see report).
 type Proc struct {
 	Name string
 	args []string
@@ -43,7 +47,7 @@ func Start(tb testing.TB, name string, env []string, args ...string) *Proc {
 	tb.Cleanup(func() {
 		p.Kill()
 		if tb.Failed() {
-			tb.Logf("%s output:\n%s", name, p.Logs())
+			tb.Log(p.report(tb))
 		}
 	})
 	return p
@@ -76,6 +80,86 @@ func (p *Proc) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.Write(b)
+}
+
+// Environment of the test run that sets what a failed test prints of a
+// process's output.
+const (
+	// LogLinesEnv is how many of the last lines are printed; 0 prints all.
+	LogLinesEnv = "STACKTEST_LOG_LINES"
+	// LogDirEnv is where the whole output is written (default: the
+	// system's temporary directory, under danmaku-test-logs).
+	LogDirEnv = "STACKTEST_LOG_DIR"
+)
+
+// report writes everything the process wrote to a file and returns its
+// name with the last lines (LogLinesEnv, 8 unless set), so a failure's own
+// message stays near the end of the test's output, where a CI log tail
+// shows it. Repeats of a line (timestamps aside) count as one, and lines
+// are cut at 400 bytes.
+func (p *Proc) report(tb testing.TB) string {
+	all := p.Logs()
+	where, err := saveLog(tb.Name()+"."+p.Name, all)
+	if err != nil {
+		where = fmt.Sprintf("no file (%v)", err)
+	}
+	keep := 8
+	if n, err := strconv.Atoi(os.Getenv(LogLinesEnv)); err == nil && n >= 0 {
+		keep = n
+	}
+	lines := collapse(strings.Split(strings.TrimRight(all, "\n"), "\n"))
+	if keep > 0 && len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	return fmt.Sprintf("%s output, all in %s; the last lines:\n%s", p.Name, where, strings.Join(lines, "\n"))
+}
+
+// saveLog writes text to a new file in the log directory (LogDirEnv)
+// whose name starts with name, and returns the file's path.
+func saveLog(name, text string) (string, error) {
+	dir := os.Getenv(LogDirEnv)
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "danmaku-test-logs")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".*.log")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
+}
+
+// stamp matches what makes two otherwise equal log lines differ: zap's
+// "ts" field and a Go log prefix's date and time.
+var stamp = regexp.MustCompile(`"ts":[0-9.e+]+|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?`)
+
+// collapse replaces each run of lines equal but for their time stamps by
+// its last line and a count, and cuts long lines.
+func collapse(lines []string) []string {
+	var out []string
+	for i := 0; i < len(lines); {
+		j := i + 1
+		key := stamp.ReplaceAllString(lines[i], "")
+		for j < len(lines) && stamp.ReplaceAllString(lines[j], "") == key {
+			j++
+		}
+		l := lines[j-1]
+		if len(l) > 400 {
+			l = l[:400] + " …"
+		}
+		if j-i > 1 {
+			l = fmt.Sprintf("%s  [%d times]", l, j-i)
+		}
+		out = append(out, l)
+		i = j
+	}
+	return out
 }
 
 // Logs returns everything the process wrote so far.
