@@ -37,6 +37,7 @@ func delivered(tb testing.TB, d time.Duration, ids []string, vs []*Viewer, stric
 	took := time.Since(start)
 	var report []string
 	bad, dupTotal := 0, 0
+	pos := positions(vs)
 	for i, v := range vs {
 		miss := v.Missing(ids)
 		dups, dupIDs := v.Duplicates()
@@ -54,6 +55,9 @@ func delivered(tb testing.TB, d time.Duration, ids []string, vs []*Viewer, stric
 			if dups > 0 {
 				line += fmt.Sprintf("; duplicates %v", dupIDs)
 			}
+			if len(report) < 3 {
+				line += "\n" + v.story(miss, pos)
+			}
 			report = append(report, line)
 		}
 	}
@@ -63,6 +67,53 @@ func delivered(tb testing.TB, d time.Duration, ids []string, vs []*Viewer, stric
 		return
 	}
 	tb.Logf("%d viewers showed all %d messages after %v; %d duplicates dropped", len(vs), len(ids), took.Round(time.Millisecond), dupTotal)
+}
+
+// positions maps each id the viewers showed to its epoch and position.
+func positions(vs []*Viewer) map[string]string {
+	m := map[string]string{}
+	for _, v := range vs {
+		for _, sh := range v.Shown() {
+			m[sh.ID] = fmt.Sprintf("%s/%d", sh.Epoch, sh.Pos)
+		}
+	}
+	return m
+}
+
+// story describes what a viewer that missed ids went through: where the
+// missing ids were (epoch/position, as other viewers showed them), its
+// welcomes, and its msgs frames, runs of live frames merged.
+func (v *Viewer) story(miss []string, pos map[string]string) string {
+	var b strings.Builder
+	if len(miss) > 0 {
+		b.WriteString("    missing at")
+		for _, id := range miss[:min(5, len(miss))] {
+			p, ok := pos[id]
+			if !ok {
+				p = "unknown (no viewer showed it)"
+			}
+			fmt.Fprintf(&b, " %s", p)
+		}
+		b.WriteString("\n")
+	}
+	for _, w := range v.Welcomes() {
+		fmt.Fprintf(&b, "    %s at %s\n", w, w.At.Format("15:04:05.000"))
+	}
+	b.WriteString("    frames:")
+	fs := v.Frames()
+	for i := 0; i < len(fs); {
+		f, j := fs[i], i+1
+		for j < len(fs) && !f.Replay && !fs[j].Replay && fs[j].Conn == f.Conn && fs[j].Epoch == f.Epoch && fs[j].First == fs[j-1].Last+1 {
+			j++
+		}
+		kind := "live"
+		if f.Replay {
+			kind = "replay"
+		}
+		fmt.Fprintf(&b, " [conn %d %s %s %d-%d ×%d]", f.Conn, kind, f.Epoch, f.First, fs[j-1].Last, j-i)
+		i = j
+	}
+	return b.String()
 }
 
 // missing reports the first viewer that has not shown every id.
