@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,13 +54,26 @@ func Soon(d time.Duration, fn func() error) error {
 
 // FreeAddr returns a loopback address whose port was free a moment ago,
 // for a server that must be given its address before it starts (a binary
-// started with a -listen flag).
+// started with a -listen flag). It never returns a port it returned before
+// in this process: the kernel may hand a just-closed port out again, and
+// two servers of one test given the same port would have one fail to bind
+// while the other answers its health check.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	tb.Fatal("no loopback port this process has not handed out already")
+	return ""
 }
+
+// handedOut holds the addresses FreeAddr returned.
+var handedOut sync.Map

@@ -38,3 +38,15 @@ func TestSoon(t *testing.T) {
 		t.Fatalf("Soon gave up after %v, want about 50ms", took)
 	}
 }
+
+// FreeAddr does not hand out one port twice, even when the kernel would.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 2000 {
+		a := FreeAddr(t)
+		if seen[a] {
+			t.Fatalf("%s handed out twice", a)
+		}
+		seen[a] = true
+	}
+}
