@@ -41,7 +41,13 @@ func TestClusterFailover(t *testing.T) {
 	began := time.Now()
 	s := stacktest.New(t, stacktest.Options{Comets: 3, Jobs: 2,
 		Cluster: &redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: nodeTimeout},
-		Job:     []string{"-job.lock_ttl", lockTTL.String()}})
+		Job:     []string{"-job.lock_ttl", lockTTL.String()},
+		// A viewer that joins during the outage is welcomed once the
+		// promotion is seen, and gets the room's history on join: all of
+		// it, so it too must show every message accepted. (With the
+		// default 20, a slow promotion leaves the first messages of a
+		// room out of a late joiner's history, as designed.)
+		Comet: []string{"-comet.history_on_join", "1000"}})
 	c := s.Cluster
 	hot, victim := hotRoom(t, s)
 	rooms := spreadRooms(t, c, hot, 49)
