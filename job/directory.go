@@ -85,9 +85,13 @@ func (d *cometDirectory) removeDead(ctx context.Context) {
 		return
 	}
 	for _, id := range dead {
-		n, err := d.store.RemoveComet(ctx, id)
+		n, renewed, err := d.store.RemoveDeadComet(ctx, id)
 		if err != nil {
 			d.log.Warn("remove dead comet", zap.String("comet", id), zap.Error(err))
+			continue
+		}
+		if renewed {
+			d.log.Info("dead comet renewed its lease; its routes stay", zap.String("comet", id))
 			continue
 		}
 		d.log.Info("removed routes of dead comet", zap.String("comet", id), zap.Int("connections", n))

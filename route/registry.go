@@ -180,6 +180,24 @@ func (s *Store) Online(ctx context.Context, room string) (int64, error) {
 // removed.
 const removeBatch = 500
 
+// RemoveDeadComet is RemoveComet for a comet DeadComets listed: it removes
+// nothing, and reports renewed, when the comet's lease is back (the comet
+// renewed it since, and may have registered its viewers again).
+func (s *Store) RemoveDeadComet(ctx context.Context, comet string) (removed int, renewed bool, err error) {
+	if err := danmaku.CheckID("comet", comet); err != nil {
+		return 0, false, err
+	}
+	n, err := s.rdb.Exists(ctx, cometKey(comet)).Result()
+	if err != nil {
+		return 0, false, wrap("remove comet", err)
+	}
+	if n > 0 {
+		return 0, true, nil
+	}
+	removed, err = s.RemoveComet(ctx, comet)
+	return removed, false, err
+}
+
 // RemoveComet deletes every route of comet: its connections in every room,
 // their info and user entries, its field in each room's counts, its index
 // and its lease. Used for a comet's own graceful shutdown and by the janitor

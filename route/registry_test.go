@@ -243,3 +243,53 @@ func TestDeadCometCleanup(t *testing.T) {
 		}
 	})
 }
+
+// A comet that renews its lease after the janitor listed it as dead keeps
+// its routes and its lease: RemoveDeadComet checks the lease again.
+func TestRemoveDeadCometRenewed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
+		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:3", Started: time.Now()}
+		if err := s.RenewLease(ctx, info, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		c := route.Conn{ID: comet + "-1", Room: room, Comet: comet}
+		if err := s.Register(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+			d, err := s.DeadComets(ctx)
+			if err == nil && !slices.Contains(d, comet) {
+				err = fmt.Errorf("dead comets %v, want %s", d, comet)
+			}
+			return err
+		})
+		if err := s.RenewLease(ctx, info, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		n, renewed, err := s.RemoveDeadComet(ctx, comet)
+		if err != nil || !renewed || n != 0 {
+			t.Fatalf("RemoveDeadComet of a renewed comet = %d, %v, %v; want 0, renewed", n, renewed, err)
+		}
+		if live, _ := s.LiveComets(ctx); live[comet].Addr != info.Addr {
+			t.Fatalf("the renewed lease is gone: %v", live)
+		}
+		if on, _ := s.Online(ctx, room); on != 1 {
+			t.Fatalf("online %d after RemoveDeadComet of a renewed comet, want 1", on)
+		}
+		// Once the lease is gone for good, the routes go.
+		if err := s.RenewLease(ctx, info, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		n, renewed, err = s.RemoveDeadComet(ctx, comet)
+		if err != nil || renewed || n != 1 {
+			t.Fatalf("RemoveDeadComet of a dead comet = %d, %v, %v; want 1 removed", n, renewed, err)
+		}
+		if on, _ := s.Online(ctx, room); on != 0 {
+			t.Fatalf("online %d after RemoveDeadComet, want 0", on)
+		}
+	})
+}
