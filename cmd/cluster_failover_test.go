@@ -222,29 +222,44 @@ func latest(t time.Time, vs []*stacktest.Viewer) time.Time {
 // viewers and returns how long after from that was.
 func onlineSettles(t *testing.T, s *stacktest.Stack, byRoom map[string][]*stacktest.Viewer, from time.Time) time.Duration {
 	t.Helper()
+	var lastWrong error
+	var lastWrongAt time.Time
 	err := testutil.Soon(30*time.Second, func() error {
-		var wrong []string
-		for r, vs := range byRoom {
-			want := len(vs)
-			got, err := s.Online(r)
-			if err != nil {
-				return err
-			}
-			if got != int64(want) {
-				wrong = append(wrong, fmt.Sprintf("%s: %d, want %d", r, got, want))
-			}
+		err := miscounted(s, byRoom)
+		if err != nil {
+			lastWrong, lastWrongAt = err, time.Now()
 		}
-		if len(wrong) > 0 {
-			return fmt.Errorf("%d rooms counted wrong: %s", len(wrong), strings.Join(wrong[:min(3, len(wrong))], "; "))
-		}
-		return nil
+		return err
 	})
 	took := time.Since(from)
 	if err != nil {
 		t.Fatalf("/logic/online still wrong %v after the promotion and the last join: %v", took.Round(time.Millisecond), err)
 	}
 	t.Logf("/logic/online right for every room %v after the promotion and the last join", took.Round(time.Millisecond))
+	if lastWrong != nil {
+		t.Logf("last seen wrong %v after them: %v", lastWrongAt.Sub(from).Round(time.Millisecond), lastWrong)
+	}
 	return took
+}
+
+// miscounted reports the rooms whose /logic/online is not their number
+// of viewers.
+func miscounted(s *stacktest.Stack, byRoom map[string][]*stacktest.Viewer) error {
+	var wrong []string
+	for r, vs := range byRoom {
+		want := len(vs)
+		got, err := s.Online(r)
+		if err != nil {
+			return err
+		}
+		if got != int64(want) {
+			wrong = append(wrong, fmt.Sprintf("%s: %d, want %d", r, got, want))
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%d rooms counted wrong: %s", len(wrong), strings.Join(wrong[:min(3, len(wrong))], "; "))
+	}
+	return nil
 }
 
 // refusedOnlyInWindow checks that every refusal of logic was answered
