@@ -91,7 +91,8 @@ func (d *cometDirectory) removeDead(ctx context.Context) {
 			continue
 		}
 		if renewed {
-			d.log.Info("dead comet renewed its lease; its routes stay", zap.String("comet", id))
+			d.log.Info("dead comet renewed its lease; what it registered since stays",
+				zap.String("comet", id), zap.Int("connections_removed_before", n))
 			continue
 		}
 		d.log.Info("removed routes of dead comet", zap.String("comet", id), zap.Int("connections", n))

@@ -59,7 +59,11 @@
 // A comet calls RenewLease every few seconds; comet:{id} expires when it
 // stops. LiveComets lists comets with a current lease (job pushes only to
 // those), DeadComets those whose lease expired, and RemoveComet deletes all
-// routes of one comet (graceful shutdown, or the janitor for dead ones).
+// routes of one comet (graceful shutdown, a restart with the same id). The
+// janitor uses RemoveDeadComet, which stops as soon as the lease is back: a
+// comet cut off by a Redis failover renews it and registers its viewers
+// again, and what the janitor removed before it stopped is written again by
+// the comet's next renewal.
 //
 // # Repair
 //
@@ -93,8 +97,8 @@
 // write is also in the comet's index, so a write that lands late is undone
 // by the next Reconcile or by RemoveComet. Per-connection keys have no TTL:
 // all are reachable from comet:connections, which shares its slot with the
-// lease, so RemoveComet (a restarting comet first, the janitor for an
-// expired lease) finds them; a refreshed TTL would cost two commands per
+// lease, so RemoveComet (a restarting comet first) and RemoveDeadComet (the
+// janitor, for an expired lease) find them; a refreshed TTL would cost two commands per
 // connection per refresh instead of about one per 33 connections.
 //
 // # Delivery guards

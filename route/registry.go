@@ -14,6 +14,8 @@ var (
 	registerScript    = script("register")
 	unregisterScript  = script("unregister")
 	removeCometScript = script("remove_comet")
+	// removeDeadIndexScript is RemoveDeadComet's last step.
+	removeDeadIndexScript = script("remove_dead_index")
 )
 
 // Conn is one viewer connection as the registry knows it.
@@ -180,43 +182,56 @@ func (s *Store) Online(ctx context.Context, room string) (int64, error) {
 // removed.
 const removeBatch = 500
 
-// RemoveDeadComet is RemoveComet for a comet DeadComets listed: it removes
-// nothing, and reports renewed, when the comet's lease is back (the comet
-// renewed it since, and may have registered its viewers again).
+// RemoveDeadComet is RemoveComet for a comet DeadComets listed, which may
+// renew its lease (and register its viewers again) while it runs: it checks
+// the lease before each room and before the last step, stops when the lease
+// is back and then reports renewed, leaving the lease, the index and the
+// routes written since. What it removed before is written again by the
+// comet's next renewal (its heartbeat finds routes lost).
 func (s *Store) RemoveDeadComet(ctx context.Context, comet string) (removed int, renewed bool, err error) {
-	if err := danmaku.CheckID("comet", comet); err != nil {
-		return 0, false, err
-	}
-	n, err := s.rdb.Exists(ctx, cometKey(comet)).Result()
-	if err != nil {
-		return 0, false, wrap("remove comet", err)
-	}
-	if n > 0 {
-		return 0, true, nil
-	}
-	removed, err = s.RemoveComet(ctx, comet)
-	return removed, false, err
+	return s.removeComet(ctx, comet, true)
 }
 
 // RemoveComet deletes every route of comet: its connections in every room,
 // their info and user entries, its field in each room's counts, its index
-// and its lease. Used for a comet's own graceful shutdown and by the janitor
-// for comets whose lease expired. Returns the number of connections removed.
+// and its lease. Used for a comet's own graceful shutdown and when a comet
+// restarts with the same id. Returns the number of connections removed.
 func (s *Store) RemoveComet(ctx context.Context, comet string) (int, error) {
+	n, _, err := s.removeComet(ctx, comet, false)
+	return n, err
+}
+
+// removeComet is RemoveComet, or RemoveDeadComet when dead.
+func (s *Store) removeComet(ctx context.Context, comet string, dead bool) (removed int, renewed bool, err error) {
 	if err := danmaku.CheckID("comet", comet); err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	leaseBack := func() (bool, error) {
+		n, err := s.rdb.Exists(ctx, cometKey(comet)).Result()
+		return n > 0, wrap("remove comet", err)
+	}
+	if dead {
+		if back, err := leaseBack(); err != nil || back {
+			return 0, back, err
+		}
 	}
 	idx, err := s.rdb.HGetAll(ctx, cometConnectionsKey(comet)).Result()
 	if err != nil {
-		return 0, wrap("remove comet", err)
+		return 0, false, wrap("remove comet", err)
 	}
 	byRoom := map[string][]Conn{}
 	for id, v := range idx {
 		room, user, _ := strings.Cut(v, ":")
 		byRoom[room] = append(byRoom[room], Conn{ID: id, Room: room, User: user, Comet: comet})
 	}
-	removed := 0
+	first := true
 	for room, conns := range byRoom {
+		if dead && !first {
+			if back, err := leaseBack(); err != nil || back {
+				return removed, back, err
+			}
+		}
+		first = false
 		for len(conns) > 0 {
 			chunk := conns[:min(len(conns), removeBatch)]
 			conns = conns[len(chunk):]
@@ -240,16 +255,28 @@ func (s *Store) RemoveComet(ctx context.Context, comet string) (int, error) {
 				}
 			})
 			if err != nil {
-				return removed, err
+				return removed, false, err
 			}
 			n, _ := script.Int()
 			removed += n
 		}
+	}
+	if dead {
+		var last *redis.Cmd
+		if _, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
+			last = removeDeadIndexScript.EvalSha(ctx, p, []string{cometKey(comet), cometConnectionsKey(comet)})
+		}); err != nil {
+			return removed, false, err
+		}
+		if n, _ := last.Int(); n == 0 {
+			return removed, true, nil
+		}
+		return removed, false, wrap("remove comet", s.rdb.SRem(ctx, cometsIndexKey, comet).Err())
 	}
 	_, err = s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
 		p.Del(ctx, cometConnectionsKey(comet))
 		p.Del(ctx, cometKey(comet))
 		p.SRem(ctx, cometsIndexKey, comet)
 	})
-	return removed, err
+	return removed, false, err
 }

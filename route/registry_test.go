@@ -293,3 +293,51 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 		}
 	})
 }
+
+// A comet that renews its lease while the janitor removes its routes stops
+// the removal: its lease, its index and the rooms not reached yet stay.
+func TestRemoveDeadCometRenewedMidway(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		comet := testutil.Uniq("comet")
+		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:4", Started: time.Now()}
+		index := "comet:connections:{" + comet + "}"
+		const rooms = 400
+		var conns []route.Conn
+		for i := range rooms {
+			conns = append(conns, route.Conn{ID: fmt.Sprintf("%s-%d", comet, i), Room: testutil.Uniq("room"), Comet: comet})
+		}
+		if _, err := s.RegisterAll(ctx, comet, conns); err != nil {
+			t.Fatal(err)
+		}
+		// The comet renews its lease once the removal has taken ten rooms.
+		renewedAt := make(chan int64, 1)
+		go func() {
+			defer close(renewedAt)
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if n, err := rdb.HLen(ctx, index).Result(); err == nil && n <= rooms-10 {
+					s.RenewLease(ctx, info, time.Minute)
+					renewedAt <- n
+					return
+				}
+			}
+		}()
+		removed, renewed, err := s.RemoveDeadComet(ctx, comet)
+		at, ok := <-renewedAt
+		if !ok {
+			t.Fatal("the removal never took ten rooms")
+		}
+		if err != nil || !renewed || removed >= rooms || removed < int(rooms-at) {
+			t.Fatalf("RemoveDeadComet = %d, %v, %v; want renewed after at least %d of %d", removed, renewed, err, rooms-at, rooms)
+		}
+		if live, _ := s.LiveComets(ctx); live[comet].Addr != info.Addr {
+			t.Fatalf("the renewed lease is gone: %v", live)
+		}
+		if n, err := rdb.HLen(ctx, index).Result(); err != nil || n != int64(rooms-removed) {
+			t.Fatalf("index holds %d (%v) after %d removed, want %d", n, err, removed, rooms-removed)
+		}
+		t.Logf("renewed after %d of %d rooms; the removal stopped after %d", rooms-at, rooms, removed)
+	})
+}
