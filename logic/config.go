@@ -184,3 +184,9 @@ func (c *Config) Validate() error {
 
 // authOn reports whether senders must present a JWT.
 func (c *Config) authOn() bool { return c.Auth == config.AuthJWT }
+
+// WriteTimeout is the HTTP server's write timeout: a request may wait for
+// Redis and then Kafka, so it leaves room for both.
+func (c Config) WriteTimeout() time.Duration {
+	return c.RedisTimeout + c.ProduceTimeout + 5*time.Second
+}

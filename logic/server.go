@@ -203,10 +203,9 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           mux,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
-		// A request may wait for Redis and then Kafka; leave room for both.
-		WriteTimeout: s.cfg.RedisTimeout + s.cfg.ProduceTimeout + 5*time.Second,
-		IdleTimeout:  s.cfg.IdleTimeout,
-		ErrorLog:     zap.NewStdLog(s.log.Named("http")),
+		WriteTimeout:      s.cfg.WriteTimeout(),
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	s.served = make(chan struct{})
 	go func() {

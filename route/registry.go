@@ -210,11 +210,6 @@ func (s *Store) removeComet(ctx context.Context, comet string, dead bool) (remov
 		n, err := s.rdb.Exists(ctx, cometKey(comet)).Result()
 		return n > 0, wrap("remove comet", err)
 	}
-	if dead {
-		if back, err := leaseBack(); err != nil || back {
-			return 0, back, err
-		}
-	}
 	idx, err := s.rdb.HGetAll(ctx, cometConnectionsKey(comet)).Result()
 	if err != nil {
 		return 0, false, wrap("remove comet", err)
@@ -224,14 +219,12 @@ func (s *Store) removeComet(ctx context.Context, comet string, dead bool) (remov
 		room, user, _ := strings.Cut(v, ":")
 		byRoom[room] = append(byRoom[room], Conn{ID: id, Room: room, User: user, Comet: comet})
 	}
-	first := true
 	for room, conns := range byRoom {
-		if dead && !first {
+		if dead {
 			if back, err := leaseBack(); err != nil || back {
 				return removed, back, err
 			}
 		}
-		first = false
 		for len(conns) > 0 {
 			chunk := conns[:min(len(conns), removeBatch)]
 			conns = conns[len(chunk):]

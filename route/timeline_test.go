@@ -164,12 +164,7 @@ func TestHistoryBoundedAndExpiring(t *testing.T) {
 func flushAll(t *testing.T, rdb redis.UniversalClient) {
 	t.Helper()
 	ctx := context.Background()
-	var err error
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
-	} else {
-		err = rdb.FlushAll(ctx).Err()
-	}
+	err := redistest.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 // runFloor serves a bare POST /logic/send on addr until ctx ends: it reads
 // and decodes the request like logic (its request and response types,
 // default body limit and server timeouts) and answers 202 with one message
-// id per message, with no rate limit, Redis or Kafka behind it. Scenario S4F drives it with S4's
-// steps; its CPU per request is what net/http and encoding/json alone cost
+// id per message, with no rate limit, Redis or Kafka behind it. Scenario
+// S4F drives it with S4's steps; its CPU per request is what net/http and encoding/json alone cost
 // on the machine, the floor under logic's figure.
 func runFloor(ctx context.Context, addr string) int {
 	var next atomic.Uint64
@@ -46,7 +46,7 @@ func runFloor(ctx context.Context, addr string) int {
 		httpx.WriteJSON(w, http.StatusAccepted, logic.SendResponse{MsgIDs: ids})
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout}
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout(), IdleTimeout: cfg.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Fprintf(os.Stderr, "http floor listening on %s\n", addr)

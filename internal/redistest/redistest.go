@@ -411,19 +411,23 @@ func CommandCalls(tb testing.TB, rdb redis.UniversalClient) map[string]int64 {
 		}
 		return nil
 	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, visit)
-	case *redis.Client:
-		err = visit(ctx, c)
-	default:
-		tb.Fatalf("CommandCalls: unsupported client %T", rdb)
-	}
-	if err != nil {
+	if err := ForEachMaster(ctx, rdb, visit); err != nil {
 		tb.Fatalf("INFO commandstats: %v", err)
 	}
 	return m
+}
+
+// ForEachMaster calls fn with a client of each master of a cluster client
+// (concurrently, as ClusterClient.ForEachMaster does), or with rdb itself
+// when it talks to one server.
+func ForEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unsupported client %T", rdb)
 }
 
 // Commands is the sum of CommandCalls: what Redis ran so far, commands run

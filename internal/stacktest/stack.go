@@ -284,11 +284,7 @@ func (s *Stack) Keys(pattern string) ([]string, error) {
 		}
 		return iter.Err()
 	}
-	if rc, ok := s.rdb.(*redis.ClusterClient); ok {
-		err := rc.ForEachMaster(ctx, scan)
-		return keys, err
-	}
-	err := scan(ctx, s.rdb.(*redis.Client))
+	err := redistest.ForEachMaster(ctx, s.rdb, scan)
 	return keys, err
 }
 
