@@ -150,20 +150,21 @@ func TestBrowserJoinBadRoom(t *testing.T) {
 	waitShows(t, tab, "page after a server-refused join", "after the server refused")
 }
 
-// TestBrowserReadmeExample runs the README's danmaku.js example as a
-// classic script: it must load without a page error and get its answers.
-func TestBrowserReadmeExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestBrowserClientDocExample runs the danmaku.js example of
+// docs/client.md as a classic script: it must load without a page error and
+// get its answers.
+func TestBrowserClientDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/client.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mt := regexp.MustCompile("(?s)```html\n<script src=\"/danmaku.js\"></script>\n<script>\n(.*?)</script>\n```").FindSubmatch(readme)
+	mt := regexp.MustCompile("(?s)```html\n<script src=\"/danmaku.js\"></script>\n<script>\n(.*?)</script>\n```").FindSubmatch(doc)
 	if mt == nil {
-		t.Fatal("README lacks the danmaku.js example")
+		t.Fatal("docs/client.md lacks the danmaku.js example")
 	}
 	m := startMain(t)
 	browser := newBrowser(t)
-	if err := chromedp.Do(browser, chromedp.Navigate(m.URL()+"?room=readme_example")); err != nil {
+	if err := chromedp.Do(browser, chromedp.Navigate(m.URL()+"?room=client_doc_example")); err != nil {
 		t.Fatal(err)
 	}
 	evalTo[bool](t, browser, `(() => { window.__logs = []; window.__errors = [];
@@ -178,7 +179,7 @@ func TestBrowserReadmeExample(t *testing.T) {
 		chromedp.WithPollingTimeout(15*time.Second)))
 	errs := evalTo[[]string](t, browser, `__errors`)
 	if err != nil || len(errs) > 0 {
-		t.Fatalf("README example: %v, errors %v, logs %v", err, errs, evalTo[[]string](t, browser, `__logs`))
+		t.Fatalf("docs/client.md example: %v, errors %v, logs %v", err, errs, evalTo[[]string](t, browser, `__logs`))
 	}
 }
 

@@ -10,7 +10,7 @@
 // Supported leaf kinds: string, bool, integers, float64, time.Duration and
 // []string (comma separated in env and flags). Each leaf carries its
 // one-line description in a `help` struct tag; -help prints it, and the
-// README's configuration table is checked against it.
+// configuration table of docs/config.md is generated from it.
 //
 // Parse fills the value; Validate runs every section's Validate method once
 // and names the offending key by its full dotted path ("comet.secret").

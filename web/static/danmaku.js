@@ -24,7 +24,7 @@
  *     .then(n => console.log(n), e => console.log(e.code, e.message));
  *   client.close();
  *
- * What it takes care of (README.md, "Browser client", says more):
+ * What it takes care of (docs/client.md says more):
  *  - heartbeat: {"op":"ping"} every heartbeatMs of the welcome; a server
  *    silent for two periods plus 5 s means reconnect;
  *  - reconnect with exponential backoff and full jitter;

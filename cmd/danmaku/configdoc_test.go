@@ -12,10 +12,10 @@ import (
 	"github.com/danmaku/danmaku/web"
 )
 
-// readmeTableHeader starts the README's configuration table.
-const readmeTableHeader = "| key | environment variable | default (role binaries) | all-in-one | meaning |\n|---|---|---|---|---|\n"
+// configTableHeader starts the configuration table of docs/config.md.
+const configTableHeader = "| key | environment variable | default (role binaries) | all-in-one | meaning |\n|---|---|---|---|---|\n"
 
-// configTable renders the README's table of every knob from the
+// configTable renders docs/config.md's table of every knob from the
 // configuration structs: key, variable, the role binaries' default, the
 // all-in-one binary's where it differs, and the help tag.
 func configTable() string {
@@ -39,7 +39,7 @@ func configTable() string {
 		return "`" + v + "`"
 	}
 	var b strings.Builder
-	b.WriteString(readmeTableHeader)
+	b.WriteString(configTableHeader)
 	for _, k := range config.Knobs(&roles) {
 		other := ""
 		if a := aioKnobs[k.Key]; a.Default != k.Default {
@@ -50,31 +50,34 @@ func configTable() string {
 	return b.String()
 }
 
-// The README's configuration table is generated from the help tags and
-// defaults; UPDATE_README=1 rewrites it.
-func TestReadmeConfigTable(t *testing.T) {
-	const path = "../../README.md"
+// The configuration table of docs/config.md is generated from the help
+// tags and defaults; UPDATE_DOCS=1 rewrites it.
+func TestConfigDocTable(t *testing.T) {
+	const path = "../../docs/config.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
-	start := strings.Index(readme, readmeTableHeader)
+	doc := string(b)
+	start := strings.Index(doc, configTableHeader)
 	if start < 0 {
-		t.Fatal("README has no configuration table")
+		t.Fatal("docs/config.md has no configuration table")
 	}
-	end := start + strings.Index(readme[start:], "\n\n") + 1
+	end := start + strings.Index(doc[start:], "\n\n") + 1
+	if end <= start { // the table ends the file
+		end = len(doc)
+	}
 	want := configTable()
-	if readme[start:end] == want {
+	if doc[start:end] == want {
 		return
 	}
-	if os.Getenv("UPDATE_README") == "1" {
-		if err := os.WriteFile(path, []byte(readme[:start]+want+readme[end:]), 0o644); err != nil {
+	if os.Getenv("UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(path, []byte(doc[:start]+want+doc[end:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README's configuration table differs from the help tags and defaults; run UPDATE_README=1 go test -run TestReadmeConfigTable ./cmd/danmaku/\nwant:\n%s", want)
+	t.Errorf("docs/config.md's configuration table differs from the help tags and defaults; run UPDATE_DOCS=1 go test -run TestConfigDocTable ./cmd/danmaku/\nwant:\n%s", want)
 }
 
 // Every knob has a one-line description.
