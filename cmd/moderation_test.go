@@ -173,7 +173,9 @@ func (r *secureRoles) checkDelete(t *testing.T) {
 	if !slices.Equal(onJoin, kept) {
 		t.Fatalf("history on join %v, want %v", onJoin, kept)
 	}
-	resp, err := http.Get(r.logicURL + "/logic/history?since=0&roomId=" + room)
+	req, _ := http.NewRequest(http.MethodGet, r.logicURL+"/logic/history?since=0&roomId="+room, nil)
+	req.Header.Set("Authorization", "Bearer "+r.keys.Token(t, 50, "", []string{room}))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,22 @@ type answer struct {
 // address ip (X-Forwarded-For through the trusted local proxy).
 func (r *secureRoles) post(t *testing.T, path, bearer, ip, body string) answer {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, r.logicURL+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	return r.do(t, http.MethodPost, path, bearer, ip, body)
+}
+
+// get reads path of logic with an optional bearer token, from the client
+// address ip.
+func (r *secureRoles) get(t *testing.T, path, bearer, ip string) answer {
+	t.Helper()
+	return r.do(t, http.MethodGet, path, bearer, ip, "")
+}
+
+func (r *secureRoles) do(t *testing.T, method, path, bearer, ip, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(method, r.logicURL+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
@@ -174,6 +188,20 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"code":"forbidden"`) {
 			t.Fatalf("join outside the token's rooms: %s %v", data, err)
+		}
+	})
+	t.Run("reads of a room", func(t *testing.T) {
+		for _, path := range []string{"/logic/history?roomId=" + room, "/logic/online?roomId=" + room} {
+			expect(t, path+" without a token", r.get(t, path, "", "192.0.2.30"), 401, "unauthenticated")
+			for _, a := range k.Attacks(t, 42) {
+				expect(t, path+" "+a.Name, r.get(t, path, a.Token, "192.0.2.30"), 401, "unauthenticated")
+			}
+			other := r.get(t, path, k.Token(t, 42, "", []string{room + "x"}), "192.0.2.30")
+			expect(t, path+" outside the token's rooms", other, 403, "permission_denied")
+			if other.Error.Field != "roomId" {
+				t.Errorf("%s: field %q, want roomId", path, other.Error.Field)
+			}
+			expect(t, path+" with a token for the room", r.get(t, path, k.Token(t, 42, "", []string{room}), "192.0.2.30"), 200, "")
 		}
 	})
 	t.Run("impersonation", func(t *testing.T) {

@@ -32,11 +32,15 @@ type HistoryResponse struct {
 // serveHistory is GET /logic/history?roomId=R[&since=P][&limit=N]: with
 // since, the oldest messages after position P (from the oldest kept when P
 // is older); without, the newest limit messages. One Redis script call.
+// Guarded like a send (authorizeRead).
 func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodGet) {
 		return
 	}
 	room, since, limit, err := historyQuery(r)
+	if err == nil {
+		err = s.authorizeRead(r, room)
+	}
 	if err != nil {
 		httpx.WriteError(w, err)
 		return

@@ -33,6 +33,22 @@ func (s *Server) authenticate(r *http.Request) (*auth.Claims, error) {
 	return &c, nil
 }
 
+// authorizeRead guards a read of a room's data (its history, its viewer
+// count) as /ws and /logic/send are guarded: with auth on, a verified token
+// (401 without one) that allows the room (403 naming roomId). With auth off
+// anybody may read, as anybody may join.
+func (s *Server) authorizeRead(r *http.Request, room string) error {
+	c, err := s.authenticate(r)
+	if err != nil || c == nil {
+		return err
+	}
+	if !c.AllowsRoom(room) {
+		s.m.observeRefused("forbidden")
+		return danmaku.Errorf(httpx.CodeForbidden, "roomId", "the token does not allow this room")
+	}
+	return nil
+}
+
 // applyClaims makes the token, not the body, say who sends: the user id and
 // name are the token's (a token without a name shows the user id), a body
 // userId that names somebody else is refused, and so is a room the token

@@ -418,13 +418,18 @@ func (s *Server) redisError(op string, err error) error {
 	return err
 }
 
-// serveOnline is GET /logic/online?roomId=: the room's viewer count.
+// serveOnline is GET /logic/online?roomId=: the room's viewer count, guarded
+// like a send (authorizeRead).
 func (s *Server) serveOnline(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodGet) {
 		return
 	}
 	room := r.URL.Query().Get("roomId")
-	if err := danmaku.CheckID("roomId", room); err != nil {
+	err := danmaku.CheckID("roomId", room)
+	if err == nil {
+		err = s.authorizeRead(r, room)
+	}
+	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
