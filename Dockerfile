@@ -13,7 +13,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
-        ./cmd/logic ./cmd/job ./cmd/comet ./cmd/danmaku
+        ./cmd/logic ./cmd/job ./cmd/comet ./cmd/danmaku ./cmd/healthcheck
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
