@@ -297,3 +297,42 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 		}
 	})
 }
+
+// The all-in-one serves the development token endpoint only with the
+// secret it made itself at start (and says so loudly); with an operator's
+// secret, which role binaries may share, /dev/token does not exist and
+// the page does not ask for it.
+func TestDevTokenOnlyWithGeneratedSecret(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		endpoint bool
+	}{
+		{"configured secret", []string{"-auth.hmac_secret", "an-operators-real-secret-of-32-bytes!"}, false},
+		{"generated secret", nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := testutil.FreeAddr(t)
+			p := start(t, "danmaku", append([]string{"-logic.listen", addr, "-logic.auth", "jwt", "-comet.auth", "jwt"}, tc.args...)...)
+			getOK(t, "http://"+addr+"/readyz")
+			resp, err := http.Get("http://" + addr + "/dev/token?uid=42&name=mallory")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			page := string(getOK(t, "http://"+addr+"/"))
+			loud := strings.Contains(p.Logs(), "DEVELOPMENT MODE")
+			if tc.endpoint {
+				if resp.StatusCode != 200 || !strings.Contains(string(b), `"token"`) || !strings.Contains(page, "danmaku-dev-token") || !loud {
+					t.Fatalf("generated secret: /dev/token %d %s, page meta %v, loud log %v", resp.StatusCode, b, strings.Contains(page, "danmaku-dev-token"), loud)
+				}
+				return
+			}
+			if resp.StatusCode != 404 || strings.Contains(string(b), "token\":") || strings.Contains(page, "danmaku-dev-token") || loud {
+				t.Fatalf("configured secret: /dev/token %d %s (want 404), page meta %v, loud log %v", resp.StatusCode, b, strings.Contains(page, "danmaku-dev-token"), loud)
+			}
+		})
+	}
+}

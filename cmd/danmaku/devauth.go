@@ -23,7 +23,9 @@ const devTokenTTL = 12 * time.Hour
 
 // devAuth gives the auth section a random HMAC secret when a door has auth
 // on and the section names no key, so "-logic.auth=jwt -comet.auth=jwt"
-// alone runs the demo with tokens. It reports whether it did.
+// alone runs the demo with tokens. It reports whether it did: only then
+// is the development token endpoint served, never with a configured
+// secret or key, which role binaries may share.
 func (m *Main) devAuth() bool {
 	c := &m.Config
 	if !c.authOn() || c.Auth.HMACSecret != "" || len(c.Auth.PublicKeys) > 0 {
@@ -49,11 +51,11 @@ func (m *Main) authVerifier(devSecret bool) (*auth.Verifier, error) {
 	fields := []zap.Field{zap.String("logic.auth", c.Logic.Auth), zap.String("comet.auth", c.Comet.Auth),
 		zap.Strings("algorithms", v.Algorithms())}
 	if devSecret {
-		m.log.Info("auth.hmac_secret is empty: using a random one for this process", fields...)
-	}
-	if c.Auth.HMACSecret != "" {
-		m.log.Warn("development token endpoint "+devTokenPath+" is on: anybody can get a token for any user; "+
-			"production runs the role binaries, which have none", fields...)
+		m.log.Warn("DEVELOPMENT MODE: auth has no configured key, so this process made a random HS256 secret "+
+			"and serves "+devTokenPath+", where anybody can get a token for any user; configure auth.hmac_secret or "+
+			"auth.public_keys to turn the endpoint off (production runs the role binaries, which have none)", fields...)
+	} else {
+		m.log.Info("tokens are checked with the configured auth keys; "+devTokenPath+" is off", fields...)
 	}
 	return v, nil
 }

@@ -113,14 +113,17 @@ type Main struct {
 
 	log      *zap.Logger
 	verifier *auth.Verifier // nil: both doors have auth off
-	emb      embedded
-	rdb      redis.UniversalClient
-	comet    *comet.Server
-	logic    *logic.Server
-	job      *job.Job
-	pusher   *push.Client
-	http     *http.Server
-	ln       net.Listener
+	// devSecret: the auth secret was made at start (devAuth), so the
+	// development token endpoint is served.
+	devSecret bool
+	emb       embedded
+	rdb       redis.UniversalClient
+	comet     *comet.Server
+	logic     *logic.Server
+	job       *job.Job
+	pusher    *push.Client
+	http      *http.Server
+	ln        net.Listener
 
 	served chan struct{} // closed when Serve returns
 
@@ -176,7 +179,7 @@ func (m *Main) Run(ctx context.Context) error {
 		c.Comet.Secret = hex.EncodeToString(b[:])
 	}
 	c.Job.PushSecret = c.Comet.Secret
-	devSecret := m.devAuth()
+	m.devSecret = m.devAuth()
 	if err := config.Validate(c); err != nil {
 		return err
 	}
@@ -185,7 +188,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
-	if m.verifier, err = m.authVerifier(devSecret); err != nil {
+	if m.verifier, err = m.authVerifier(m.devSecret); err != nil {
 		return err
 	}
 
@@ -289,7 +292,7 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/ws", m.comet.PublicHandler())
 	mux.Handle("/metrics", telemetry.Handler(reg))
 	page := web.Config{}
-	if m.verifier != nil && m.Config.Auth.HMACSecret != "" {
+	if m.verifier != nil && m.devSecret {
 		mux.Handle(devTokenPath, m.devTokenHandler())
 		page.DevToken = devTokenPath
 	}
