@@ -149,8 +149,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("listen", "must not be empty")
 	case c.InternalListen == "":
 		return config.Invalid("internal_listen", "must not be empty")
-	case len(c.Secret) < 8:
-		return config.Invalid("secret", "must be at least 8 characters (shared with job)")
+	case config.CheckSecretLen("secret", c.Secret) != nil:
+		return config.CheckSecretLen("secret", c.Secret)
 	case c.MaxConnsPerIP < 0:
 		return config.Invalid("max_conns_per_ip", "must not be negative")
 	case c.MaxFrameBytes < 64:

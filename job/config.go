@@ -244,8 +244,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("max_wait", "must be at least 1ms, and fetch_linger between 0 and max_wait")
 	case c.DrainTimeout <= 0:
 		return config.Invalid("drain_timeout", "must be positive")
-	case c.PushSecret == "":
-		return config.Invalid("push_secret", "must not be empty")
+	case config.CheckSecretLen("push_secret", c.PushSecret) != nil:
+		return config.CheckSecretLen("push_secret", c.PushSecret)
 	case c.WaitReplicas < 0:
 		return config.Invalid("wait_replicas", "must not be negative")
 	case c.WaitReplicas > 0 && (c.ReplicaTimeout <= 0 || c.ReplicaTimeout >= c.RedisTimeout):

@@ -8,7 +8,12 @@
 //	flag   -job.window=200ms
 //
 // Supported leaf kinds: string, bool, integers, float64, time.Duration and
-// []string (comma separated in env and flags). Each leaf carries its
+// []string: comma separated in env and flags ("a,b"); in YAML a flow list
+// ([a, b]), a block list (one "- a" per line) or the same "a,b" string.
+// An environment variable that is set but empty counts as unset (with a
+// warning naming it): it never clears a value of the file or the defaults.
+// A value of the wrong kind is refused with the key, the source (file and
+// line, env variable, flag) and the kind of value expected. Each leaf carries its
 // one-line description in a `help` struct tag; -help prints it, and the
 // configuration table of docs/config.md is generated from it.
 //
@@ -119,9 +124,17 @@ func Parse(dst any, o Options) error {
 	known := map[string]bool{}
 	for _, l := range leaves {
 		known[l.env()] = true
-		if v, ok := env[l.env()]; ok {
+		v, ok := env[l.env()]
+		switch {
+		case !ok:
+		case v == "":
+			// An empty variable counts as unset: a shell line such as
+			// `export A=$(cmd) B=$A` leaves B empty, and an empty secret
+			// or address is never what was meant.
+			fmt.Fprintf(o.out(), "config: warning: %s is set but empty; an empty variable counts as unset, so %s keeps its file or default value\n", l.env(), l.path)
+		default:
 			if err := l.set(v); err != nil {
-				return &FieldError{Field: l.path, Message: fmt.Sprintf("env %s: %v", l.env(), err)}
+				return sourceError(l, "env "+l.env(), v, err)
 			}
 		}
 	}
@@ -129,11 +142,23 @@ func Parse(dst any, o Options) error {
 	for _, l := range leaves {
 		if v, ok := flagged[l.path]; ok {
 			if err := l.set(v); err != nil {
-				return &FieldError{Field: l.path, Message: fmt.Sprintf("flag -%s: %v", l.path, err)}
+				return sourceError(l, "flag -"+l.path, v, err)
 			}
 		}
 	}
 	return nil
+}
+
+// sourceError names the key, where the bad value came from and what the
+// key takes, in the words of the file's errors and without Go's parser
+// messages: `job.window: env DANMAKU_JOB_WINDOW="soon": want a duration
+// (200ms, 1s, 2m)`.
+func sourceError(l leaf, source, value string, err error) error {
+	msg := fmt.Sprintf("%s=%q: want %s", source, value, want(l.v.Type()))
+	if errors.Is(err, strconv.ErrRange) {
+		msg += ", this one is out of range"
+	}
+	return &FieldError{Field: l.path, Message: msg}
 }
 
 // parseFlags parses o.Args. It returns the -config file and the text of
@@ -448,15 +473,20 @@ func (l leaf) set(s string) error {
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported list type %s", v.Type())
 		}
-		var items []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				items = append(items, p)
-			}
-		}
-		v.Set(reflect.ValueOf(items))
+		v.Set(reflect.ValueOf(splitList(s)))
 	default:
 		return fmt.Errorf("unsupported type %s", v.Type())
 	}
 	return nil
+}
+
+// splitList splits "a, b" into its trimmed, non-empty items.
+func splitList(s string) []string {
+	var items []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			items = append(items, p)
+		}
+	}
+	return items
 }

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -20,7 +23,7 @@ func loadFile(v reflect.Value, path string) error {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("config: %s: %v", path, err)
+		return syntaxError(path, b, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil // empty file
@@ -28,6 +31,34 @@ func loadFile(v reflect.Value, path string) error {
 	d := fileDecoder{path: path}
 	return d.mapping(doc.Content[0], v, "")
 }
+
+// syntaxError reports a YAML syntax error at the line that has it. The
+// parser names the line where the enclosing block began (a key indented one
+// space too few under "job:" is reported at "job:"), so the first prefix of
+// the file that fails with the same message gives the line itself.
+func syntaxError(path string, b []byte, err error) error {
+	msg := err.Error()
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = strings.TrimPrefix(msg, m[0])
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	for n := 1; n <= len(lines) && line > 0; n++ {
+		var doc yaml.Node
+		perr := yaml.Unmarshal(bytes.Join(lines[:n], nil), &doc)
+		if perr != nil && strings.HasSuffix(perr.Error(), msg) {
+			line = n
+			break
+		}
+	}
+	if line == 0 {
+		return fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(msg, "yaml: "))
+	}
+	return fmt.Errorf("config: %s line %d: %s (check this line's indentation and the one before)", path, line, msg)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
 type fileDecoder struct{ path string }
 
@@ -98,6 +129,11 @@ func (d fileDecoder) leaf(n *yaml.Node, f reflect.Value, key string) error {
 		f.Set(reflect.Zero(f.Type()))
 		return nil
 	}
+	if n.Kind == yaml.ScalarNode && f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String {
+		// "addrs: a:1, b:2" as env and flags spell a list.
+		f.Set(reflect.ValueOf(splitList(n.Value)))
+		return nil
+	}
 	tmp := reflect.New(f.Type())
 	if err := n.Decode(tmp.Interface()); err != nil {
 		return d.errorf(n, key, "want %s, got %s", want(f.Type()), describe(n))
@@ -112,7 +148,7 @@ func want(t reflect.Type) string {
 	case "duration":
 		return "a duration (200ms, 1s, 2m)"
 	case "list":
-		return "a list ([a, b])"
+		return "a list ([a, b], a,b, or one \"- a\" per line)"
 	case "bool":
 		return "true or false"
 	case "string":

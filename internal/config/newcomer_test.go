@@ -13,7 +13,7 @@ func TestFileErrorsNameTheKey(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"job:\n  budget: many\n", "line 2: job.budget: want an integer, got \"many\""},
 		{"job:\n  window: 5\n", "line 2: job.window: want a duration (200ms, 1s, 2m), got \"5\""},
-		{"redis:\n  addrs: 127.0.0.1:6379\n", "line 2: redis.addrs: want a list ([a, b]), got \"127.0.0.1:6379\""},
+		{"redis:\n  addrs: {a: 1}\n", "line 2: redis.addrs: want a list ([a, b], a,b, or one \"- a\" per line), got a mapping"},
 		{"job:\n  windw: 1s\n", "line 2: job.windw: unknown key (did you mean job.window?)"},
 		{"jobb:\n  window: 1s\n", "line 1: jobb: unknown section (did you mean job?)"},
 		{"job: 5\n", "line 1: job must be a mapping of keys"},

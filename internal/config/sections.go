@@ -15,17 +15,24 @@ const PlaceholderSecret = "change-me-push-secret"
 // binaries accept.
 const MinSecretLen = 16
 
-// CheckSecret is the role binaries' rule for a shared secret named key: at
-// least MinSecretLen bytes and not a placeholder (any value starting with
-// "change-me", which is what the shipped examples carry).
-func CheckSecret(key, secret string) error {
-	switch {
-	case strings.HasPrefix(strings.ToLower(secret), "change-me"):
-		return Invalid(key, "is a placeholder (%q); set your own secret of at least %d bytes (openssl rand -hex 16)", secret, MinSecretLen)
-	case len(secret) < MinSecretLen:
+// CheckSecretLen is the one length rule for a shared secret named key
+// (comet.secret, job.push_secret, logic.admin_secret), with one message,
+// checked by the sections themselves: at least MinSecretLen bytes.
+func CheckSecretLen(key, secret string) error {
+	if len(secret) < MinSecretLen {
 		return Invalid(key, "must be at least %d bytes, got %d (openssl rand -hex 16)", MinSecretLen, len(secret))
 	}
 	return nil
+}
+
+// CheckSecret is the role binaries' rule for a shared secret named key:
+// CheckSecretLen, and not a placeholder (any value starting with
+// "change-me", which is what the shipped examples carry).
+func CheckSecret(key, secret string) error {
+	if strings.HasPrefix(strings.ToLower(secret), "change-me") {
+		return Invalid(key, "is a placeholder (%q); set your own secret of at least %d bytes (openssl rand -hex 16)", secret, MinSecretLen)
+	}
+	return CheckSecretLen(key, secret)
 }
 
 // Auth modes of logic.auth and comet.auth.

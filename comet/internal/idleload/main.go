@@ -76,7 +76,7 @@ func serve(redisAddr string) error {
 	cfg := comet.DefaultConfig()
 	cfg.ID = fmt.Sprintf("idleload-%d", os.Getpid())
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Secret = "idleload-secret"
+	cfg.Secret = "idleload-push-secret"
 	cfg.MaxConnsPerIP = 0
 	// The client as cmd/comet builds it.
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64,
