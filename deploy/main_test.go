@@ -1,0 +1,12 @@
+package deploy_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/danmaku/danmaku/internal/stacktest"
+)
+
+// TestMain stops the servers the stack tests started and removes the
+// binaries built for them.
+func TestMain(m *testing.M) { os.Exit(stacktest.Run(m)) }
