@@ -23,7 +23,7 @@ import (
 // interleaves with this comet's own Register or Unregister of the same
 // connection.
 type registry struct {
-	rt      *route.Store
+	rt      Store
 	comet   string
 	timeout time.Duration
 	log     *zap.Logger
@@ -43,7 +43,7 @@ type registry struct {
 	heldN *atomic.Int64
 }
 
-func newRegistry(rt *route.Store, comet string, timeout time.Duration, workers int, log *zap.Logger, m *metrics, heldN *atomic.Int64) *registry {
+func newRegistry(rt Store, comet string, timeout time.Duration, workers int, log *zap.Logger, m *metrics, heldN *atomic.Int64) *registry {
 	r := &registry{rt: rt, comet: comet, timeout: timeout, log: log, metrics: m,
 		jobs: make(chan func(), 4096), regs: make(chan regRequest, 4096),
 		held: map[string]route.Conn{}, heldN: heldN}

@@ -178,7 +178,7 @@ func TestLeftoverRoutesRemovedAtStart(t *testing.T) {
 	ctx := context.Background()
 	id, room := testutil.Uniq("comet-"), testutil.Uniq("r-")
 	old := route.CometInfo{ID: id, Addr: "127.0.0.1:1", Started: time.Now().Add(-time.Minute)}
-	if err := store.RenewLease(ctx, old, time.Minute); err != nil {
+	if _, err := store.Heartbeat(ctx, old, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

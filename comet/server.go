@@ -65,7 +65,6 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/telemetry"
-	"github.com/danmaku/danmaku/route"
 )
 
 // readBufferSize is the per-connection read buffer. Client frames are tiny
@@ -82,7 +81,7 @@ const writeBufferSize = 4096
 type Server struct {
 	cfg       Config
 	id        string
-	rt        *route.Store
+	rt        Store
 	log       *zap.Logger
 	reg       *registry
 	metrics   *metrics
@@ -128,7 +127,7 @@ type Server struct {
 // Deps are what a comet needs from outside; it owns none of them.
 type Deps struct {
 	// Store holds the viewers' routes and the comet's lease.
-	Store *route.Store
+	Store Store
 	// Log defaults to a no-op logger.
 	Log *zap.Logger
 	// Registerer receives the metrics; nil means a private registry. The

@@ -197,7 +197,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the section.
+// Validate checks the section: the guards and the history here, the rest
+// in validateDelivery.
 func (c *Config) Validate() error {
 	switch {
 	case c.Policy != PolicyCoalesce && c.Policy != PolicyDrop:
@@ -220,6 +221,14 @@ func (c *Config) Validate() error {
 		return config.Invalid("history_span", "must not be negative")
 	case c.HistoryTTL < time.Second:
 		return config.Invalid("history_ttl", "must be at least 1s, got %v", c.HistoryTTL)
+	}
+	return c.validateDelivery()
+}
+
+// validateDelivery checks the settings of pushes, retries, the consumer and
+// the timeouts.
+func (c *Config) validateDelivery() error {
+	switch {
 	case c.PushTimeout <= 0:
 		return config.Invalid("push_timeout", "must be positive")
 	case c.PushAttempts < 1:

@@ -66,7 +66,7 @@ func (req *delivery) result(v []verdict, wait time.Duration, failed bool) outcom
 type deliverer struct {
 	cfg    Config
 	owner  string
-	store  *route.Store
+	store  Store
 	comets *cometDirectory
 	pusher Pusher
 	m      *metrics
@@ -117,26 +117,7 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 		d.m.lockBusy.Inc()
 		return req.result(v, d.cfg.LockRetry, false)
 	}
-	var send []placed
-	var wait time.Duration
-	for k, st := range b.States {
-		switch st {
-		case route.Claimed:
-			send = append(send, placed{idx[k], b.Pos[k]})
-		case route.Positioned:
-			// Delivered to Redis before (a redelivery, a retry, a client's
-			// second send): it keeps its position, and comets drop it if
-			// they already have it.
-			d.m.duplicates.Inc()
-			send = append(send, placed{idx[k], b.Pos[k]})
-		case route.Processed:
-			d.m.duplicates.Inc()
-			v[idx[k]] = finished
-		case route.Busy:
-			// Another owner is delivering it: ask again shortly.
-			wait = d.cfg.RetryMin
-		}
-	}
+	send, wait := d.placeStates(b, idx, v)
 	if wait > 0 {
 		d.m.retries.WithLabelValues("busy_claim").Inc()
 	}
@@ -156,6 +137,32 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	o := req.result(v, wait, !ok) // after a failure the scheduler sets the backoff
 	o.head = b.Head()
 	return o
+}
+
+// placeStates reads the claim state of each message of b (idx maps them
+// to the delivery): the Claimed and Positioned ones are sent at their
+// positions, the Processed ones are finished in v, and a Busy one (another
+// owner delivers it) makes wait the retry delay.
+func (d *deliverer) placeStates(b route.Begin, idx []int, v []verdict) (send []placed, wait time.Duration) {
+	for k, st := range b.States {
+		switch st {
+		case route.Claimed:
+			send = append(send, placed{idx[k], b.Pos[k]})
+		case route.Positioned:
+			// Delivered to Redis before (a redelivery, a retry, a client's
+			// second send): it keeps its position, and comets drop it if
+			// they already have it.
+			d.m.duplicates.Inc()
+			send = append(send, placed{idx[k], b.Pos[k]})
+		case route.Processed:
+			d.m.duplicates.Inc()
+			v[idx[k]] = finished
+		case route.Busy:
+			// Another owner is delivering it: ask again shortly.
+			wait = d.cfg.RetryMin
+		}
+	}
+	return send, wait
 }
 
 // placed is a message of a delivery (its index in delivery.msgs) and its

@@ -18,7 +18,7 @@ import (
 // concurrent use.
 type cometDirectory struct {
 	cfg   Config
-	store *route.Store
+	store Store
 	log   *zap.Logger
 
 	live      atomic.Pointer[map[string]route.CometInfo]
@@ -32,7 +32,7 @@ type cometDirectory struct {
 // authLogEvery is how often a comet refusing the push secret is logged.
 const authLogEvery = time.Minute
 
-func newCometDirectory(cfg Config, store *route.Store, log *zap.Logger) *cometDirectory {
+func newCometDirectory(cfg Config, store Store, log *zap.Logger) *cometDirectory {
 	d := &cometDirectory{cfg: cfg, store: store, log: log, quarantined: map[string]time.Time{},
 		authLogged: map[string]time.Time{}}
 	empty := map[string]route.CometInfo{}

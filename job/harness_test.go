@@ -194,7 +194,7 @@ func (e *env) hungCometOf(room, user string) (string, <-chan net.Conn) {
 	})
 	ctx := context.Background()
 	id := testutil.Uniq("hung")
-	if err := e.store.RenewLease(ctx, route.CometInfo{ID: id, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
+	if _, err := e.store.Heartbeat(ctx, route.CometInfo{ID: id, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Register(ctx, route.Conn{ID: id + "-c1", Room: room, User: user, Comet: id}); err != nil {

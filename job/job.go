@@ -14,7 +14,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/route"
 )
 
 // Deps are what a Job works with besides its Config.
@@ -22,7 +21,7 @@ type Deps struct {
 	// Kafka names the brokers, the room topic and the consumer group.
 	Kafka config.Kafka
 	// Store holds the delivery guards and the comets' routes and leases.
-	Store *route.Store
+	Store Store
 	// Pusher sends batches to comets (push.Client).
 	Pusher Pusher
 	// Log defaults to a no-op logger.
@@ -46,7 +45,7 @@ type Job struct {
 	consumer  *consumer
 	comets    *cometDirectory
 	deliverer *deliverer
-	store     *route.Store
+	store     Store
 	sched     *scheduler
 	work      chan *delivery
 	results   chan outcome

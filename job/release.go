@@ -23,7 +23,7 @@ import (
 type releaser struct {
 	cfg   Config
 	owner string
-	store *route.Store
+	store Store
 	m     *metrics
 	log   *zap.Logger
 
@@ -48,7 +48,7 @@ type abandoned struct {
 // one of those took ends with lock_ttl.
 const maxTokens = 128
 
-func newReleaser(cfg Config, owner string, store *route.Store, m *metrics, log *zap.Logger) *releaser {
+func newReleaser(cfg Config, owner string, store Store, m *metrics, log *zap.Logger) *releaser {
 	return &releaser{cfg: cfg, owner: owner, store: store, m: m, log: log,
 		rooms: map[string]*abandoned{}, wake: make(chan struct{}, 1)}
 }

@@ -29,7 +29,7 @@ type Deps struct {
 	// Store backs the rate limiter and the online count. Build its client
 	// with route.Dial (ContextTimeoutEnabled) so a stalled Redis cannot hold
 	// a request past Config.RedisTimeout.
-	Store *route.Store
+	Store Store
 	// Log defaults to a no-op logger.
 	Log *zap.Logger
 	// Registerer receives the metrics; nil means a private registry. The
@@ -56,7 +56,7 @@ type Server struct {
 	verifier *auth.Verifier // nil: auth off
 	words    *wordfilter.Filter
 	proxies  proxies
-	store    *route.Store
+	store    Store
 	admitter *route.Admitter
 	producer *kafkax.Producer
 	ids      *idGen
@@ -110,7 +110,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		words:   words,
 		proxies: pxs,
 		store:   d.Store,
-		admitter: route.NewAdmitter(d.Store, route.AdmitOptions{
+		admitter: d.Store.NewAdmitter(route.AdmitOptions{
 			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
 		}),
 		producer: kafkax.NewProducer(d.Kafka.Brokers, d.Kafka.Topic, kafkax.ProducerConfig{

@@ -175,8 +175,8 @@ type admitCall struct {
 	done     chan struct{}
 }
 
-// NewAdmitter starts an Admitter over s.
-func NewAdmitter(s *Store, o AdmitOptions) *Admitter {
+// NewAdmitter starts an Admitter over s; Close stops it.
+func (s *Store) NewAdmitter(o AdmitOptions) *Admitter {
 	if o.Max <= 0 {
 		o.Max = 256
 	}

@@ -42,7 +42,7 @@ func admitAll(t *testing.T, admitters []*route.Admitter, reqs []route.Admission)
 }
 
 func newAdmitter(t *testing.T, rdb redis.UniversalClient, o route.AdmitOptions) *route.Admitter {
-	a := route.NewAdmitter(route.New(rdb), o)
+	a := route.New(rdb).NewAdmitter(o)
 	t.Cleanup(a.Close)
 	return a
 }

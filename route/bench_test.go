@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,56 +34,6 @@ func BenchmarkRegisterUnregister(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-	})
-}
-
-// BenchmarkDedupBatch100 claims and then marks processed 100 message ids of
-// one room: two round trips per batch of 100.
-func BenchmarkDedupBatch100(b *testing.B) {
-	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
-		room := testutil.Uniq("room")
-		ids := make([]string, 100)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for j := range ids {
-				ids[j] = "m" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
-			}
-			st, err := s.Claim(ctx, room, ids, "bench", 10*time.Second)
-			if err != nil || st[99] != route.Claimed {
-				b.Fatal(st, err)
-			}
-			if err := s.MarkProcessed(ctx, room, ids, time.Minute); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "ids/s")
-	})
-}
-
-// BenchmarkBroadcastGuards is the guard cost of one broadcast: open the
-// cooldown window, take the lock, release it.
-func BenchmarkBroadcastGuards(b *testing.B) {
-	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
-		prefix := testutil.Uniq("room")
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			room := prefix + "-" + strconv.Itoa(i)
-			if ok, _, err := s.Cooldown(ctx, room, 50*time.Millisecond); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			l, err := s.AcquireLock(ctx, room, 5*time.Second)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.ReleaseLock(ctx, l); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "broadcasts/s")
 	})
 }
 
@@ -128,9 +77,8 @@ func BenchmarkRouteLookup10k(b *testing.B) {
 		})
 		b.Run("seed-pipelined", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				by, err := s.SeedRoutes(ctx, room)
-				if err != nil || len(by) != 4 {
-					b.Fatal(by, err)
+				if by := seedRoutes(b, rdb, room); len(by) != 4 {
+					b.Fatal(by)
 				}
 			}
 			b.ReportMetric(2, "roundtrips/op")
@@ -138,9 +86,8 @@ func BenchmarkRouteLookup10k(b *testing.B) {
 		})
 		b.Run("room-comets", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				by, err := s.RoomComets(ctx, room)
-				if err != nil || len(by) != 4 || by[comets[0]] != viewers/4 {
-					b.Fatal(by, err)
+				if by := roomComets(b, rdb, room); len(by) != 4 || by[comets[0]] != viewers/4 {
+					b.Fatal(by)
 				}
 			}
 			b.ReportMetric(1, "roundtrips/op")

@@ -97,7 +97,7 @@ type BeginOptions struct {
 	// shutdown drain delivers what it holds at once).
 	Window time.Duration
 	Owner  string
-	// ClaimTTL is how long a claim lives: msg:processed:{room}:{msgId},
+	// ClaimTTL is how long a claim lives: msg:processed:{room}:<msgId>,
 	// which records the message's epoch and position, is the dedup key
 	// (DefaultClaimTTL when 0).
 	ClaimTTL time.Duration

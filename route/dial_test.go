@@ -15,31 +15,31 @@ import (
 )
 
 // A Store over Dial's cluster client serves the slots of a killed master
-// within half a second of its replica's promotion, for a script (Allow)
-// and a pipeline (Heads): the client reloads the slot map after calls that
+// within half a second of its replica's promotion, for a script
+// (BeginBroadcast) and a pipeline (Heads): the client reloads the slot map after calls that
 // found no master, instead of waiting for a MOVED that a dead node never
 // sends.
 func TestDialFollowsFailover(t *testing.T) {
 	c, rdb := dialCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
-	user, room := testutil.Uniq("u"), testutil.Uniq("room-")
-	old, err := c.Master(redistest.Slot("{" + user + "}"))
+	room := testutil.Uniq("room-")
+	old, err := c.Master(redistest.Slot("{" + room + "}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for redistest.Slot("{"+room+"}") != redistest.Slot("{"+user+"}") {
-		// A room on the same master: try ids until one lands there.
-		if m, err := c.Master(redistest.Slot("{" + room + "}")); err == nil && m == old {
-			break
-		}
-		room = testutil.Uniq("room-")
-	}
+	o := route.BeginOptions{Owner: "job1", LockTTL: time.Second}
 	calls := func() error {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		if _, _, err := s.Allow(cctx, user, 1, 1000, 1000); err != nil {
-			return fmt.Errorf("allow: %w", err)
+		b, err := s.BeginBroadcast(cctx, room, msgsOf(testutil.Uniq("m")), o)
+		if err != nil {
+			return fmt.Errorf("begin broadcast: %w", err)
+		}
+		if b.Status == route.Acquired {
+			if err := s.ReleaseLock(cctx, b.Lock); err != nil {
+				return fmt.Errorf("release lock: %w", err)
+			}
 		}
 		if _, err := s.Heads(cctx, []string{room}); err != nil {
 			return fmt.Errorf("heads: %w", err)
@@ -57,7 +57,7 @@ func TestDialFollowsFailover(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := c.WaitPromoted(redistest.Slot("{"+user+"}"), old, 15*time.Second); err != nil {
+	if _, err := c.WaitPromoted(redistest.Slot("{"+room+"}"), old, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()

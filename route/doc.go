@@ -7,25 +7,32 @@
 //
 // # Keys
 //
-//	room:connections:{room}        set of connId           viewers of the room
-//	room:comets:{room}             hash cometId -> count   broadcast index, O(comets)
-//	connection:info:{connId}       hash comet_id, user_id, room_id
-//	user:online:{user}             hash connId -> cometId  a user may have several tabs
-//	comet:connections:{cometId}    hash connId -> room:user  lets a dead comet's routes be removed
-//	comet:{cometId}                hash addr, started; TTL lease (liveness + discovery)
-//	comets:index                   set of cometIds that hold or held a lease
-//	msg:processed:{room}:{msgId}   "pos:<epoch>:<pos>" (60 s); an event's "claim:<owner>" (short TTL) or "done" (60 s)
-//	msg:processed:user:{user}:<id> the same, for a notice to the user
-//	msg:processed:all:{all}:<id>   the same, for a broadcast notice
-//	room:cooldown:{room}           one broadcast window, PX (1000 ms by default)
-//	lock:broadcast:{room}          unique token, PX 5000, compare-and-delete
-//	ratelimit:user:{user}          token bucket: the string "tokens:ms"
-//	room:timeline:{room}           hash epoch, seq; TTL history_ttl, refreshed per batch
-//	room:history:{room}            list of message JSON, oldest first; same TTL
-//	ratelimit:ip:{addr}            token bucket of a client address (IPv6: its /64)
-//	mute:user:{user}               the user is muted everywhere: its end (Unix ms); TTL = the mute
-//	mute:user:{user}:room:<room>   ... in one room (same hash tag as the user's bucket)
-//	room:ban:{room}:<user>         the user is banned from the room: its end (Unix ms); TTL = the ban
+// Every key of the service, built in keys.go and nowhere else. The part in
+// braces is a Redis Cluster hash tag; <x> is a part outside it. TestKeySchema
+// checks this table against the key builders.
+//
+//	key                             type and TTL                          written by  meaning
+//	room:connections:{room}         set of connId                         comet       viewers of the room
+//	room:comets:{room}              hash cometId -> count                 comet       broadcast index, O(comets); changes with the set above in one script
+//	connection:info:{connId}        hash comet_id, user_id, room_id       comet       one room of one connection
+//	user:online:{user}              hash connId -> cometId                comet       a user's tabs, one entry per room each holds
+//	comet:{cometId}                 hash addr, started; TTL lease         comet       liveness and push address (comet.lease_ttl)
+//	comet:connections:{cometId}     hash connId -> room:user              comet       a comet's connections, so a dead comet's routes can be removed
+//	comets:index                    set of cometIds                       comet       comets that hold or held a lease; the janitor walks it
+//	msg:processed:{room}:<msgId>    "pos:<epoch>:<pos>" (claim TTL, 60 s) job         dedup: a message's claim with its position; an event's
+//	                                                                                  "claim:<owner>" (job.claim_ttl), then "done" (60 s)
+//	msg:processed:user:{user}:<id>  the same                              job         dedup of a notice to the user (the tag of user:online:{user})
+//	msg:processed:all:{all}:<id>    the same                              job         dedup of a broadcast notice
+//	room:cooldown:{room}            string, PX job.window (1 s)           job         one broadcast window of the room
+//	lock:broadcast:{room}           unique token, PX job.lock_ttl (5 s)   job         one broadcaster per room; compare-and-delete
+//	room:timeline:{room}            hash epoch, seq, dels; TTL history    job         the epoch, last position and ids deleted in it
+//	room:history:{room}             list of message JSON, oldest first    job         the newest job.history_size (without pos); same TTL
+//	room:dels:{room}                list of message ids                   job         the epoch's deletion log, newest DelLogSize; same TTL
+//	room:ban:{room}:<user>          the ban's end (Unix ms); TTL the ban  logic       read by the send check and the registration script
+//	mute:user:{user}                the mute's end (Unix ms); TTL the mute logic      the user is muted everywhere
+//	mute:user:{user}:room:<room>    the same                              logic       ... in one room (the tag of the user's bucket)
+//	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
+//	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
 //
 // A connId names one registration: one room of one connection. A comet
 // whose connection holds several rooms registers each under an id of its
@@ -56,8 +63,8 @@
 //
 // # Comet leases
 //
-// A comet calls RenewLease every few seconds; comet:{id} expires when it
-// stops. LiveComets lists comets with a current lease (job pushes only to
+// A comet calls Heartbeat every few seconds; comet:{cometId} expires when
+// it stops. LiveComets lists comets with a current lease (job pushes only to
 // those), DeadComets those whose lease expired, and RemoveComet deletes all
 // routes of one comet (graceful shutdown, a restart with the same id). The
 // janitor uses RemoveDeadComet, which stops as soon as the lease is back: a
@@ -109,7 +116,7 @@
 // window (NX PX) or reports how long the running one lasts (and gives the
 // lock back), claims the message ids, reads room:comets:{room} and gives the
 // claimed messages their timeline positions (see Timeline). A claim is
-// final: msg:processed:{room}:{msgId} is set, NX, to the message's epoch and
+// final: msg:processed:{room}:<msgId> is set, NX, to the message's epoch and
 // position for 60 s (BeginOptions.ClaimTTL), in the script that writes the
 // message to the history, so the key always says where the message is. A
 // message whose key holds a position of the room's current epoch is
@@ -206,8 +213,7 @@
 //
 // # Rate limit
 //
-// Allow is a token bucket in one script on the Redis clock. Admit is the
-// send check: the user's ban from the room, the user's mute flags, the
+// Admit is the send check: the user's ban from the room, the user's mute flags, the
 // user's bucket and the client address's bucket. On a single server it is
 // one script (admit.lua) that checks a whole batch of requests in their
 // order: one TIME, one MGET of every bucket and flag the batch names, and

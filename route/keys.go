@@ -70,7 +70,7 @@ func muteKey(user, room string) string {
 func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user }
 
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
-// been removed; liveness itself is the existence of comet:{id}.
+// been removed; liveness itself is the existence of comet:{cometId}.
 const cometsIndexKey = "comets:index"
 
 // checkIDs validates pairs of (field, id) and returns the first error.

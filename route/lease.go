@@ -17,24 +17,6 @@ type CometInfo struct {
 	Started time.Time
 }
 
-// RenewLease creates or refreshes comet:{id} with ttl and lists the comet in
-// the discovery index. A comet renews every ttl/3 or so; when it stops, the
-// lease expires and job stops pushing to it.
-func (s *Store) RenewLease(ctx context.Context, c CometInfo, ttl time.Duration) error {
-	if err := danmaku.CheckID("comet", c.ID); err != nil {
-		return err
-	}
-	if c.Addr == "" {
-		return danmaku.Errorf(danmaku.EINVALID, "comet.addr", "must not be empty")
-	}
-	_, err := s.execPipe(ctx, "renew lease", func(p redis.Pipeliner) {
-		p.HSet(ctx, cometKey(c.ID), "addr", c.Addr, "started", strconv.FormatInt(c.Started.UnixMilli(), 10))
-		p.PExpire(ctx, cometKey(c.ID), ttl)
-		p.SAdd(ctx, cometsIndexKey, c.ID)
-	})
-	return err
-}
-
 // ReleaseLease deletes the comet's lease at once (graceful shutdown).
 func (s *Store) ReleaseLease(ctx context.Context, comet string) error {
 	if err := danmaku.CheckID("comet", comet); err != nil {

@@ -52,19 +52,6 @@ func (s *Store) Unban(ctx context.Context, user, room string) (bool, error) {
 	return n > 0, wrap("unban", err)
 }
 
-// BannedFor returns how long the ban of user from room still lasts; 0 when
-// there is none.
-func (s *Store) BannedFor(ctx context.Context, user, room string) (time.Duration, error) {
-	if err := checkIDs("user", user, "room", room); err != nil {
-		return 0, err
-	}
-	d, err := s.rdb.PTTL(ctx, banKey(room, user)).Result()
-	if err != nil {
-		return 0, wrap("ban ttl", err)
-	}
-	return max(d, 0), nil
-}
-
 // EventOptions are the durations of BeginEvent.
 type EventOptions struct {
 	Owner    string

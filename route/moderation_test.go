@@ -68,8 +68,9 @@ func TestBan(t *testing.T) {
 				t.Fatalf("the banned send took tokens: %+v", v)
 			}
 		}
-		if d, err := s.BannedFor(ctx, user, room); err != nil || d <= 0 {
-			t.Fatalf("banned for %v, %v", d, err)
+		banKey := "room:ban:{" + room + "}:" + user
+		if d := pttl(t, rdb, banKey); d <= 0 {
+			t.Fatalf("ban PTTL %v", d)
 		}
 		// Allowed again once the duration passed.
 		testutil.SucceedsSoon(t, 5*time.Second, func() error {
@@ -78,7 +79,7 @@ func TestBan(t *testing.T) {
 			}
 			return nil
 		})
-		if d, _ := s.BannedFor(ctx, user, room); d != 0 {
+		if d := pttl(t, rdb, banKey); d > 0 {
 			t.Fatalf("ban left %v after it ended", d)
 		}
 		// Unban lifts a ban at once.
@@ -124,14 +125,16 @@ func TestBeginEventDeletes(t *testing.T) {
 
 		opts := route.EventOptions{Owner: "job-a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 		ev := danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testutil.Uniq("ev"), IDs: []string{"m0003", "m0005", "nope"}}
-		lock, err := tl.s.AcquireLock(ctx, tl.room, time.Minute)
-		if err != nil {
-			t.Fatal(err)
+		// Another owner's ban event holds the room's lock.
+		other := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+		held, err := tl.s.BeginEvent(ctx, other, route.EventOptions{Owner: "job-b", ClaimTTL: time.Minute, LockTTL: time.Minute})
+		if err != nil || held.Status != route.Acquired {
+			t.Fatalf("ban event: %+v %v", held, err)
 		}
 		if b, err := tl.s.BeginEvent(ctx, ev, opts); err != nil || b.Status != route.LockedElsewhere {
 			t.Fatalf("with the lock held elsewhere: %+v %v", b, err)
 		}
-		if err := tl.s.ReleaseLock(ctx, lock); err != nil {
+		if err := tl.s.EndBroadcast(ctx, held.Lock, []string{other.ID}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		b, err = tl.s.BeginEvent(ctx, ev, opts)

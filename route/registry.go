@@ -225,46 +225,15 @@ func (s *Store) removeComet(ctx context.Context, comet string, dead bool) (remov
 				return removed, back, err
 			}
 		}
-		for len(conns) > 0 {
-			chunk := conns[:min(len(conns), removeBatch)]
-			conns = conns[len(chunk):]
-			args := make([]any, 0, len(chunk)+1)
-			args = append(args, comet)
-			for _, c := range chunk {
-				args = append(args, c.ID)
-			}
-			var script *redis.Cmd
-			err := s.phased(ctx, "remove comet", nil, func(p redis.Pipeliner) {
-				script = removeCometScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
-				for _, c := range chunk {
-					p.Del(ctx, connectionInfoKey(c.ID))
-					if c.User != "" {
-						p.HDel(ctx, userOnlineKey(c.User), c.ID)
-					}
-				}
-			}, func(p redis.Pipeliner) {
-				for _, c := range chunk {
-					p.HDel(ctx, cometConnectionsKey(comet), c.ID)
-				}
-			})
-			if err != nil {
-				return removed, false, err
-			}
-			n, _ := script.Int()
-			removed += n
+		n, err := s.removeRoom(ctx, comet, room, conns)
+		removed += n
+		if err != nil {
+			return removed, false, err
 		}
 	}
 	if dead {
-		var last *redis.Cmd
-		if _, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
-			last = removeDeadIndexScript.EvalSha(ctx, p, []string{cometKey(comet), cometConnectionsKey(comet)})
-		}); err != nil {
-			return removed, false, err
-		}
-		if n, _ := last.Int(); n == 0 {
-			return removed, true, nil
-		}
-		return removed, false, wrap("remove comet", s.rdb.SRem(ctx, cometsIndexKey, comet).Err())
+		renewed, err := s.removeDeadIndex(ctx, comet)
+		return removed, renewed, err
 	}
 	_, err = s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
 		p.Del(ctx, cometConnectionsKey(comet))
@@ -272,4 +241,55 @@ func (s *Store) removeComet(ctx context.Context, comet string, dead bool) (remov
 		p.SRem(ctx, cometsIndexKey, comet)
 	})
 	return removed, false, err
+}
+
+// removeRoom removes conns, comet's connections in room, removeBatch at a
+// time: the room's set and count in one script, the records in the same
+// pipeline, the index entries after. It returns how many were removed.
+func (s *Store) removeRoom(ctx context.Context, comet, room string, conns []Conn) (removed int, err error) {
+	for len(conns) > 0 {
+		chunk := conns[:min(len(conns), removeBatch)]
+		conns = conns[len(chunk):]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, comet)
+		for _, c := range chunk {
+			args = append(args, c.ID)
+		}
+		var script *redis.Cmd
+		err := s.phased(ctx, "remove comet", nil, func(p redis.Pipeliner) {
+			script = removeCometScript.EvalSha(ctx, p, []string{roomConnectionsKey(room), roomCometsKey(room)}, args...)
+			for _, c := range chunk {
+				p.Del(ctx, connectionInfoKey(c.ID))
+				if c.User != "" {
+					p.HDel(ctx, userOnlineKey(c.User), c.ID)
+				}
+			}
+		}, func(p redis.Pipeliner) {
+			for _, c := range chunk {
+				p.HDel(ctx, cometConnectionsKey(comet), c.ID)
+			}
+		})
+		if err != nil {
+			return removed, err
+		}
+		n, _ := script.Int()
+		removed += n
+	}
+	return removed, nil
+}
+
+// removeDeadIndex deletes a dead comet's index once its rooms are done,
+// unless its lease came back meanwhile (renewed), and then drops it from
+// comets:index.
+func (s *Store) removeDeadIndex(ctx context.Context, comet string) (renewed bool, err error) {
+	var last *redis.Cmd
+	if _, err := s.execPipe(ctx, "remove comet", func(p redis.Pipeliner) {
+		last = removeDeadIndexScript.EvalSha(ctx, p, []string{cometKey(comet), cometConnectionsKey(comet)})
+	}); err != nil {
+		return false, err
+	}
+	if n, _ := last.Int(); n == 0 {
+		return true, nil
+	}
+	return false, wrap("remove comet", s.rdb.SRem(ctx, cometsIndexKey, comet).Err())
 }

@@ -59,20 +59,15 @@ func checkInvariants(t *testing.T, rdb redis.UniversalClient, rooms []string, li
 			t.Errorf("room %s: %d viewers, want %d", room, card, want)
 		}
 		// The lookup through every connection's info agrees with the index.
-		seed, err := s.SeedRoutes(ctx, room)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for comet, conns := range seed {
+		for comet, conns := range seedRoutes(t, rdb, room) {
 			if int64(len(conns)) != wantByRoom[room][comet] {
 				t.Errorf("room %s comet %s: seed lookup %d conns, want %d", room, comet, len(conns), wantByRoom[room][comet])
 			}
 		}
 	}
 	for id, c := range live {
-		got, err := s.ConnectionInfo(ctx, id)
-		if err != nil || got != c {
-			t.Errorf("connection %s: info %+v %v, want %+v", id, got, err, c)
+		if got, ok := connectionInfo(t, rdb, id); !ok || got != c {
+			t.Errorf("connection %s: info %+v (found %v), want %+v", id, got, ok, c)
 		}
 		if c.User != "" {
 			if comet := rdb.HGet(ctx, "user:online:{"+c.User+"}", id).Val(); comet != c.Comet {
@@ -94,9 +89,8 @@ func TestRegistryJoinLeave(t *testing.T) {
 			}
 		}
 		checkInvariants(t, rdb, []string{room}, map[string]route.Conn{c.ID: c})
-		got, err := s.RoomComets(ctx, room)
-		if err != nil || got[comet] != 1 || len(got) != 1 {
-			t.Fatalf("room comets = %v %v", got, err)
+		if got := roomComets(t, rdb, room); got[comet] != 1 || len(got) != 1 {
+			t.Fatalf("room comets = %v", got)
 		}
 		for i := 0; i < 2; i++ {
 			if err := s.Unregister(ctx, c); err != nil {
@@ -184,10 +178,10 @@ func TestDeadCometCleanup(t *testing.T) {
 		s := route.New(rdb)
 		rooms := []string{testutil.Uniq("room"), testutil.Uniq("room")}
 		dead, alive := testutil.Uniq("comet"), testutil.Uniq("comet")
-		if err := s.RenewLease(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
+		if _, err := s.Heartbeat(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RenewLease(ctx, route.CometInfo{ID: alive, Addr: "127.0.0.1:2", Started: time.Now()}, time.Minute); err != nil {
+		if _, err := s.Heartbeat(ctx, route.CometInfo{ID: alive, Addr: "127.0.0.1:2", Started: time.Now()}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		keep := map[string]route.Conn{}
@@ -206,7 +200,7 @@ func TestDeadCometCleanup(t *testing.T) {
 		}
 		// The short lease is renewed after the registrations, which on a
 		// loaded machine may take longer than it lasts.
-		if err := s.RenewLease(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 300*time.Millisecond); err != nil {
+		if _, err := s.Heartbeat(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		live, err := s.LiveComets(ctx)
@@ -230,7 +224,7 @@ func TestDeadCometCleanup(t *testing.T) {
 		}
 		checkInvariants(t, rdb, rooms, keep)
 		for _, room := range rooms {
-			rc, _ := s.RoomComets(ctx, room)
+			rc := roomComets(t, rdb, room)
 			if _, ok := rc[dead]; ok || len(rc) != 1 {
 				t.Fatalf("room %s comets after cleanup: %v", room, rc)
 			}
@@ -252,7 +246,7 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 		s := route.New(rdb)
 		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
 		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:3", Started: time.Now()}
-		if err := s.RenewLease(ctx, info, 100*time.Millisecond); err != nil {
+		if _, err := s.Heartbeat(ctx, info, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		c := route.Conn{ID: comet + "-1", Room: room, Comet: comet}
@@ -266,7 +260,7 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 			}
 			return err
 		})
-		if err := s.RenewLease(ctx, info, time.Minute); err != nil {
+		if _, err := s.Heartbeat(ctx, info, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		n, renewed, err := s.RemoveDeadComet(ctx, comet)
@@ -280,7 +274,7 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 			t.Fatalf("online %d after RemoveDeadComet of a renewed comet, want 1", on)
 		}
 		// Once the lease is gone for good, the routes go.
-		if err := s.RenewLease(ctx, info, time.Millisecond); err != nil {
+		if _, err := s.Heartbeat(ctx, info, time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -318,7 +312,7 @@ func TestRemoveDeadCometRenewedMidway(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {
 				if n, err := rdb.HLen(ctx, index).Result(); err == nil && n <= rooms-10 {
-					s.RenewLease(ctx, info, time.Minute)
+					s.Heartbeat(ctx, info, time.Minute)
 					renewedAt <- n
 					return
 				}

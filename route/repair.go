@@ -40,7 +40,8 @@ type LeaseState struct {
 	Registered int64
 }
 
-// Heartbeat renews c's lease like RenewLease and, in the same atomic script,
+// Heartbeat creates or renews c's lease (comet:{cometId}, TTL ttl; the comet is
+// listed in the discovery index) and, in the same atomic script,
 // reports whether Redis still held this process's lease and how many
 // connections it lists for the comet. One round trip.
 func (s *Store) Heartbeat(ctx context.Context, c CometInfo, ttl time.Duration) (LeaseState, error) {

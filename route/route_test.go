@@ -68,101 +68,165 @@ func contend(t *testing.T, n int, fn func(i int) (bool, error)) int {
 	return int(wins.Load())
 }
 
+// begin runs BeginBroadcast of ids in room for owner and fails the test on
+// an error.
+func begin(t testing.TB, s *route.Store, room string, o route.BeginOptions, ids ...string) route.Begin {
+	t.Helper()
+	b, err := s.BeginBroadcast(context.Background(), room, msgsOf(ids...), o)
+	if err != nil {
+		t.Fatalf("begin broadcast: %v", err)
+	}
+	return b
+}
+
+// release gives back the lock of an Acquired begin.
+func release(t testing.TB, s *route.Store, b route.Begin) {
+	t.Helper()
+	if b.Status != route.Acquired {
+		return
+	}
+	if err := s.ReleaseLock(context.Background(), b.Lock); err != nil {
+		t.Fatalf("release lock: %v", err)
+	}
+}
+
+// TestGuardTTLs checks the TTL of every guard key as the shipped scripts
+// write them with job's default durations: a message's claim (its
+// position) 60 s, the cooldown window 1 s, the lock 5 s, an event's claim
+// its claim TTL and its done mark the processed TTL.
 func TestGuardTTLs(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		room, msg := testutil.Uniq("room"), testutil.Uniq("m")
+		o := route.BeginOptions{Window: time.Second, Owner: "job1", ClaimTTL: time.Minute, LockTTL: 5 * time.Second}
 
-		st, err := s.Claim(ctx, room, []string{msg}, "job1", 10*time.Second)
-		if err != nil || st[0] != route.Claimed {
-			t.Fatalf("claim = %v, %v", st, err)
+		b := begin(t, s, room, o, msg)
+		if b.Status != route.Acquired || b.States[0] != route.Claimed || b.Pos[0] != 1 {
+			t.Fatalf("begin = %+v", b)
 		}
-		within(t, "claim PTTL", pttl(t, rdb, "msg:processed:{"+room+"}:"+msg), 9*time.Second, 10*time.Second)
-		if err := s.MarkProcessed(ctx, room, []string{msg}, route.DefaultProcessedTTL); err != nil {
-			t.Fatal(err)
-		}
-		within(t, "processed PTTL", pttl(t, rdb, "msg:processed:{"+room+"}:"+msg), 59*time.Second, 60*time.Second)
-		if v := rdb.Get(ctx, "msg:processed:{"+room+"}:"+msg).Val(); v != "done" {
-			t.Fatalf("processed value = %q", v)
-		}
-
-		ok, rem, err := s.Cooldown(ctx, room, route.DefaultCooldown)
-		if err != nil || !ok || rem != time.Second {
-			t.Fatalf("cooldown = %v %v %v", ok, rem, err)
+		key := "msg:processed:{" + room + "}:" + msg
+		within(t, "claim PTTL", pttl(t, rdb, key), 59*time.Second, time.Minute)
+		if v := rdb.Get(ctx, key).Val(); v != "pos:"+b.Epoch+":1" {
+			t.Fatalf("claim value = %q", v)
 		}
 		within(t, "cooldown PTTL", pttl(t, rdb, "room:cooldown:{"+room+"}"), 900*time.Millisecond, time.Second)
-		ok, rem, err = s.Cooldown(ctx, room, route.DefaultCooldown)
-		if err != nil || ok {
-			t.Fatalf("second cooldown = %v %v", ok, err)
-		}
-		within(t, "remaining window", rem, 800*time.Millisecond, time.Second)
-
-		l, err := s.AcquireLock(ctx, room, route.DefaultLockTTL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		within(t, "lock PTTL", pttl(t, rdb, "lock:broadcast:{"+room+"}"), 4900*time.Millisecond, 5*time.Second)
-		if err := s.ReleaseLock(ctx, l); err != nil {
+		release(t, s, b)
+
+		b = begin(t, s, room, o, testutil.Uniq("m"))
+		if b.Status != route.InWindow || b.Lock != nil {
+			t.Fatalf("second begin = %+v", b)
+		}
+		within(t, "remaining window", b.Wait, 800*time.Millisecond, time.Second)
+
+		ev := danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+		eb, err := s.BeginEvent(ctx, ev, route.EventOptions{Owner: "job1", ClaimTTL: 10 * time.Second, LockTTL: 5 * time.Second})
+		if err != nil || eb.Status != route.Acquired {
+			t.Fatalf("begin event = %+v, %v", eb, err)
+		}
+		evKey := "msg:processed:{" + room + "}:" + ev.ID
+		within(t, "event claim PTTL", pttl(t, rdb, evKey), 9*time.Second, 10*time.Second)
+		if err := s.EndBroadcast(ctx, eb.Lock, []string{ev.ID}, time.Minute); err != nil {
 			t.Fatal(err)
+		}
+		within(t, "processed PTTL", pttl(t, rdb, evKey), 59*time.Second, time.Minute)
+		if v := rdb.Get(ctx, evKey).Val(); v != "done" {
+			t.Fatalf("processed value = %q", v)
 		}
 	})
 }
 
 func TestCooldownMillisecondWindow(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
 		s := route.New(rdb)
 		room := testutil.Uniq("room")
-		if ok, _, err := s.Cooldown(ctx, room, 50*time.Millisecond); !ok || err != nil {
-			t.Fatalf("first: %v %v", ok, err)
+		o := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "job1", LockTTL: 5 * time.Second}
+		if b := begin(t, s, room, o, testutil.Uniq("m")); b.Status != route.Acquired {
+			t.Fatalf("first: %+v", b)
+		} else {
+			release(t, s, b)
 		}
 		testutil.SucceedsSoon(t, 2*time.Second, func() error {
-			ok, rem, err := s.Cooldown(ctx, room, 50*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
+			b := begin(t, s, room, o, testutil.Uniq("m"))
+			release(t, s, b)
+			switch {
+			case b.Status == route.Acquired:
+				return nil
+			case b.Status != route.InWindow:
+				t.Fatalf("begin = %+v", b)
+			case b.Wait > 50*time.Millisecond:
+				t.Fatalf("remaining %v exceeds the 50ms window", b.Wait)
 			}
-			if rem > 50*time.Millisecond {
-				t.Fatalf("remaining %v exceeds the 50ms window", rem)
-			}
-			if !ok {
-				return fmt.Errorf("a 50ms window has not ended yet (%v left)", rem)
-			}
-			return nil
+			return fmt.Errorf("a 50ms window has not ended yet (%v left)", b.Wait)
 		})
 	})
 }
 
+// TestNXUnderContention runs the shipped begin script from 50 callers at
+// once: one takes the lock, one opens the window, one claims a message
+// (the others find it at the winner's position).
 func TestNXUnderContention(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
 		s := route.New(rdb)
-		room, msg := testutil.Uniq("room"), testutil.Uniq("m")
 		t.Run("claim", func(t *testing.T) {
+			room, msg := testutil.Uniq("room"), testutil.Uniq("m")
+			var positions sync.Map
 			wins := contend(t, 50, func(i int) (bool, error) {
-				st, err := s.Claim(ctx, room, []string{msg}, "owner"+strconv.Itoa(i), 5*time.Second)
-				return err == nil && st[0] == route.Claimed, err
+				o := route.BeginOptions{Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+					b := begin(t, s, room, o, msg)
+					if b.Status == route.LockedElsewhere {
+						continue
+					}
+					release(t, s, b)
+					if b.Status != route.Acquired {
+						return false, fmt.Errorf("begin = %+v", b)
+					}
+					positions.Store(b.Pos[0], true)
+					return b.States[0] == route.Claimed, nil
+				}
+				return false, fmt.Errorf("owner%d never got past the lock", i)
 			})
 			if wins != 1 {
 				t.Fatalf("%d claimers won, want 1", wins)
 			}
+			n := 0
+			positions.Range(func(any, any) bool { n++; return true })
+			if n != 1 {
+				t.Fatalf("the message got %d positions, want 1", n)
+			}
 		})
 		t.Run("cooldown", func(t *testing.T) {
-			wins := contend(t, 50, func(int) (bool, error) {
-				ok, _, err := s.Cooldown(ctx, room, time.Second)
-				return ok, err
+			room := testutil.Uniq("room")
+			wins := contend(t, 50, func(i int) (bool, error) {
+				o := route.BeginOptions{Window: time.Minute, Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
+				msg := testutil.Uniq("m")
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+					switch b := begin(t, s, room, o, msg); b.Status {
+					case route.LockedElsewhere:
+						continue
+					case route.Acquired:
+						release(t, s, b)
+						return true, nil
+					case route.InWindow:
+						return false, nil
+					default:
+						return false, fmt.Errorf("begin = %+v", b)
+					}
+				}
+				return false, fmt.Errorf("owner%d never got past the lock", i)
 			})
 			if wins != 1 {
 				t.Fatalf("%d openers of the window, want 1", wins)
 			}
 		})
 		t.Run("lock", func(t *testing.T) {
-			wins := contend(t, 50, func(int) (bool, error) {
-				_, err := s.AcquireLock(ctx, room, 5*time.Second)
-				if err == route.ErrLocked {
-					return false, nil
-				}
-				return err == nil, err
+			room := testutil.Uniq("room")
+			wins := contend(t, 50, func(i int) (bool, error) {
+				o := route.BeginOptions{Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
+				b := begin(t, s, room, o, testutil.Uniq("m"))
+				return b.Status == route.Acquired, nil
 			})
 			if wins != 1 {
 				t.Fatalf("%d lock holders, want 1", wins)
@@ -171,52 +235,79 @@ func TestNXUnderContention(t *testing.T) {
 	})
 }
 
-func TestClaimCommitSemantics(t *testing.T) {
+// TestEventClaimSemantics follows an event's claim through the shipped
+// scripts: the owner's claim holds against another owner until it is
+// marked done (then nobody delivers it again), given back with the lock
+// (AbortBroadcast), or left to expire by a crashed owner.
+func TestEventClaimSemantics(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		room := testutil.Uniq("room")
-		ids := []string{testutil.Uniq("m"), testutil.Uniq("m"), testutil.Uniq("m")}
+		ev := func() danmaku.Event {
+			return danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+		}
+		opts := func(owner string, claim time.Duration) route.EventOptions {
+			return route.EventOptions{Owner: owner, ClaimTTL: claim, LockTTL: 5 * time.Second}
+		}
+		beginEv := func(e danmaku.Event, o route.EventOptions) route.Begin {
+			t.Helper()
+			b, err := s.BeginEvent(ctx, e, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		done, given, crashed := ev(), ev(), ev()
 
-		st, err := s.Claim(ctx, room, ids, "a", 200*time.Millisecond)
-		if err != nil {
+		// a delivers done; b then finds it processed.
+		b := beginEv(done, opts("a", time.Second))
+		if b.Status != route.Acquired {
+			t.Fatalf("begin = %+v", b)
+		}
+		if b2 := beginEv(done, opts("b", time.Second)); b2.Status != route.LockedElsewhere {
+			t.Fatalf("begin while locked = %+v", b2)
+		}
+		if err := s.EndBroadcast(ctx, b.Lock, []string{done.ID}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		for i, c := range st {
-			if c != route.Claimed {
-				t.Fatalf("id %d: %v", i, c)
-			}
+		if b2 := beginEv(done, opts("b", time.Second)); b2.Status != route.NoneClaimable || b2.States[0] != route.Processed {
+			t.Fatalf("begin of a done event = %+v", b2)
 		}
-		// Same owner again (its own retry): still claimed. Another owner: busy.
-		if st, _ := s.Claim(ctx, room, ids[:1], "a", 200*time.Millisecond); st[0] != route.Claimed {
-			t.Fatalf("re-claim by owner = %v", st[0])
+
+		// a's attempt failed on its side: AbortBroadcast gives back the lock
+		// and a's claim, so b claims the event.
+		b = beginEv(given, opts("a", time.Minute))
+		if released, n, err := s.AbortBroadcast(ctx, room, "b", []string{b.Lock.Token}, []string{given.ID}); err != nil || !released || n != 0 {
+			t.Fatalf("abort with b's name = %v %d %v, want the lock released and a's claim kept", released, n, err)
 		}
-		if st, _ := s.Claim(ctx, room, ids, "b", time.Second); st[0] != route.Busy {
-			t.Fatalf("claim by other owner = %v, want busy", st)
+		if b2 := beginEv(given, opts("b", time.Second)); b2.Status != route.NoneClaimable || b2.States[0] != route.Busy {
+			t.Fatalf("begin of a's claimed event = %+v", b2)
 		}
-		// Owner a delivers ids[0], gives ids[1] back, and "crashes" holding ids[2].
-		if err := s.MarkProcessed(ctx, room, ids[:1], time.Minute); err != nil {
-			t.Fatal(err)
+		b = beginEv(given, opts("a", time.Minute)) // a's own retry takes its claim again
+		if b.Status != route.Acquired {
+			t.Fatalf("a's retry = %+v", b)
 		}
-		if err := s.ReleaseClaims(ctx, room, ids[1:2], "a"); err != nil {
-			t.Fatal(err)
+		if released, n, err := s.AbortBroadcast(ctx, room, "a", []string{"other", b.Lock.Token}, []string{given.ID}); err != nil || !released || n != 1 {
+			t.Fatalf("abort = %v %d %v", released, n, err)
 		}
-		// b must not be able to release a's claim.
-		if err := s.ReleaseClaims(ctx, room, ids[2:], "b"); err != nil {
-			t.Fatal(err)
+		if b2 := beginEv(given, opts("b", time.Second)); b2.Status != route.Acquired {
+			t.Fatalf("begin after the abort = %+v", b2)
+		} else {
+			release(t, s, b2)
 		}
-		st, _ = s.Claim(ctx, room, ids, "b", time.Second)
-		want := []route.ClaimState{route.Processed, route.Claimed, route.Busy}
-		for i := range want {
-			if st[i] != want[i] {
-				t.Fatalf("after partial delivery: %v, want %v", st, want)
-			}
+
+		// a crashes holding a claim of 200 ms: once it expires, b takes over.
+		b = beginEv(crashed, opts("a", 200*time.Millisecond))
+		release(t, s, b)
+		if b2 := beginEv(crashed, opts("b", time.Second)); b2.Status != route.NoneClaimable || b2.States[0] != route.Busy {
+			t.Fatalf("begin of a live claim = %+v", b2)
 		}
-		// The crashed owner's claim expires: the message is not lost.
 		time.Sleep(250 * time.Millisecond)
-		st, _ = s.Claim(ctx, room, ids[2:], "b", time.Second)
-		if st[0] != route.Claimed {
-			t.Fatalf("expired claim not taken over: %v", st[0])
+		if b2 := beginEv(crashed, opts("b", time.Second)); b2.Status != route.Acquired {
+			t.Fatalf("expired claim not taken over: %+v", b2)
+		} else {
+			release(t, s, b2)
 		}
 	})
 }
@@ -227,13 +318,17 @@ func TestLockOwnership(t *testing.T) {
 		s := route.New(rdb)
 		room := testutil.Uniq("room")
 		key := "lock:broadcast:{" + room + "}"
-
-		a, err := s.AcquireLock(ctx, room, 300*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
+		o := func(ttl time.Duration) route.BeginOptions {
+			return route.BeginOptions{Owner: "job1", LockTTL: ttl}
 		}
-		if _, err := s.AcquireLock(ctx, room, time.Second); err != route.ErrLocked {
-			t.Fatalf("second acquire: %v, want ErrLocked", err)
+
+		ab := begin(t, s, room, o(300*time.Millisecond), testutil.Uniq("m"))
+		if ab.Status != route.Acquired {
+			t.Fatalf("begin = %+v", ab)
+		}
+		a := ab.Lock
+		if b := begin(t, s, room, o(time.Second), testutil.Uniq("m")); b.Status != route.LockedElsewhere {
+			t.Fatalf("second begin: %+v, want locked elsewhere", b)
 		}
 		forged := &route.Lock{Room: room, Token: "not-" + a.Token}
 		if err := s.ReleaseLock(ctx, forged); err != route.ErrNotHolder {
@@ -253,10 +348,11 @@ func TestLockOwnership(t *testing.T) {
 		// Expired: the next contender takes it, and the old holder can
 		// neither renew nor release the new holder's lock.
 		time.Sleep(150 * time.Millisecond)
-		b, err := s.AcquireLock(ctx, room, 5*time.Second)
-		if err != nil {
-			t.Fatalf("acquire after expiry: %v", err)
+		bb := begin(t, s, room, o(5*time.Second), testutil.Uniq("m"))
+		if bb.Status != route.Acquired {
+			t.Fatalf("begin after expiry: %+v", bb)
 		}
+		b := bb.Lock
 		if a.Token == b.Token {
 			t.Fatal("tokens repeat across acquisitions")
 		}
@@ -278,35 +374,41 @@ func TestLockOwnership(t *testing.T) {
 	})
 }
 
+// TestRateLimit checks the user's bucket through Admit, the shipped send
+// check (admit.lua on a server, ratelimit.lua on a cluster).
 func TestRateLimit(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
+		room := testutil.Uniq("room")
+		admit := func(user string, n int, rate float64, burst int) (route.Verdict, error) {
+			return s.Admit(ctx, route.Admission{User: user, Room: room, N: n, UserBucket: route.Bucket{Rate: rate, Burst: burst}})
+		}
 		user, other := testutil.Uniq("u"), testutil.Uniq("u")
 		for i := 0; i < 5; i++ {
-			if ok, _, err := s.Allow(ctx, user, 1, 1, 5); !ok || err != nil {
-				t.Fatalf("request %d: %v %v", i, ok, err)
+			if v, err := admit(user, 1, 1, 5); !v.Allowed || err != nil {
+				t.Fatalf("request %d: %+v %v", i, v, err)
 			}
 		}
-		ok, retry, err := s.Allow(ctx, user, 1, 1, 5)
-		if err != nil || ok {
-			t.Fatalf("6th request allowed: %v %v", ok, err)
+		v, err := admit(user, 1, 1, 5)
+		if err != nil || v.Allowed || v.Limit != "user" {
+			t.Fatalf("6th request allowed: %+v %v", v, err)
 		}
-		within(t, "retry after", retry, 1, time.Second)
-		if ok, _, _ := s.Allow(ctx, other, 1, 1, 5); !ok {
+		within(t, "retry after", v.RetryAfter, 1, time.Second)
+		if v, _ := admit(other, 1, 1, 5); !v.Allowed {
 			t.Fatal("another user was limited")
 		}
 		// 50 concurrent requests against a budget of 20: exactly 20 pass
 		// (refill at 0.001/s adds nothing during the test).
 		hot := testutil.Uniq("u")
 		wins := contend(t, 50, func(int) (bool, error) {
-			ok, _, err := s.Allow(ctx, hot, 1, 0.001, 20)
-			return ok, err
+			v, err := admit(hot, 1, 0.001, 20)
+			return v.Allowed, err
 		})
 		if wins != 20 {
 			t.Fatalf("%d passed, budget 20", wins)
 		}
-		if _, _, err := s.Allow(ctx, user, 6, 1, 5); danmaku.ErrorCode(err) != danmaku.EINVALID {
+		if _, err := admit(user, 6, 1, 5); danmaku.ErrorCode(err) != danmaku.EINVALID {
 			t.Fatalf("n over burst: %v", err)
 		}
 	})
@@ -333,19 +435,16 @@ func TestInvalidIDsNeverReachRedis(t *testing.T) {
 				"register user":   s.Register(ctx, route.Conn{ID: good, Room: good, Comet: good, User: id}),
 				"register comet":  s.Register(ctx, route.Conn{ID: good, Room: good, Comet: id}),
 				"unregister room": s.Unregister(ctx, route.Conn{ID: good, Room: id, Comet: good}),
-				"mark processed":  s.MarkProcessed(ctx, good, []string{id}, time.Second),
-				"release claims":  s.ReleaseClaims(ctx, id, []string{good}, good),
+				"end broadcast":   s.EndBroadcast(ctx, &route.Lock{Room: good, Token: good}, []string{id}, time.Second),
 				"release lease":   s.ReleaseLease(ctx, id),
-				"renew lease":     s.RenewLease(ctx, route.CometInfo{ID: id, Addr: "x:1"}, time.Second),
 			}
+			o := route.BeginOptions{Owner: good, LockTTL: time.Second}
 			_, calls["online"] = s.Online(ctx, id)
-			_, calls["room comets"] = s.RoomComets(ctx, id)
-			_, calls["seed routes"] = s.SeedRoutes(ctx, id)
-			_, calls["claim room"] = s.Claim(ctx, id, []string{good}, good, time.Second)
-			_, calls["claim msg"] = s.Claim(ctx, good, []string{id}, good, time.Second)
-			_, _, calls["cooldown"] = s.Cooldown(ctx, id, time.Second)
-			_, calls["lock"] = s.AcquireLock(ctx, id, time.Second)
-			_, _, calls["allow"] = s.Allow(ctx, id, 1, 1, 1)
+			_, calls["begin room"] = s.BeginBroadcast(ctx, id, msgsOf(good), o)
+			_, calls["begin msg"] = s.BeginBroadcast(ctx, good, msgsOf(id), o)
+			_, _, calls["abort room"] = s.AbortBroadcast(ctx, id, good, []string{good}, nil)
+			_, calls["heartbeat"] = s.Heartbeat(ctx, route.CometInfo{ID: id, Addr: "x:1"}, time.Second)
+			_, calls["admit"] = s.Admit(ctx, route.Admission{User: id, Room: good, N: 1, UserBucket: route.Bucket{Rate: 1, Burst: 1}})
 			_, calls["remove comet"] = s.RemoveComet(ctx, id)
 			if id == "" {
 				delete(calls, "register user") // an empty user id means an anonymous viewer

@@ -243,8 +243,14 @@ func TestOnlyClaimedMessagesGetPositions(t *testing.T) {
 		done := tl.fresh(2) // m0001, m0002: delivered
 		tl.batch(done)
 		busy := tl.fresh(1) // m0003: claimed by another owner
-		if st, err := tl.s.Claim(ctx, tl.room, []string{busy[0].ID}, "job-b", time.Minute); err != nil || st[0] != route.Claimed {
-			t.Fatal(st, err)
+		// An event of job-b's under the same id holds the claim.
+		ev := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: busy[0].ID, User: "u1", Until: 1}
+		eb, err := tl.s.BeginEvent(ctx, ev, route.EventOptions{Owner: "job-b", ClaimTTL: time.Minute, LockTTL: time.Minute})
+		if err != nil || eb.Status != route.Acquired {
+			t.Fatal(eb, err)
+		}
+		if err := tl.s.ReleaseLock(ctx, eb.Lock); err != nil {
+			t.Fatal(err)
 		}
 		news := tl.fresh(2) // m0004, m0005
 		batch := []danmaku.Message{news[0], done[1], busy[0], news[1], done[0]}

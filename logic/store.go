@@ -1,0 +1,28 @@
+package logic
+
+import (
+	"context"
+	"time"
+
+	"github.com/danmaku/danmaku/route"
+)
+
+// Store is what logic does in Redis: the send check (through an Admitter),
+// online counts and history reads, and the admin API's mutes and bans.
+// route.Store implements it; the keys and scripts behind each call are
+// route's.
+type Store interface {
+	Ping(ctx context.Context) error
+	// NewAdmitter starts the batched send check (bans, mutes, rate limits).
+	NewAdmitter(o route.AdmitOptions) *route.Admitter
+	Online(ctx context.Context, room string) (int64, error)
+	History(ctx context.Context, room string, since int64, limit int) (route.History, error)
+
+	// Moderation: the flags Admit and the registry read.
+	Mute(ctx context.Context, user, room string, d time.Duration) error
+	Unmute(ctx context.Context, user, room string) (bool, error)
+	Ban(ctx context.Context, user, room string, d time.Duration) error
+	Unban(ctx context.Context, user, room string) (bool, error)
+}
+
+var _ Store = (*route.Store)(nil)
