@@ -21,4 +21,6 @@ COPY configs/ /etc/danmaku/
 USER nonroot:nonroot
 # 8090 logic / all-in-one, 8080 comet public, 8081 comet internal, 8082 job metrics
 EXPOSE 8090 8080 8081 8082
-CMD ["/usr/local/bin/danmaku"]
+# The all-in-one binds loopback by default; in a container it must listen
+# on the container's interface for -p to reach it.
+CMD ["/usr/local/bin/danmaku", "-logic.listen=:8090"]

@@ -336,3 +336,33 @@ func TestDevTokenOnlyWithGeneratedSecret(t *testing.T) {
 		})
 	}
 }
+
+// With logic.admin_addr the admin API, the notices and /metrics are served
+// on their own listener only: the public one answers 404 for them, so an
+// edge that proxies all of /logic/ cannot expose them.
+func TestAdminAPIOnItsOwnListener(t *testing.T) {
+	redis := redistest.Standalone(t).Addr
+	kafka := stacktest.DevKafka(t)
+	public, admin := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	start(t, "logic", "-config", "configs/logic.yaml", "-redis.addrs", redis, "-kafka.brokers", kafka,
+		"-logic.listen", public, "-logic.admin_addr", admin, "-logic.admin_secret", adminSecret)
+	getOK(t, "http://"+public+"/readyz")
+	getOK(t, "http://"+admin+"/healthz")
+	pub := &secureRoles{logicURL: "http://" + public}
+	adm := &secureRoles{logicURL: "http://" + admin}
+	mute := `{"userId":44,"duration":"1m"}`
+	notice := `{"userId":44,"messages":[{"content":"hi"}]}`
+	send := `{"roomId":"lobby","userId":7,"userName":"ann","messages":[{"content":"hi"}]}`
+	expect(t, "mute on the public listener", pub.post(t, "/logic/admin/mute", adminSecret, "192.0.2.40", mute), 404, "not_found")
+	expect(t, "push on the public listener", pub.post(t, "/logic/push/user", adminSecret, "192.0.2.40", notice), 404, "not_found")
+	if a := pub.get(t, "/metrics", "", "192.0.2.40"); a.status != 404 {
+		t.Fatalf("/metrics on the public listener: %d, want 404", a.status)
+	}
+	expect(t, "send on the public listener", pub.post(t, "/logic/send", "", "192.0.2.40", send), 202, "")
+	expect(t, "mute on the admin listener", adm.post(t, "/logic/admin/mute", adminSecret, "192.0.2.40", mute), 200, "")
+	expect(t, "push on the admin listener", adm.post(t, "/logic/push/user", adminSecret, "192.0.2.40", notice), 202, "")
+	if b := getOK(t, "http://"+admin+"/metrics"); !strings.Contains(string(b), "danmaku_logic_admin_actions_total") {
+		t.Fatalf("/metrics on the admin listener lacks logic's metrics")
+	}
+	expect(t, "send on the admin listener", adm.post(t, "/logic/send", "", "192.0.2.40", send), 404, "not_found")
+}

@@ -147,7 +147,7 @@ type Config struct {
 	// Owner names this consumer in dedup claims; empty means a random id.
 	Owner string `yaml:"owner" help:"empty: a random id per process"`
 	// MetricsAddr is where cmd/job serves /metrics and /healthz.
-	MetricsAddr string `yaml:"metrics_addr" help:"cmd/job's /metrics and /healthz (all-in-one: unused, metrics are on the public port)"`
+	MetricsAddr string `yaml:"metrics_addr" help:"cmd/job's /metrics, /healthz and /readyz; loopback by default (\":8082\": every interface); all-in-one: unused, metrics are on the public port"`
 }
 
 // maxHistorySize bounds history_size: the history is one Redis list per
@@ -193,7 +193,7 @@ func DefaultConfig() Config {
 		CometRefreshTimeout: 2 * time.Second,
 		JanitorTimeout:      10 * time.Second,
 		SweepInterval:       5 * time.Second,
-		MetricsAddr:         ":8082",
+		MetricsAddr:         "127.0.0.1:8082",
 	}
 }
 

@@ -32,12 +32,12 @@ const MaxMute = 365 * 24 * time.Hour
 //
 // Ban and delete are in moderation.go.
 func (s *Server) handleAdmin() {
-	s.handle("/logic/admin/mute", "admin", s.admin("mute", s.adminMute))
-	s.handle("/logic/admin/unmute", "admin", s.admin("unmute", s.adminUnmute))
-	s.handle("/logic/admin/ban", "admin", s.admin("ban", s.adminBan))
-	s.handle("/logic/admin/unban", "admin", s.admin("unban", s.adminUnban))
-	s.handle("/logic/admin/delete", "admin", s.admin("delete", s.adminDelete))
-	s.handle("/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
+	s.handleOn(s.adminMux, "/logic/admin/mute", "admin", s.admin("mute", s.adminMute))
+	s.handleOn(s.adminMux, "/logic/admin/unmute", "admin", s.admin("unmute", s.adminUnmute))
+	s.handleOn(s.adminMux, "/logic/admin/ban", "admin", s.admin("ban", s.adminBan))
+	s.handleOn(s.adminMux, "/logic/admin/unban", "admin", s.admin("unban", s.adminUnban))
+	s.handleOn(s.adminMux, "/logic/admin/delete", "admin", s.admin("delete", s.adminDelete))
+	s.handleOn(s.adminMux, "/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
 }
 
 // AdminRequest is the body of every admin route; each uses the fields it

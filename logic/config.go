@@ -11,6 +11,11 @@ import (
 type Config struct {
 	// Listen is the HTTP listen address of the logic binary.
 	Listen string `yaml:"listen" help:"logic's HTTP address; all-in-one: the one public port"`
+	// AdminAddr, when set, is a second listener of the logic binary that
+	// serves the admin API, the notices and /metrics, which the public
+	// listener then does not serve (404), so a proxy or firewall in front
+	// of Listen cannot expose them by mistake. Empty keeps them on Listen.
+	AdminAddr string `yaml:"admin_addr" help:"separate listener for /logic/admin/*, /logic/push/user, /logic/broadcast and /metrics (e.g. 127.0.0.1:8091); empty: on logic.listen"`
 	// AllowedOrigins lists the browser origins that may call the API from
 	// a page served elsewhere (CORS): exact origins, or "*" for any. Empty
 	// allows only pages of the API's own host, as comet.allowed_origins.

@@ -68,8 +68,8 @@ type noticeMessageWire struct {
 }
 
 func (s *Server) handleNotices() {
-	s.handle("/logic/push/user", "push_user", s.serveNotice("push_user", true))
-	s.handle("/logic/broadcast", "broadcast", s.serveNotice("broadcast", false))
+	s.handleOn(s.adminMux, "/logic/push/user", "push_user", s.serveNotice("push_user", true))
+	s.handleOn(s.adminMux, "/logic/broadcast", "broadcast", s.serveNotice("broadcast", false))
 }
 
 // serveNotice serves a push to a user (toUser) or a broadcast.

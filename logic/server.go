@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -63,11 +62,10 @@ type Server struct {
 	log      *zap.Logger
 	m        *metrics
 	gatherer prometheus.Gatherer // what Start serves on /metrics
-	mux      *http.ServeMux
+	mux      *http.ServeMux      // the public API
+	adminMux *http.ServeMux      // admin API and notices: mux unless Config.AdminAddr is set
 
-	http   *http.Server // set by Start
-	ln     net.Listener
-	served chan struct{} // closed when Serve returned
+	pub, adm listener // set by Start; adm only with Config.AdminAddr
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -125,6 +123,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		gatherer: gatherer,
 		mux:      http.NewServeMux(),
 	}
+	s.adminMux = s.mux
+	if cfg.AdminAddr != "" {
+		s.adminMux = http.NewServeMux()
+	}
 	if cfg.authOn() {
 		s.verifier = d.Verifier
 		log.Info("senders authenticate with JWTs", zap.Strings("algorithms", d.Verifier.Algorithms()))
@@ -138,17 +140,30 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.handleNotices()
 	s.handle("/healthz", "healthz", s.serveHealthz)
 	s.handle("/readyz", "readyz", s.serveReadyz)
-	s.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
-	})
+	s.handle("/", "other", serveNotFound)
+	if s.adminMux != s.mux {
+		s.handleOn(s.adminMux, "/healthz", "healthz", s.serveHealthz)
+		s.handleOn(s.adminMux, "/", "other", serveNotFound)
+	}
 	return s, nil
 }
 
-// Handler serves /logic/send, /logic/online, /healthz and /readyz, with
-// CORS for Config.AllowedOrigins. An
-// all-in-one binary may mount it for "/logic/" only and use Ready for its
-// own readiness check.
+// Handler serves the public API (/logic/send, /logic/online,
+// /logic/history), /healthz and /readyz, with CORS for
+// Config.AllowedOrigins, and the admin API and notices unless
+// Config.AdminAddr moves them to AdminHandler. An all-in-one binary may
+// mount it for "/logic/" only and use Ready for its own readiness check.
 func (s *Server) Handler() http.Handler { return s.withCORS(s.mux) }
+
+// AdminHandler serves the admin API (/logic/admin/*), the notices
+// (/logic/push/user, /logic/broadcast) and /healthz when Config.AdminAddr
+// is set; nil otherwise (Handler serves them).
+func (s *Server) AdminHandler() http.Handler {
+	if s.adminMux == s.mux {
+		return nil
+	}
+	return s.adminMux
+}
 
 // EnsureTopic creates the room topic with the configured partitions when
 // it is missing and Config.CreateTopic is set, retrying every second until
@@ -181,85 +196,19 @@ func (s *Server) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Start listens on Config.Listen, creates the topic when it is missing
-// (EnsureTopic, bounded by ctx) and serves Handler with /metrics in the
-// background. It listens first, so a port in use fails at once, and
-// returns once serving. An all-in-one binary mounts Handler instead and
-// does not call Start.
-func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s (logic.listen): %w", s.cfg.Listen, err)
-	}
-	if err := s.EnsureTopic(ctx); err != nil {
-		ln.Close()
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", s.Handler())
-	mux.Handle("/metrics", telemetry.Handler(s.gatherer))
-	s.ln = ln
-	s.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout(),
-		IdleTimeout:       s.cfg.IdleTimeout,
-		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
-	}
-	s.served = make(chan struct{})
-	go func() {
-		defer close(s.served)
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http serve", zap.Error(err))
-		}
-	}()
-	s.log.Info("logic listening", zap.String("addr", s.Addr()),
-		zap.Strings("kafka", s.kafka.Brokers), zap.String("topic", s.kafka.Topic))
-	return nil
+func serveNotFound(w http.ResponseWriter, r *http.Request) {
+	httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
 }
 
-// Addr is the address Start listens on (useful with port 0); empty before
-// Start.
-func (s *Server) Addr() string {
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
-
-// Shutdown stops taking requests, lets those in flight finish, then
-// flushes and closes the Kafka producer, all within ctx and
-// Config.ShutdownTimeout. Without Start it only closes the producer: call
-// it once the server that mounts Handler stopped handing it requests. Safe
-// to call more than once.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
-	return s.shutdownErr
-}
-
-func (s *Server) shutdown(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
-	defer cancel()
-	var errs []error
-	if s.http != nil {
-		if err := s.http.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			s.http.Close()
-		}
-		<-s.served
-	}
-	s.admitter.Close()
-	if err := s.producer.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	s.log.Info("logic stopped")
-	return errors.Join(errs...)
-}
-
-// handle registers fn under path and counts its answers by status code.
+// handle registers fn under path of the public API.
 func (s *Server) handle(path, name string, fn func(w http.ResponseWriter, r *http.Request)) {
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	s.handleOn(s.mux, path, name, fn)
+}
+
+// handleOn registers fn under path of mux and counts its answers by
+// status code.
+func (s *Server) handleOn(mux *http.ServeMux, path, name string, fn func(w http.ResponseWriter, r *http.Request)) {
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		s.m.inFlight.Inc()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		fn(sw, r)

@@ -60,7 +60,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults: the roles' own, except that Redis and
 // Kafka are embedded, logs are human-readable, the coalescing window is
-// short enough to feel live, and the comet listens on loopback only.
+// short enough to feel live, and every listener is on loopback.
 func DefaultConfig() Config {
 	c := Config{
 		Log:   config.DefaultLog(),
@@ -71,6 +71,9 @@ func DefaultConfig() Config {
 		Comet: comet.DefaultConfig(),
 	}
 	c.Log.Format = "console"
+	// The all-in-one runs with auth off and /metrics public: other hosts
+	// reach it only when the operator says so (-logic.listen=:8090).
+	c.Logic.Listen = "127.0.0.1:8090"
 	c.Redis.Addrs = nil
 	c.Kafka.Brokers = nil
 	c.Kafka.Partitions = 4
@@ -126,6 +129,10 @@ type Main struct {
 	ln        net.Listener
 
 	served chan struct{} // closed when Serve returns
+
+	admin       *http.Server // logic.admin_addr, when set
+	adminLn     net.Listener
+	adminServed chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -259,13 +266,10 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
-	m.served = make(chan struct{})
-	go func() {
-		defer close(m.served)
-		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http serve", zap.Error(err))
-		}
-	}()
+	m.served = serve(m.http, m.ln, log)
+	if err := m.startAdmin(reg); err != nil {
+		return err
+	}
 	log.Info("danmaku is running: open "+m.URL()+" in a browser",
 		zap.String("addr", m.Addr()), zap.Duration("window", c.Job.Window))
 	return nil
@@ -290,7 +294,9 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/healthz", bounded)
 	mux.Handle("/readyz", bounded)
 	mux.Handle("/ws", m.comet.PublicHandler())
-	mux.Handle("/metrics", telemetry.Handler(reg))
+	if m.logic.AdminHandler() == nil {
+		mux.Handle("/metrics", telemetry.Handler(reg))
+	}
 	page := web.Config{}
 	if m.verifier != nil && m.devSecret {
 		mux.Handle(devTokenPath, m.devTokenHandler())
@@ -298,6 +304,51 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	}
 	mux.Handle("/", web.Handler(page))
 	return mux
+}
+
+// serve runs srv on ln in the background; the channel is closed when it
+// stopped.
+func serve(srv *http.Server, ln net.Listener, log *zap.Logger) chan struct{} {
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http serve", zap.Error(err))
+		}
+	}()
+	return served
+}
+
+// startAdmin serves logic's admin API, the notices and /metrics on
+// logic.admin_addr when it is set (the public port then has none of them).
+func (m *Main) startAdmin(reg *prometheus.Registry) error {
+	h := m.logic.AdminHandler()
+	if h == nil {
+		return nil
+	}
+	c := m.Config.Logic
+	ln, err := net.Listen("tcp", c.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s (logic.admin_addr): %w", c.AdminAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.Handle("/metrics", telemetry.Handler(reg))
+	m.adminLn = ln
+	m.admin = &http.Server{Handler: mux, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout(), IdleTimeout: c.IdleTimeout, ErrorLog: zap.NewStdLog(m.log.Named("http"))}
+	m.adminServed = serve(m.admin, ln, m.log)
+	m.log.Info("admin API and /metrics listening", zap.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// AdminAddr is the address of the admin listener (logic.admin_addr);
+// empty without one.
+func (m *Main) AdminAddr() string {
+	if m.adminLn == nil {
+		return ""
+	}
+	return m.adminLn.Addr().String()
 }
 
 // ensureTopic creates the topic, waiting up to topicWait for Kafka.
@@ -322,6 +373,14 @@ func (m *Main) Close() error {
 			}
 			cancel()
 			<-m.served
+		}
+		if m.admin != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
+			if err := m.admin.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("admin http shutdown: %w", err))
+			}
+			cancel()
+			<-m.adminServed
 		}
 		if m.logic != nil {
 			errs = append(errs, m.logic.Shutdown(context.Background()))

@@ -71,8 +71,8 @@ func TestDefaultsUseEmbeddedServices(t *testing.T) {
 	if len(c.Redis.Addrs) != 0 || len(c.Kafka.Brokers) != 0 {
 		t.Fatalf("defaults name external services: redis %v, kafka %v", c.Redis.Addrs, c.Kafka.Brokers)
 	}
-	if c.Logic.Listen != ":8090" {
-		t.Fatalf("public port %q, want :8090", c.Logic.Listen)
+	if c.Logic.Listen != "127.0.0.1:8090" {
+		t.Fatalf("public port %q, want 127.0.0.1:8090 (loopback: auth is off, /metrics public)", c.Logic.Listen)
 	}
 	if c.Job.Window > 250*time.Millisecond {
 		t.Fatalf("window %v is too long for a live demo", c.Job.Window)
@@ -321,5 +321,36 @@ func TestCloseSendsGoingAway(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
 		t.Fatal("port still serving after Close")
+	}
+}
+
+// logic.admin_addr moves the admin API and /metrics off the public port.
+func TestAdminAddr(t *testing.T) {
+	m := startMain(t, func(c *Config) {
+		c.Logic.AdminAddr = "127.0.0.1:0"
+		c.Logic.AdminSecret = "admin-secret-of-the-test"
+	})
+	status := func(method, url string) int {
+		req, _ := http.NewRequest(method, url, strings.NewReader(`{"userId":3,"duration":"1m"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer admin-secret-of-the-test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	pub, adm := "http://"+m.Addr(), "http://"+m.AdminAddr()
+	for _, c := range []struct {
+		method, url string
+		want        int
+	}{
+		{"POST", pub + "/logic/admin/mute", 404}, {"GET", pub + "/metrics", 404},
+		{"POST", adm + "/logic/admin/mute", 200}, {"GET", adm + "/metrics", 200},
+	} {
+		if got := status(c.method, c.url); got != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.url, got, c.want)
+		}
 	}
 }

@@ -46,6 +46,21 @@ func TestConfigFileLoads(t *testing.T) {
 	}
 }
 
+// job's /metrics, /healthz and /readyz are on loopback unless configured
+// otherwise, in the defaults and in the shipped file.
+func TestMetricsOnLoopbackByDefault(t *testing.T) {
+	c := DefaultConfig()
+	if c.Job.MetricsAddr != "127.0.0.1:8082" {
+		t.Fatalf("default job.metrics_addr %q, want 127.0.0.1:8082", c.Job.MetricsAddr)
+	}
+	if err := config.Load(&c, config.Options{Args: []string{"-config", "../../configs/job.yaml", "-job.push_secret", testSecret}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Job.MetricsAddr != "127.0.0.1:8082" {
+		t.Fatalf("configs/job.yaml: job.metrics_addr %q, want 127.0.0.1:8082", c.Job.MetricsAddr)
+	}
+}
+
 func TestMainRunsAndStops(t *testing.T) {
 	srv := redistest.Standalone(t)
 	b := kafkatest.Start(t, kafkatest.MinSessionTimeout(time.Second))
