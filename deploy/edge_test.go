@@ -54,6 +54,8 @@ func startEdge(t *testing.T, s *stacktest.Stack) string {
 	// The workers may run as another user: a prefix they can use.
 	prefix := t.TempDir()
 	os.Chmod(prefix, 0o777)
+	// Logs the configuration writes go to the prefix.
+	conf = regexp.MustCompile(`(access_log|error_log)\s+/\S+`).ReplaceAllString(conf, "$1 "+prefix+"/$1.log")
 	if err := os.WriteFile(filepath.Join(prefix, "default.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
