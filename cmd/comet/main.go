@@ -28,38 +28,10 @@ func main() {
 }
 
 // Config is the whole configuration of the comet binary.
-type Config struct {
-	Log   config.Log   `yaml:"log"`
-	Redis config.Redis `yaml:"redis"`
-	Auth  auth.Section `yaml:"auth"`
-	Comet comet.Config `yaml:"comet"`
-	Page  web.Config   `yaml:"page"`
-}
-
-// Validate checks what the binary needs beyond its sections' own rules: a
-// Redis address, a push secret of the deployment's own (no placeholder, 16
-// bytes or more) and, with comet.auth jwt, the auth section.
-func (c *Config) Validate() error {
-	if err := config.RequireRedis(c.Redis); err != nil {
-		return err
-	}
-	if err := config.CheckSecret("comet.secret", c.Comet.Secret); err != nil {
-		return err
-	}
-	if c.Comet.Auth == config.AuthJWT {
-		return c.Auth.Require()
-	}
-	return nil
-}
+type Config = comet.BinaryConfig
 
 // DefaultConfig returns the defaults of every section.
-func DefaultConfig() Config {
-	c := Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
-	// Small per-connection Redis buffers: the pool is a fixed cost the
-	// comet pays next to thousands of idle viewers.
-	c.Redis.BufferSize = 4 << 10
-	return c
-}
+func DefaultConfig() Config { return comet.DefaultBinaryConfig() }
 
 // Main is the comet process: Run starts it, Close stops it.
 type Main struct {

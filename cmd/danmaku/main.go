@@ -11,6 +11,11 @@
 //
 // Configuration: configs/danmaku.yaml (-config), DANMAKU_* variables and
 // -<section>.<key> flags; -help lists every knob.
+//
+// Its verbs help to run the role binaries (see cli.go): "danmaku token"
+// mints a JWT, "danmaku config init DIR" writes the roles' files with
+// fresh matching secrets, "danmaku config check FILE" validates a file as
+// its role would.
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -41,6 +47,9 @@ import (
 )
 
 func main() {
+	if code, ok := runVerb(os.Args[1:], os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	m := NewMain()
 	process.Main("danmaku", &m.Config, m)
 }

@@ -34,30 +34,10 @@ func main() {
 }
 
 // Config is the whole configuration of the job binary.
-type Config struct {
-	Log   config.Log   `yaml:"log"`
-	Redis config.Redis `yaml:"redis"`
-	Kafka config.Kafka `yaml:"kafka"`
-	Job   job.Config   `yaml:"job"`
-}
+type Config = job.BinaryConfig
 
 // DefaultConfig returns the defaults of every section.
-func DefaultConfig() Config {
-	return Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Kafka: config.DefaultKafka(), Job: job.DefaultConfig()}
-}
-
-// Validate checks what the binary needs beyond its sections' own rules.
-// The push secret must be the deployment's own: the shipped placeholder
-// (or any change-me value) and secrets under 16 bytes are refused.
-func (c *Config) Validate() error {
-	if err := config.RequireRedis(c.Redis); err != nil {
-		return err
-	}
-	if err := config.RequireKafka(c.Kafka); err != nil {
-		return err
-	}
-	return config.CheckSecret("job.push_secret", c.Job.PushSecret)
-}
+func DefaultConfig() Config { return job.DefaultBinaryConfig() }
 
 // Main is the job process: Run starts it, Close stops it gracefully.
 type Main struct {

@@ -25,40 +25,10 @@ func main() {
 }
 
 // Config is the whole configuration of the logic binary.
-type Config struct {
-	Log   config.Log   `yaml:"log"`
-	Redis config.Redis `yaml:"redis"`
-	Kafka config.Kafka `yaml:"kafka"`
-	Auth  auth.Section `yaml:"auth"`
-	Logic logic.Config `yaml:"logic"`
-}
+type Config = logic.BinaryConfig
 
 // DefaultConfig returns the defaults of every section.
-func DefaultConfig() Config {
-	return Config{
-		Log:   config.DefaultLog(),
-		Redis: config.DefaultRedis(),
-		Kafka: config.DefaultKafka(),
-		Logic: logic.DefaultConfig(),
-	}
-}
-
-// Validate checks what the binary needs beyond its sections' own rules:
-// Redis and Kafka addresses and, with logic.auth jwt, the auth section.
-// (logic.admin_secret is checked by its section: no placeholder, 16 bytes
-// or more.)
-func (c *Config) Validate() error {
-	if err := config.RequireRedis(c.Redis); err != nil {
-		return err
-	}
-	if err := config.RequireKafka(c.Kafka); err != nil {
-		return err
-	}
-	if c.Logic.Auth == config.AuthJWT {
-		return c.Auth.Require()
-	}
-	return nil
-}
+func DefaultConfig() Config { return logic.DefaultBinaryConfig() }
 
 // topicWait is how long start-up keeps trying to reach Kafka to create the
 // topic: long enough for a broker started at the same time to come up.

@@ -1,0 +1,44 @@
+package comet
+
+import (
+	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/web"
+)
+
+// BinaryConfig is the whole configuration of the comet binary (cmd/comet):
+// the comet section, the demo page's and the shared sections it reads. It
+// lives here, not in the binary, so that `danmaku config check` validates
+// a file exactly as the binary does at start.
+type BinaryConfig struct {
+	Log   config.Log   `yaml:"log"`
+	Redis config.Redis `yaml:"redis"`
+	Auth  auth.Section `yaml:"auth"`
+	Comet Config       `yaml:"comet"`
+	Page  web.Config   `yaml:"page"`
+}
+
+// DefaultBinaryConfig returns the defaults of every section.
+func DefaultBinaryConfig() BinaryConfig {
+	c := BinaryConfig{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: DefaultConfig()}
+	// Small per-connection Redis buffers: the pool is a fixed cost the
+	// comet pays next to thousands of idle viewers.
+	c.Redis.BufferSize = 4 << 10
+	return c
+}
+
+// Validate checks what the binary needs beyond its sections' own rules: a
+// Redis address, a push secret of the deployment's own (no placeholder, 16
+// bytes or more) and, with comet.auth jwt, the auth section.
+func (c *BinaryConfig) Validate() error {
+	if err := config.RequireRedis(c.Redis); err != nil {
+		return err
+	}
+	if err := config.CheckSecret("comet.secret", c.Comet.Secret); err != nil {
+		return err
+	}
+	if c.Comet.Auth == config.AuthJWT {
+		return c.Auth.Require()
+	}
+	return nil
+}
