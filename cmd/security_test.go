@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,8 @@ func TestPlaceholderSecretsRefusedAtStart(t *testing.T) {
 // secureRoles runs logic, job and comet with auth on: logic and comet
 // verify tokens of keys, logic trusts 127.0.0.1 as a proxy (so each case
 // picks its client address with X-Forwarded-For), guards the admin API with
-// adminSecret and rejects the blocked word "badword".
+// adminSecret, rejects the blocked word "badword" and cuts history answers
+// at 16 KiB.
 type secureRoles struct {
 	keys              *authtest.Keys
 	logicURL, cometWS string
@@ -67,7 +69,7 @@ func startSecureRoles(t *testing.T) *secureRoles {
 	logic := start(t, "logic", append(authArgs, "-config", "configs/logic.yaml", "-kafka.brokers", kafka,
 		"-logic.listen", logicAddr, "-logic.auth", "jwt", "-logic.admin_secret", adminSecret,
 		"-logic.trusted_proxies", "127.0.0.1/32", "-logic.blocked_words.mode", "reject",
-		"-logic.blocked_words.words", "badword")...)
+		"-logic.blocked_words.words", "badword", "-logic.history_max_bytes", "16384")...)
 	start(t, "job", "-config", "configs/job.yaml", "-redis.addrs", redis, "-kafka.brokers", kafka,
 		"-job.metrics_addr", testutil.FreeAddr(t), "-job.push_secret", secret, "-job.window", "50ms")
 	start(t, "comet", append(authArgs, "-config", "configs/comet.yaml", "-comet.listen", cometAddr,
@@ -84,6 +86,7 @@ func startSecureRoles(t *testing.T) *secureRoles {
 type answer struct {
 	status int
 	header http.Header
+	body   []byte
 	Error  struct{ Code, Field string }
 	MsgIDs []string
 }
@@ -123,7 +126,7 @@ func (r *secureRoles) do(t *testing.T, method, path, bearer, ip, body string) an
 		MsgIDs []string
 	}
 	json.Unmarshal(b, &a)
-	return answer{status: resp.StatusCode, header: resp.Header, Error: a.Error, MsgIDs: a.MsgIDs}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b, Error: a.Error, MsgIDs: a.MsgIDs}
 }
 
 func sendBody(room string, uid int64, msgID string, contents ...string) string {
@@ -204,6 +207,7 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 			expect(t, path+" with a token for the room", r.get(t, path, k.Token(t, 42, "", []string{room}), "192.0.2.30"), 200, "")
 		}
 	})
+	t.Run("history flood", r.checkHistoryFlood)
 	t.Run("impersonation", func(t *testing.T) {
 		a := r.post(t, "/logic/send", k.Token(t, 666, "mallory", nil), "192.0.2.2", sendBody(room, 1, "", "I am the admin"))
 		expect(t, "body userId of another user", a, 403, "permission_denied")
@@ -365,4 +369,71 @@ func TestAdminAPIOnItsOwnListener(t *testing.T) {
 		t.Fatalf("/metrics on the admin listener lacks logic's metrics")
 	}
 	expect(t, "send on the admin listener", adm.post(t, "/logic/send", "", "192.0.2.40", send), 404, "not_found")
+}
+
+// checkHistoryFlood reads a room of 150 long messages as the attack did
+// (limit=1000, again and again from one address): each answer holds at
+// most logic.history_max_bytes of messages and says more, the pages add up
+// to the whole history, and the address gets 429 with Retry-After after
+// its burst while another address still reads.
+func (r *secureRoles) checkHistoryFlood(t *testing.T) {
+	room := testutil.Uniq("hist_")
+	long := strings.Repeat("x", 190)
+	for i := 0; i < 3; i++ {
+		tok := r.keys.Token(t, int64(60+i), "reader", []string{room})
+		expect(t, "send", r.post(t, "/logic/send", tok, fmt.Sprintf("192.0.2.%d", 60+i), sendBody(room, 0, "", slices.Repeat([]string{long}, 50)...)), 202, "")
+	}
+	tok := r.keys.Token(t, 63, "", []string{room})
+	type page struct {
+		Pos, Through int64
+		More         bool
+		Messages     []struct{ Pos int64 }
+	}
+	read := func(ip string, since int64) (answer, page) {
+		a := r.get(t, fmt.Sprintf("/logic/history?roomId=%s&limit=1000&since=%d", room, since), tok, ip)
+		var p page
+		json.Unmarshal(a.body, &p)
+		return a, p
+	}
+	poll := 0
+	testutil.SucceedsSoon(t, 30*time.Second, func() error {
+		poll++
+		if _, p := read(fmt.Sprintf("198.51.100.%d", poll%250), 0); p.Pos != 150 {
+			return fmt.Errorf("history at %d of 150", p.Pos)
+		}
+		return nil
+	})
+	var got []int64
+	for since, pages := int64(0), 0; ; pages++ {
+		a, p := read("203.0.113.50", since)
+		expect(t, "page", a, 200, "")
+		if len(a.body) > 16384+512 {
+			t.Fatalf("an answer of %d bytes, want at most history_max_bytes 16384 and the envelope", len(a.body))
+		}
+		for _, m := range p.Messages {
+			got = append(got, m.Pos)
+		}
+		if !p.More {
+			break
+		}
+		if p.Through <= since || pages > 10 {
+			t.Fatalf("page from %d: through %d, more %v", since, p.Through, p.More)
+		}
+		since = p.Through
+	}
+	if len(got) != 150 || got[0] != 1 || got[149] != 150 {
+		t.Fatalf("pages hold %d messages (%v...), want positions 1..150", len(got), got[:min(len(got), 3)])
+	}
+	var limited answer
+	for i := 0; i < 40 && limited.status == 0; i++ {
+		if a, _ := read("203.0.113.51", 0); a.status != 200 {
+			limited = a
+		}
+	}
+	expect(t, "the flood", limited, 429, "rate_limited")
+	if limited.header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	a, _ := read("203.0.113.52", 0)
+	expect(t, "another address", a, 200, "")
 }

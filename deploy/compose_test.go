@@ -197,6 +197,11 @@ func TestComposeAdmin(t *testing.T) {
 	if !regexp.MustCompile(`^\$\{[A-Z_]+:\?[^}]+\}$`).MatchString(secret) {
 		t.Errorf("DANMAKU_LOGIC_ADMIN_SECRET = %q: want ${VAR:?message}, required from the environment", secret)
 	}
+	// The admin API has a listener of its own, so logic's public port
+	// does not serve it at all.
+	if c.Services["logic"].Environment["DANMAKU_LOGIC_ADMIN_ADDR"] == "" {
+		t.Error("logic has no DANMAKU_LOGIC_ADMIN_ADDR: the admin API is on its public listener")
+	}
 	server := find(parseNginx(t, "nginx.conf"), "server")[0]
 	for _, loc := range [][]string{{"^~", "/logic/admin/"}, {"^~", "/logic/push/"}, {"=", "/logic/broadcast"}} {
 		d := location(server.block, loc...)
@@ -266,8 +271,8 @@ func TestEdgeProxies(t *testing.T) {
 		t.Fatal("nginx.conf: no location = /metrics: the page's metrics link is a 404 through the edge")
 	}
 	pp := find(m.block, "proxy_pass")
-	if len(pp) != 1 || pp[0].args[0] != "http://logic/metrics" || !upstreams["logic"] {
-		t.Errorf("location = /metrics: proxy_pass %v, want http://logic/metrics", pp)
+	if len(pp) != 1 || pp[0].args[0] != "http://logic_admin/metrics" || !upstreams["logic_admin"] {
+		t.Errorf("location = /metrics: proxy_pass %v, want http://logic_admin/metrics", pp)
 	}
 }
 

@@ -19,9 +19,10 @@ import (
 // startEdge runs nginx with deploy/nginx.conf as docker-compose mounts it,
 // with only the addresses changed: the upstream servers become the stack's
 // logic and comets, the listen port a free one, the page's root
-// web/static. It returns the edge's base URL. A missing nginx fails the
+// web/static, logic's admin listener adminAddr. It returns the edge's base
+// URL. A missing nginx fails the
 // test (Debian: apt-get install nginx).
-func startEdge(t *testing.T, s *stacktest.Stack) string {
+func startEdge(t *testing.T, s *stacktest.Stack, adminAddr string) string {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
@@ -43,6 +44,7 @@ func startEdge(t *testing.T, s *stacktest.Stack) string {
 		`server comet-1:8080 `:        "server " + s.Comets[0].Public + " ",
 		`server comet-2:8080 `:        "server " + s.Comets[1].Public + " ",
 		`server logic:8090;`:          "server " + strings.TrimPrefix(s.LogicURL, "http://") + ";",
+		`server logic:8091;`:          "server " + adminAddr + ";",
 		`listen 8000;`:                "listen " + addr + ";",
 		`root /usr/share/nginx/html;`: "root " + static + ";",
 	} {
@@ -54,6 +56,8 @@ func startEdge(t *testing.T, s *stacktest.Stack) string {
 	// The workers may run as another user: a prefix they can use.
 	prefix := t.TempDir()
 	os.Chmod(prefix, 0o777)
+	// Logs the configuration writes go to the prefix.
+	conf = regexp.MustCompile(`(access_log|error_log)\s+/\S+`).ReplaceAllString(conf, "$1 "+prefix+"/$1.log")
 	if err := os.WriteFile(filepath.Join(prefix, "default.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +139,10 @@ func post(url, auth, body string) (int, string, error) {
 // the secret.
 func TestEdge(t *testing.T) {
 	const secret = "edge-test-admin-secret"
-	s := stacktest.New(t, stacktest.Options{Comets: 2, Logic: []string{"-logic.admin_secret", secret}})
-	edge := startEdge(t, s)
+	adminAddr := testutil.FreeAddr(t)
+	s := stacktest.New(t, stacktest.Options{Comets: 2, Logic: []string{"-logic.admin_secret", secret, "-logic.admin_addr", adminAddr}})
+	edge := startEdge(t, s, adminAddr)
+	admin := "http://" + adminAddr
 
 	if code, body, err := get(edge + "/edge/healthz"); err != nil || code != 200 {
 		t.Errorf("the edge's health check: %d %v %.200s", code, err, body)
@@ -160,7 +166,7 @@ func TestEdge(t *testing.T) {
 	stacktest.Delivered(t, 20*time.Second, ids, v)
 
 	mute := `{"userId":99,"roomId":"` + room + `","duration":"1m","actor":"edge-test"}`
-	admin := map[string]string{
+	refused := map[string]string{
 		"/logic/admin/mute":         mute,
 		"/logic//admin/mute":        mute,
 		"/logic/./admin/mute":       mute,
@@ -170,18 +176,18 @@ func TestEdge(t *testing.T) {
 		"/logic/push/user":          `{"userId":99,"messages":[{"content":"x"}]}`,
 		"/logic/broadcast":          `{"messages":[{"content":"x"}]}`,
 	}
-	for path, body := range admin {
+	for path, body := range refused {
 		code, resp, err := post(edge+path, secret, body)
 		if err != nil || code != http.StatusNotFound {
 			t.Errorf("POST %s through the edge with the admin secret: %d %v %.200s, want 404", path, code, err, resp)
 		}
 	}
-	if code, resp, err := post(s.LogicURL+"/logic/admin/mute", secret, mute); err != nil || code != 200 {
+	if code, resp, err := post(admin+"/logic/admin/mute", secret, mute); err != nil || code != 200 {
 		t.Fatalf("the same mute on logic itself: %d %v %.200s", code, err, resp)
 	}
 	// Nothing the edge was sent reached logic's admin API: only the direct
 	// request is counted.
-	_, metrics, err := get(s.LogicURL + "/metrics")
+	_, metrics, err := get(admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

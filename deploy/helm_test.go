@@ -203,6 +203,10 @@ func checkSecrets(t *testing.T, m *manifests, roles map[string]container, existi
 	if e, ok := roles["logic"].env("DANMAKU_LOGIC_ADMIN_SECRET"); !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 		t.Errorf("logic: the admin secret is not from a Secret: %+v", e)
 	}
+	// The admin API and /metrics on a listener of their own.
+	if e, _ := roles["logic"].env("DANMAKU_LOGIC_ADMIN_ADDR"); e.Value != ":8091" || !roles["logic"].hasPort(8091) {
+		t.Errorf("logic: admin listener %q, port 8091 declared: %v", e.Value, roles["logic"].hasPort(8091))
+	}
 	for _, s := range m.Secrets {
 		for k, v := range s.Data {
 			raw, err := base64.StdEncoding.DecodeString(v)
@@ -292,8 +296,8 @@ func checkIngress(t *testing.T, m *manifests) {
 	for _, r := range m.Ingresses[0].Spec.Rules {
 		for _, p := range r.HTTP.Paths {
 			routes[p.PathType+" "+p.Path] = p.Backend.Service.Name
-			if p.Backend.Service.Name == "rel-danmaku-logic" && p.PathType != "Exact" {
-				t.Errorf("ingress: %s %s to logic reaches more than the public API", p.PathType, p.Path)
+			if p.Backend.Service.Name == "rel-danmaku-logic" && (p.PathType != "Exact" || p.Backend.Service.Port.Name != "http") {
+				t.Errorf("ingress: %s %s to logic's port %q reaches more than the public API", p.PathType, p.Path, p.Backend.Service.Port.Name)
 			}
 		}
 	}

@@ -53,6 +53,17 @@ type Config struct {
 	// other peer is limited by the peer's own address.
 	TrustedProxies []string `yaml:"trusted_proxies" help:"CIDRs of proxies whose X-Forwarded-For names the client (empty: the peer address is the client)"`
 
+	// HistoryRateLimit and HistoryRateBurst bound GET /logic/history per
+	// client address (IPv6: per /64), in the memory of each logic
+	// instance: a read beyond them is 429 with Retry-After. 0 turns the
+	// limit off.
+	HistoryRateLimit float64 `yaml:"history_rate_limit" help:"GET /logic/history requests per second per client address (IPv6: per /64), per logic instance; 0: no limit"`
+	HistoryRateBurst int     `yaml:"history_rate_burst" help:"history requests a client address may make at once"`
+	// HistoryMaxBytes bounds the messages of one history answer, in bytes
+	// of their JSON; an answer cut by it says "more": true, and its
+	// through is the since of the rest.
+	HistoryMaxBytes int `yaml:"history_max_bytes" help:"most bytes of messages in one GET /logic/history answer (at least 16384); a cut answer has \"more\":true"`
+
 	// Auth is off (the body says who sends) or jwt: /logic/send needs
 	// Authorization: Bearer <JWT>, checked with the auth section, and the
 	// user id and name come from the token.
@@ -117,6 +128,9 @@ func DefaultConfig() Config {
 		RateBurst:         50,
 		IPRateLimit:       50,
 		IPRateBurst:       250,
+		HistoryRateLimit:  5,
+		HistoryRateBurst:  20,
+		HistoryMaxBytes:   256 << 10,
 		Auth:              config.AuthOff,
 		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,
@@ -154,6 +168,12 @@ func (c *Config) Validate() error {
 		return config.Invalid("ip_rate_limit", "must not be negative (0: off)")
 	case c.IPRateLimit > 0 && c.IPRateBurst < c.MaxMessages:
 		return config.Invalid("ip_rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
+	case c.HistoryRateLimit < 0:
+		return config.Invalid("history_rate_limit", "must not be negative (0: off)")
+	case c.HistoryRateLimit > 0 && c.HistoryRateBurst < 1:
+		return config.Invalid("history_rate_burst", "must be at least 1")
+	case c.HistoryMaxBytes < minHistoryBytes:
+		return config.Invalid("history_max_bytes", "must be at least %d", minHistoryBytes)
 	case c.RedisTimeout <= 0:
 		return config.Invalid("redis_timeout", "must be positive")
 	case c.AdmitBatchWait < 0 || c.AdmitBatchWait > time.Second:

@@ -11,14 +11,16 @@ import (
 // danmaku_logic_*; labels take values from fixed sets (handler names,
 // status codes, produce results).
 type metrics struct {
-	requests    *prometheus.CounterVec
-	inFlight    prometheus.Gauge
-	accepted    prometheus.Counter
-	rateLimited prometheus.Counter
-	refused     *prometheus.CounterVec
-	admin       *prometheus.CounterVec
-	notices     *prometheus.CounterVec
-	produce     *prometheus.HistogramVec
+	requests       *prometheus.CounterVec
+	inFlight       prometheus.Gauge
+	accepted       prometheus.Counter
+	rateLimited    prometheus.Counter
+	refused        *prometheus.CounterVec
+	historyLimited prometheus.Counter
+	historyCut     prometheus.Counter
+	admin          *prometheus.CounterVec
+	notices        *prometheus.CounterVec
+	produce        *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,6 +41,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "danmaku", Subsystem: "logic", Name: "rate_limited_total",
 			Help: "Send requests refused by the per-user or the per-address rate limit.",
 		}),
+		historyLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "history_rate_limited_total",
+			Help: "GET /logic/history requests refused (429) by the per-address limit (logic.history_rate_limit).",
+		}),
+		historyCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "history_cut_total",
+			Help: "GET /logic/history answers cut by logic.history_max_bytes (answered with more: true).",
+		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "send_refused_total",
 			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token).",
@@ -57,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.admin, m.notices, m.produce)
+	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.historyLimited, m.historyCut, m.admin, m.notices, m.produce)
 	return m
 }
 

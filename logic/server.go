@@ -55,15 +55,17 @@ type Server struct {
 	verifier *auth.Verifier // nil: auth off
 	words    *wordfilter.Filter
 	proxies  proxies
-	store    Store
-	admitter *route.Admitter
-	producer *kafkax.Producer
-	ids      *idGen
-	log      *zap.Logger
-	m        *metrics
-	gatherer prometheus.Gatherer // what Start serves on /metrics
-	mux      *http.ServeMux      // the public API
-	adminMux *http.ServeMux      // admin API and notices: mux unless Config.AdminAddr is set
+	// historyLimit bounds GET /logic/history per client address.
+	historyLimit *readLimiter
+	store        Store
+	admitter     *route.Admitter
+	producer     *kafkax.Producer
+	ids          *idGen
+	log          *zap.Logger
+	m            *metrics
+	gatherer     prometheus.Gatherer // what Start serves on /metrics
+	mux          *http.ServeMux      // the public API
+	adminMux     *http.ServeMux      // admin API and notices: mux unless Config.AdminAddr is set
 
 	pub, adm listener // set by Start; adm only with Config.AdminAddr
 
@@ -102,12 +104,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	reg, gatherer := telemetry.Metrics(d.Registerer)
 	s := &Server{
-		cfg:     cfg,
-		kafka:   d.Kafka,
-		lim:     limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
-		words:   words,
-		proxies: pxs,
-		store:   d.Store,
+		cfg:          cfg,
+		kafka:        d.Kafka,
+		lim:          limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
+		words:        words,
+		proxies:      pxs,
+		historyLimit: newReadLimiter(cfg.HistoryRateLimit, cfg.HistoryRateBurst),
+		store:        d.Store,
 		admitter: d.Store.NewAdmitter(route.AdmitOptions{
 			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
 		}),
