@@ -293,6 +293,26 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 	})
 	t.Run("ban", r.checkBan)
 	t.Run("delete", r.checkDelete)
+	t.Run("unicode", func(t *testing.T) {
+		for i, c := range []struct{ what, name, content, code, field string }{
+			{"zero-width space", "", "bad\u200bword", "content_blocked", "messages[0].content"},
+			{"soft hyphen", "", "bad\u00adword", "content_blocked", "messages[0].content"},
+			{"full width", "", "ｂａｄｗｏｒｄ", "content_blocked", "messages[0].content"},
+			{"cyrillic look-alikes", "", "bаdwоrd", "content_blocked", "messages[0].content"},
+			{"combining marks", "", "b\u0336a\u0336d\u0336word", "content_blocked", "messages[0].content"},
+			{"name with a hidden word", "bad\u200bword", "hi", "content_blocked", "userName"},
+			{"invisible comment", "", "\u200b\u2060\ufeff", "invalid_argument", "messages[0].content"},
+			{"invisible name", "\u200b\u3164", "hi", "invalid_argument", "userName"},
+			{"right-to-left override in a name", "\u202enimda", "hi", "invalid_argument", "userName"},
+		} {
+			tok := k.Token(t, int64(70+i), c.name, nil)
+			a := r.post(t, "/logic/send", tok, fmt.Sprintf("192.0.2.%d", 70+i), sendBody(room, 0, "", c.content))
+			expect(t, c.what, a, 400, c.code)
+			if a.Error.Field != c.field {
+				t.Errorf("%s: field %q, want %s", c.what, a.Error.Field, c.field)
+			}
+		}
+	})
 	t.Run("blocked word", func(t *testing.T) {
 		a := r.post(t, "/logic/send", k.Token(t, 46, "", nil), "192.0.2.10", sendBody(room, 0, "", "fine", "so BadWord here"))
 		expect(t, "blocked word", a, 400, "content_blocked")

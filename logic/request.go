@@ -15,6 +15,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/unitext"
 )
 
 // SendRequest is the body of POST /logic/send.
@@ -252,7 +253,7 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 	if req.UserID <= 0 {
 		return nil, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
 	}
-	if err := checkText("userName", req.UserName, l.maxName, false); err != nil {
+	if err := checkName("userName", req.UserName, l.maxName); err != nil {
 		return nil, err
 	}
 	if err := l.checkCount(len(req.Messages)); err != nil {
@@ -301,11 +302,13 @@ func once(earlier []string, id, field string) (string, error) {
 	return id, nil
 }
 
-// checkText requires 1..max code points, not all white space, and no
-// control characters (a comment may hold line breaks and tabs).
+// checkText requires 1..max code points, something visible (not only
+// white space, invisible characters or lone combining marks:
+// unitext.Blank), and no control characters (a comment may hold line
+// breaks and tabs).
 func checkText(field, s string, maxRunes int, multiline bool) error {
-	if strings.TrimSpace(s) == "" {
-		return danmaku.Errorf(danmaku.EINVALID, field, "must not be empty")
+	if unitext.Blank(s) {
+		return danmaku.Errorf(danmaku.EINVALID, field, "must not be empty or only invisible characters")
 	}
 	if n := utf8.RuneCountInString(s); n > maxRunes {
 		return danmaku.Errorf(danmaku.EINVALID, field, "longer than %d characters (%d)", maxRunes, n)
@@ -314,6 +317,19 @@ func checkText(field, s string, maxRunes int, multiline bool) error {
 		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
 			return danmaku.Errorf(danmaku.EINVALID, field, "control character %U not allowed", r)
 		}
+	}
+	return nil
+}
+
+// checkName checks a display name as checkText does, and refuses
+// bidirectional controls: in a name they reorder what the page shows after
+// it ("\u202Enimda" shows as "admin").
+func checkName(field, s string, maxRunes int) error {
+	if err := checkText(field, s, maxRunes, false); err != nil {
+		return err
+	}
+	if r, ok := unitext.BidiControl(s); ok {
+		return danmaku.Errorf(danmaku.EINVALID, field, "bidirectional control %U not allowed in a name", r)
 	}
 	return nil
 }

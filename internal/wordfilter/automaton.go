@@ -3,6 +3,9 @@ package wordfilter
 import (
 	"slices"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/danmaku/danmaku/internal/unitext"
 )
 
 // automaton is an Aho-Corasick automaton over the blocked words, built once
@@ -36,8 +39,9 @@ type node struct {
 	len  int32 // depth in runes
 }
 
-// compile builds the automaton of words (already trimmed, non-empty,
-// deduplicated ignoring case).
+// compile builds the automaton of the matching forms (unitext.Fold) of
+// words (already trimmed, with visible characters, deduplicated by their
+// folded matching forms).
 func compile(words []string) *automaton {
 	a := &automaton{words: words, high: map[rune]int32{}}
 	classOf := map[rune]int32{} // canonical fold -> class
@@ -62,7 +66,7 @@ func compile(words []string) *automaton {
 	nodes := []node{{word: -1}}
 	for id, w := range words {
 		s := int32(0)
-		for _, r := range w {
+		for _, r := range unitext.FoldString(w) {
 			c := classify(r)
 			next := int32(-1)
 			for _, e := range nodes[s].kids {
@@ -173,10 +177,26 @@ func (a *automaton) step(s, c int32) int32 {
 }
 
 // first returns the id of the longest word ending at the earliest position
-// where any word ends, or -1.
+// where any word ends in the matching form of s (unitext.Fold), or -1.
+// ASCII text is its own matching form and is scanned in place.
 func (a *automaton) first(s string) int32 {
+	if !isASCII(s) {
+		folded, _ := unitext.Fold(s)
+		return a.firstRunes(folded)
+	}
 	st := int32(0)
-	for _, r := range s {
+	for i := 0; i < len(s); i++ {
+		st = a.step(st, a.class(rune(s[i])))
+		if a.outLen[st] > 0 {
+			return a.outWord[st]
+		}
+	}
+	return -1
+}
+
+func (a *automaton) firstRunes(rs []rune) int32 {
+	st := int32(0)
+	for _, r := range rs {
 		st = a.step(st, a.class(r))
 		if a.outLen[st] > 0 {
 			return a.outWord[st]
@@ -185,22 +205,49 @@ func (a *automaton) first(s string) int32 {
 	return -1
 }
 
-// mask returns s with every rune that is part of a match replaced by '*',
-// and whether anything was replaced. s is copied only when it matches.
+// maskEnd is the end (exclusive, in characters of the text) of a match
+// whose last folded rune is folded[i]: the characters dropped from the
+// matching form right after it (an accent on its last letter, an
+// invisible character) belong to it.
+func maskEnd(origin []int32, i, n int) int32 {
+	if i+1 < len(origin) {
+		return origin[i+1]
+	}
+	return int32(n)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// mask returns s with every character that is part of a match replaced by
+// '*', and whether anything was replaced. s is copied only when it
+// matches. Matches are found in the matching form of s; a match covers
+// every character of s from the one its first rune came from to the one
+// its last came from, the invisible ones and marks between and right
+// after included.
 func (a *automaton) mask(s string) (string, bool) {
 	if a.first(s) < 0 {
 		return s, false
 	}
 	runes := []rune(s)
+	folded, origin := unitext.Fold(s)
 	st := int32(0)
-	for i, r := range runes {
+	for i, r := range folded {
 		st = a.step(st, a.class(r))
-		// Every word ending here lies inside the longest one. Runes are
-		// overwritten only after their own step, so the scan still reads
-		// the original text. Masked stretches may overlap; rewriting a '*'
+		// Every word ending here lies inside the longest one. The scan
+		// reads the folded copy, so masking the original never changes
+		// what it reads. Masked stretches may overlap; rewriting a '*'
 		// costs at most MaxWordLen runes per match.
-		for j := i - int(a.outLen[st]) + 1; j <= i; j++ {
-			runes[j] = '*'
+		if n := int(a.outLen[st]); n > 0 {
+			for j := origin[i-n+1]; j < maskEnd(origin, i, len(runes)); j++ {
+				runes[j] = '*'
+			}
 		}
 	}
 	return string(runes), true

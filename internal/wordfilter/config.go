@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/unitext"
 )
 
 // MaxWordLen is the longest entry accepted, in characters.
@@ -52,7 +53,7 @@ func (c *Config) check() error {
 }
 
 // words returns the merged list: the configured words, then the file's,
-// trimmed, without case-insensitive duplicates.
+// trimmed, without duplicates (same matching form, ignoring case).
 func (c *Config) words() ([]string, error) {
 	list := make([]string, 0, len(c.Words))
 	for _, w := range c.Words {
@@ -68,7 +69,7 @@ func (c *Config) words() ([]string, error) {
 	seen := make(map[string]bool, len(list))
 	out := list[:0]
 	for _, w := range list {
-		key := foldString(w)
+		key := foldString(unitext.FoldString(w))
 		if !seen[key] {
 			seen[key] = true
 			out = append(out, w)
@@ -109,6 +110,8 @@ func checkWord(w string) string {
 	switch {
 	case w == "":
 		return "empty entry"
+	case utf8.ValidString(w) && unitext.FoldString(w) == "":
+		return "no visible characters"
 	case !utf8.ValidString(w):
 		return "not valid UTF-8"
 	case utf8.RuneCountInString(w) > MaxWordLen:

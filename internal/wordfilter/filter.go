@@ -3,18 +3,22 @@
 //
 // The list comes from a file (one word or phrase per line; blank lines and
 // lines starting with # are skipped) and from the configuration, merged.
-// Matching is a substring search, case-insensitive by Unicode simple case
+// Matching is a substring search over the matching form of the text and
+// of the words (internal/unitext.Fold: compatibility decomposition, no
+// combining diacritics, no invisible characters, look-alike Cyrillic and
+// Greek letters as Latin), so "b\u200bad", "ｂａｄ", "bаd" with a Cyrillic а
+// and "b̷a̷d" all match "bad". It is case-insensitive by Unicode simple case
 // folding (so "BAD", "bad" and "Bad" match, and so do Greek and Cyrillic
 // case pairs) and needs no word boundaries, which scripts such as Chinese
 // and Japanese do not have; the price is that a short word also matches
-// inside longer ones. Text is not Unicode-normalized: a precomposed "é" and
-// "e" followed by a combining accent are different, and so are full-width
-// and ASCII letters, unless the list holds both spellings.
+// inside longer ones. Masking replaces the characters of the original text
+// a match came from, invisible ones inside it included.
 //
 // One Aho-Corasick automaton holds the whole list, so the cost of a check
 // grows with the comment's length, not the list's: checking a 100-character
-// comment against 1,000 words takes under a microsecond and allocates
-// nothing; masking one that matches takes a few microseconds and one copy.
+// ASCII comment against 1,000 words takes under a microsecond and allocates
+// nothing (other text is folded into a copy first); masking one that
+// matches takes a few microseconds.
 //
 // A Filter is safe for concurrent use. Reload builds a new automaton from
 // the file and swaps it in atomically; checks in flight finish on the old

@@ -14,6 +14,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/unitext"
 )
 
 func mustFilter(tb testing.TB, cfg Config) *Filter {
@@ -210,13 +211,16 @@ func TestConcurrentReload(t *testing.T) {
 
 // naiveMask is the reference: at every position, every word, compared by
 // canonical folds.
+// naiveMask is the reference: every occurrence of every word's matching
+// form in the matching form of s, by brute force, masked over the
+// characters of s it came from.
 func naiveMask(words []string, s string) string {
-	in := []rune(s)
+	in, origin := unitext.Fold(s)
 	out := []rune(s)
 	for i := range in {
 		for _, w := range words {
-			wr := []rune(w)
-			if i+len(wr) > len(in) {
+			wr, _ := unitext.Fold(w)
+			if len(wr) == 0 || i+len(wr) > len(in) {
 				continue
 			}
 			match := true
@@ -227,8 +231,8 @@ func naiveMask(words []string, s string) string {
 				}
 			}
 			if match {
-				for j := range wr {
-					out[i+j] = '*'
+				for j := origin[i]; j < maskEnd(origin, i+len(wr)-1, len(out)); j++ {
+					out[j] = '*'
 				}
 			}
 		}
@@ -236,9 +240,46 @@ func naiveMask(words []string, s string) string {
 	return string(out)
 }
 
+// Spellings that look like a blocked word, or hide it with invisible
+// characters, match it; masking covers the characters they came from.
+func TestBypassSpellings(t *testing.T) {
+	f := mustFilter(t, Config{Mode: ModeMask, Words: []string{"badword", "café"}})
+	cases := []struct{ name, text, masked string }{
+		{"zero-width space", "a bad\u200bword!", "a ********!"},
+		{"zero-width joiner and non-joiner", "bad\u200dwo\u200crd", "*********"},
+		{"word joiner", "b\u2060adword", "********"},
+		{"soft hyphen", "bad\u00adword", "********"},
+		{"byte order mark", "bad\ufeffword", "********"},
+		{"variation selector", "badw\ufe0ford", "********"},
+		{"bidi override", "bad\u202eword", "********"},
+		{"full width", "ｂａｄｗｏｒｄ", "*******"},
+		{"math bold", "𝐛𝐚𝐝𝐰𝐨𝐫𝐝", "*******"},
+		{"cyrillic look-alikes", "bаdwоrd", "*******"},
+		{"greek look-alikes", "bαdwοrd", "*******"},
+		{"capitals and look-alikes", "ВАDWОRD", "*******"},
+		{"combining marks", "b\u0336a\u0336d\u0336word", "**********"},
+		{"accent", "bádword", "*******"},
+		{"decomposed accent in the list", "cafe\u0301 cafe", "***** ****"},
+		{"clean", "bad words are not badly worded", "bad words are not badly worded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := f.Match(tc.text); ok != (tc.masked != tc.text) {
+				t.Errorf("Match(%q) = %v", tc.text, ok)
+			}
+			if got, _ := f.Mask(tc.text); got != tc.masked {
+				t.Errorf("Mask(%q) = %q, want %q", tc.text, got, tc.masked)
+			}
+		})
+	}
+	if _, err := New(Config{Words: []string{"\u200b\u00ad"}}); err == nil {
+		t.Error("a word of invisible characters was accepted")
+	}
+}
+
 func TestMaskMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []rune("abAB σΣς傻")
+	alphabet := []rune("abAB σΣς傻\u200bａаé\u0301")
 	randText := func(n int) string {
 		r := make([]rune, n)
 		for i := range r {
@@ -249,7 +290,7 @@ func TestMaskMatchesReference(t *testing.T) {
 	for range 300 {
 		var words []string
 		for range 1 + rng.IntN(6) {
-			if w := strings.TrimSpace(randText(1 + rng.IntN(4))); w != "" {
+			if w := strings.TrimSpace(randText(1 + rng.IntN(4))); checkWord(w) == "" {
 				words = append(words, w)
 			}
 		}
@@ -269,6 +310,7 @@ func TestMaskMatchesReference(t *testing.T) {
 func FuzzMask(f *testing.F) {
 	f.Add("he,she,hers", "ushers and HIS")
 	f.Add("σοφια,傻瓜", "ΣΟΦΙΑ 傻瓜")
+	f.Add("bad,ﬁne", "b\u200bａd fine ｆｉｎｅ")
 	f.Fuzz(func(t *testing.T, list, text string) {
 		var words []string
 		for _, w := range strings.Split(list, ",") {
