@@ -102,6 +102,19 @@ func TestDocSnippets(t *testing.T) {
 		viewerGetsMessage(t, "ws://localhost:8080/ws?room=lobby&token="+tok, tok, "to a viewer with a token")
 	})
 
+	t.Run("helm", func(t *testing.T) {
+		sh := newSnippetShell(t, root, bins)
+		out := sh.run(snippet(t, root, "docs/running.md", "helm"))
+		for _, want := range []string{"3 kind: Deployment", "kind: Secret", "kind: HorizontalPodAutoscaler"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in the output:\n%s", want, out)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^eyJ[\w-]+\.[\w-]+\.[\w-]+$`).MatchString(out) {
+			t.Errorf("no token in the output:\n%s", out)
+		}
+	})
+
 	t.Run("integrate", func(t *testing.T) {
 		sh := newSnippetShell(t, root, bins)
 		script := snippet(t, root, "docs/integrate.md", "integrate-start") + waitFor("localhost:8090/readyz")
@@ -126,6 +139,16 @@ func runInNamespace(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./docs/examples/...: %v\n%s", err, out)
 	}
+	// The helm the docs run with go run, at the version they name.
+	helmRef := regexp.MustCompile(`go run (helm\.sh/helm/v3/cmd/helm@v[0-9.]+)`).FindStringSubmatch(snippet(t, root, "docs/running.md", "helm"))
+	if helmRef == nil {
+		t.Fatal("the helm snippet of docs/running.md runs no helm with go run")
+	}
+	install := exec.Command("go", "install", helmRef[1])
+	install.Dir, install.Env = root, append(os.Environ(), "GOBIN="+examples)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install %s: %v\n%s", helmRef[1], err, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "-rn", "sh", "-c", `ip link set lo up && exec "$@"`, "sh",
@@ -149,17 +172,20 @@ type snippetShell struct {
 }
 
 // newSnippetShell makes a working directory holding the shipped configs/
-// (the snippets read configs/*.yaml and write local/) and a PATH whose go
-// runs the built binaries.
+// and deploy/ (the snippets read configs/*.yaml and the chart, and write
+// local/) and a PATH whose go runs the built binaries.
 func newSnippetShell(t *testing.T, root, bins string) *snippetShell {
 	dir, shim := t.TempDir(), t.TempDir()
-	if err := os.Symlink(filepath.Join(root, "configs"), filepath.Join(dir, "configs")); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"configs", "deploy"} {
+		if err := os.Symlink(filepath.Join(root, d), filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	goShim := `#!/bin/sh
-# go run ./cmd/NAME ARGS... and go run ./docs/examples/NAME ARGS... start the binaries built for the test.
+# go run ./cmd/NAME ARGS..., go run ./docs/examples/NAME ARGS... and
+# go run MODULE/NAME@VERSION ARGS... start the binaries built for the test.
 [ "$1" = run ] || { echo "go: only go run is available here" >&2; exit 2; }
-name=$(basename "$2"); shift 2
+name=$(basename "${2%@*}"); shift 2
 IFS=:; for d in $SNIPPETS_BINS; do [ -x "$d/$name" ] && exec "$d/$name" "$@"; done
 echo "go: no binary $name" >&2; exit 2
 `

@@ -3,7 +3,7 @@
 // room's history and pushes a notice to the user. It needs logic's address
 // and the two secrets of logic's configuration:
 //
-//	DANMAKU_URL=http://localhost:8090 \
+//	LOGIC_URL=http://localhost:8090 \
 //	DANMAKU_AUTH_HMAC_SECRET=... DANMAKU_LOGIC_ADMIN_SECRET=... go run ./docs/examples/backend
 package main
 
@@ -67,7 +67,7 @@ func userToken(secret []byte, uid, name string, rooms []string) (string, error) 
 }
 
 func main() {
-	a := api{base: os.Getenv("DANMAKU_URL"), client: &http.Client{Timeout: 10 * time.Second}}
+	a := api{base: os.Getenv("LOGIC_URL"), client: &http.Client{Timeout: 10 * time.Second}}
 	admin := os.Getenv("DANMAKU_LOGIC_ADMIN_SECRET")
 	tok, err := userToken([]byte(os.Getenv("DANMAKU_AUTH_HMAC_SECRET")), "42", "Ann", []string{"lobby"})
 	if err != nil {
