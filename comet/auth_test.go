@@ -8,20 +8,20 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/auth/authtest"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 	"github.com/danmaku/danmaku/route"
 )
 
 // startWithAuth starts a comet with comet.auth jwt and a verifier of keys.
-func startWithAuth(t *testing.T, keys *authtest.Keys) *Server {
+func startWithAuth(t *testing.T, keys *tokens.Keys) *Server {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.Auth = config.AuthJWT
-	s, err := New(cfg, Deps{Store: route.New(redistest.Client(t)), Verifier: keys.Verifier(t)})
+	s, err := New(cfg, Deps{Store: route.New(redisserver.Client(t)), Verifier: keys.Verifier(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +33,9 @@ func startWithAuth(t *testing.T, keys *authtest.Keys) *Server {
 }
 
 func TestTokenAuth(t *testing.T) {
-	keys := authtest.New(t)
+	keys := tokens.New(t)
 	s := startWithAuth(t, keys)
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	good := keys.Token(t, 42, "ann", nil)
 	cases := []struct {
 		name, query string
@@ -85,10 +85,10 @@ func TestTokenAuth(t *testing.T) {
 // joins outside it get a forbidden error frame and the viewer stays where
 // it was (nowhere, or its room).
 func TestTokenRooms(t *testing.T) {
-	keys := authtest.New(t)
+	keys := tokens.New(t)
 	s := startWithAuth(t, keys)
-	pfx := testutil.Uniq("live")
-	allowed, other := pfx+"-1", testutil.Uniq("other-")
+	pfx := testkit.Uniq("live")
+	allowed, other := pfx+"-1", testkit.Uniq("other-")
 	tok := keys.Token(t, 7, "", []string{pfx + "-*"})
 
 	ws := mustDial(t, s, "room="+other+"&token="+tok)
@@ -105,7 +105,7 @@ func TestTokenRooms(t *testing.T) {
 		t.Fatalf("join outside the token: %+v", f)
 	}
 	// Still in the allowed room: its batches arrive.
-	b := danmaku.Batch{Op: danmaku.OpMsgs, Room: allowed, Msgs: []danmaku.Message{{ID: testutil.Uniq("m"), UID: 1, Name: "a", Content: "hi", TS: 1}}}
+	b := danmaku.Batch{Op: danmaku.OpMsgs, Room: allowed, Msgs: []danmaku.Message{{ID: testkit.Uniq("m"), UID: 1, Name: "a", Content: "hi", TS: 1}}}
 	if n := s.Broadcast(b); n != 1 {
 		t.Fatalf("broadcast to %s reached %d viewers, want 1", allowed, n)
 	}

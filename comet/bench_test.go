@@ -22,7 +22,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // benchBatch is a batch of 20 comments, about 2 KiB as a frame.
@@ -44,7 +44,7 @@ func benchBatch(room string, seq int) danmaku.Batch {
 // once over the pooled connections.
 func BenchmarkPush(b *testing.B) {
 	s, _ := mustStart(b, nil)
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	c := mustDial(b, s, "room="+room)
 	mustReadOp(b, c, opWelcome)
 	go func() {
@@ -109,7 +109,7 @@ func BenchmarkPush(b *testing.B) {
 // viewer's frame was written to its socket (danmaku_comet_frames_written_total).
 //
 // peer=10000: 10,000 viewers whose client sockets live in a separate
-// process (comet/internal/idleload -mode clients), so this process holds
+// process (internal/tools/idleload -mode clients), so this process holds
 // 10,000 server sockets and every allocation counted is the comet's own.
 // inproc=5000: 5,000 viewers with both ends in this process (10,000 fds);
 // the client readers' work and allocations are included. The deflate
@@ -137,7 +137,7 @@ func buildIdleload(b *testing.B) string {
 			return
 		}
 		idleloadBin = filepath.Join(dir, "idleload")
-		out, err := exec.Command("go", "build", "-o", idleloadBin, "./internal/idleload").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", idleloadBin, "../internal/tools/idleload").CombinedOutput()
 		if err != nil {
 			idleloadErr = fmt.Errorf("build idleload: %v\n%s", err, out)
 		}
@@ -150,7 +150,7 @@ func buildIdleload(b *testing.B) string {
 
 func benchPeer(b *testing.B, n int, deflate bool) {
 	s, _ := mustStart(b, func(c *Config) { c.Compression = deflate })
-	room := testutil.Uniq("fan-")
+	room := testkit.Uniq("fan-")
 	args := []string{"-mode", "clients", "-addr", s.PublicAddr(), "-n", strconv.Itoa(n), "-room", room}
 	if deflate {
 		args = append(args, "-compress")
@@ -174,7 +174,7 @@ func benchPeer(b *testing.B, n int, deflate bool) {
 
 func benchInProc(b *testing.B, n int) {
 	s, _ := mustStart(b, nil)
-	room := testutil.Uniq("fan-")
+	room := testkit.Uniq("fan-")
 	var received atomic.Int64
 	conns := make([]*websocket.Conn, 0, n)
 	defer func() {

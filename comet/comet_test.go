@@ -18,12 +18,12 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 func TestJoinSwitchLeave(t *testing.T) {
 	s, store := mustStart(t, nil)
-	r1, r2 := testutil.Uniq("r1-"), testutil.Uniq("r2-")
+	r1, r2 := testkit.Uniq("r1-"), testkit.Uniq("r2-")
 
 	a := mustDial(t, s, "room="+r1+"&uid=alice")
 	w := mustReadOp(t, a, opWelcome)
@@ -60,7 +60,7 @@ func TestJoinSwitchLeave(t *testing.T) {
 	expectRoutes(t, store, s, r1, 0)
 	b.Close()
 	expectRoutes(t, store, s, r2, 0)
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if rooms, conns := s.hub.counts(); rooms != 0 || conns != 0 {
 			return errors.New("hub not empty")
 		}
@@ -70,7 +70,7 @@ func TestJoinSwitchLeave(t *testing.T) {
 
 func TestPushFanOut(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	ra, rb := testutil.Uniq("ra-"), testutil.Uniq("rb-")
+	ra, rb := testkit.Uniq("ra-"), testkit.Uniq("rb-")
 	var inA, inB []*websocket.Conn
 	for range 3 {
 		c := mustDial(t, s, "room="+ra)
@@ -117,7 +117,7 @@ func TestPushFanOut(t *testing.T) {
 		}
 	}
 	// A room without viewers here.
-	if n := mustPush(t, p, s, batch(testutil.Uniq("empty-"), "x")); n != 0 {
+	if n := mustPush(t, p, s, batch(testkit.Uniq("empty-"), "x")); n != 0 {
 		t.Fatalf("delivered %d to an empty room", n)
 	}
 	if got := value(t, s.metrics.duplicateMsgs); got != 3 {
@@ -127,7 +127,7 @@ func TestPushFanOut(t *testing.T) {
 
 func TestPingPong(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	c := mustDial(t, s, "room="+testutil.Uniq("r-"))
+	c := mustDial(t, s, "room="+testkit.Uniq("r-"))
 	mustReadOp(t, c, opWelcome)
 	mustSend(t, c, map[string]string{"op": "ping"})
 	mustReadOp(t, c, opPong)
@@ -138,7 +138,7 @@ func TestHeartbeat(t *testing.T) {
 		c.PingPeriod = 100 * time.Millisecond
 		c.PongWait = time.Second
 	})
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	// A live viewer answers pings (the client library does while reading)
 	// and stays connected well past PongWait.
 	live := mustDial(t, s, "room="+room)
@@ -164,7 +164,7 @@ func TestHeartbeat(t *testing.T) {
 	// A dead viewer never reads, so it never answers a ping.
 	dead := mustDial(t, s, "room="+room)
 	mustReadOp(t, dead, opWelcome)
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if n := s.hub.local(room); n > 1 {
 			return errors.New("dead viewer still connected")
 		}
@@ -185,7 +185,7 @@ func TestHeartbeat(t *testing.T) {
 
 func TestSlowConsumer(t *testing.T) {
 	s, store := mustStart(t, func(c *Config) { c.QueueSize = 4 })
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 
 	// The slow viewer has a tiny receive buffer and never reads.
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -230,7 +230,7 @@ func TestSlowConsumer(t *testing.T) {
 	sent := 0
 	waitFast := func() {
 		t.Helper()
-		testutil.SucceedsSoon(t, 10*time.Second, func() error {
+		testkit.SucceedsSoon(t, 10*time.Second, func() error {
 			for i := range fast {
 				if n := got[i].Load(); n != int64(sent) {
 					return fmt.Errorf("fast viewer %d got %d of %d batches (slow disconnects %v)", i, n, sent, value(t, s.metrics.slowConsumers))
@@ -245,7 +245,7 @@ func TestSlowConsumer(t *testing.T) {
 	// The socket buffers hold a few MiB at most: 1000 batches of 64 KiB
 	// overflow them and the queue many times over.
 	for sent < 1000 && value(t, s.metrics.slowConsumers) == 0 {
-		b := batch(room, testutil.Uniq("s"))
+		b := batch(room, testkit.Uniq("s"))
 		b.Msgs[0].Content = big
 		mustPush(t, p, s, b)
 		sent++
@@ -270,7 +270,7 @@ func TestSlowConsumer(t *testing.T) {
 
 func TestGracefulShutdown(t *testing.T) {
 	s, store := mustStart(t, nil)
-	r1, r2 := testutil.Uniq("r1-"), testutil.Uniq("r2-")
+	r1, r2 := testkit.Uniq("r1-"), testkit.Uniq("r2-")
 	var viewers []*websocket.Conn
 	for i := range 4 {
 		room := r1
@@ -321,7 +321,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 func TestCompression(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.Compression = true })
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	d := websocket.Dialer{EnableCompression: true}
 	var viewers []*websocket.Conn
 	for range 2 {
@@ -389,7 +389,7 @@ func TestLeaseRenewed(t *testing.T) {
 // closed with 1013; once Redis is back, viewers join again.
 func TestRegistryUnavailable(t *testing.T) {
 	s, srv := startOnPrivateRedis(t, 300*time.Millisecond)
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 
 	resume := srv.PauseUntilResumed(t)
 	c := mustDial(t, s, "room="+room)
@@ -403,7 +403,7 @@ func TestRegistryUnavailable(t *testing.T) {
 	}
 	resume()
 
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room), nil)
 		if err != nil {
 			return err

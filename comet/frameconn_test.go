@@ -15,7 +15,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -250,7 +250,7 @@ func TestServeFramesOverTLS(t *testing.T) {
 	defer hs.Close()
 	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	url := "wss://" + strings.TrimPrefix(hs.URL, "https://") + "/ws?room="
-	room := testutil.Uniq("tls-")
+	room := testkit.Uniq("tls-")
 
 	c, _, err := d.Dial(url+room, nil)
 	if err != nil {
@@ -285,7 +285,7 @@ func TestServeFramesOverTLS(t *testing.T) {
 	}
 	c.Close()
 	expectRoutes(t, store, s, room, 0)
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if _, n := s.hub.counts(); n != 0 {
 			return fmt.Errorf("%d connections left", n)
 		}

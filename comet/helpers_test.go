@@ -15,18 +15,18 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 const testSecret = "test-push-secret"
 
 func testConfig(tb testing.TB) Config {
 	cfg := DefaultConfig()
-	cfg.ID = testutil.Uniq("comet-")
+	cfg.ID = testkit.Uniq("comet-")
 	cfg.Listen = "127.0.0.1:0"
 	cfg.InternalListen = "127.0.0.1:0"
 	cfg.Secret = testSecret
@@ -45,7 +45,7 @@ func mustStart(tb testing.TB, mutate func(*Config)) (*Server, *route.Store) {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	store := route.New(redistest.Client(tb))
+	store := route.New(redisserver.Client(tb))
 	s, err := New(cfg, Deps{Store: store})
 	if err != nil {
 		tb.Fatalf("new comet: %v", err)
@@ -59,9 +59,9 @@ func mustStart(tb testing.TB, mutate func(*Config)) (*Server, *route.Store) {
 
 // startOnPrivateRedis starts a comet on a Redis server of its own (which
 // the test may stop or pause) with the given Redis timeout.
-func startOnPrivateRedis(tb testing.TB, timeout time.Duration) (*Server, *redistest.Server) {
+func startOnPrivateRedis(tb testing.TB, timeout time.Duration) (*Server, *redisserver.Server) {
 	tb.Helper()
-	srv, rdb := redistest.Private(tb)
+	srv, rdb := redisserver.Private(tb)
 	cfg := testConfig(tb)
 	cfg.RedisTimeout = timeout
 	s, err := New(cfg, Deps{Store: route.New(rdb)})
@@ -163,7 +163,7 @@ func expectNoFrame(tb testing.TB, ws *websocket.Conn, d time.Duration) {
 // roomComets reads room:comets:{room} (comet id -> viewers), the index
 // job's BeginBroadcast reads to find a room's comets.
 func roomComets(tb testing.TB, room string) (map[string]int64, error) {
-	raw, err := redistest.Client(tb).HGetAll(context.Background(), "room:comets:{"+room+"}").Result()
+	raw, err := redisserver.Client(tb).HGetAll(context.Background(), "room:comets:{"+room+"}").Result()
 	out := make(map[string]int64, len(raw))
 	for comet, v := range raw {
 		out[comet], _ = strconv.ParseInt(v, 10, 64)
@@ -174,7 +174,7 @@ func roomComets(tb testing.TB, room string) (map[string]int64, error) {
 // expectRoutes checks Online and this comet's room:comets entry for room.
 func expectRoutes(tb testing.TB, store *route.Store, s *Server, room string, want int64) {
 	tb.Helper()
-	testutil.SucceedsSoon(tb, 5*time.Second, func() error {
+	testkit.SucceedsSoon(tb, 5*time.Second, func() error {
 		ctx := context.Background()
 		n, err := store.Online(ctx, room)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // TestBadInput sends every kind of bad input while a healthy viewer stays
@@ -28,7 +28,7 @@ func TestBadInput(t *testing.T) {
 		c.MaxFrameBytes = 256
 		c.AllowedOrigins = []string{"https://good.example"}
 	})
-	room, other := testutil.Uniq("r-"), testutil.Uniq("other-")
+	room, other := testkit.Uniq("r-"), testkit.Uniq("other-")
 	healthy := mustDial(t, s, "room="+room)
 	mustReadOp(t, healthy, opWelcome)
 	p := push.NewClient(testSecret, 2*time.Second)
@@ -223,7 +223,7 @@ func TestPerIPLimit(t *testing.T) {
 	expectErrorBody(t, resp, danmaku.ERATELIMIT)
 	// A slot frees when a connection ends.
 	a.Close()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
 		if err != nil {
 			return err
@@ -309,7 +309,7 @@ func maskedFrame(opcode byte, payload []byte) []byte {
 // and a frame split over two segments are all served in order.
 func TestPipelinedFrames(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	c := mustDial(t, s, "")
 	pongs := make(chan string, 4)
 	c.SetPongHandler(func(p string) error { pongs <- p; return nil })

@@ -12,7 +12,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -56,7 +56,7 @@ func TestTimelineRemove(t *testing.T) {
 	}
 	expectRange(t, msgPositions(tl.after(0, 10)), 1, 1)
 	for range goneMax + 1 {
-		tl.gone.add(testutil.Uniq("g"), goneMax)
+		tl.gone.add(testkit.Uniq("g"), goneMax)
 	}
 	if len(tl.gone.ids) != goneMax || tl.gone.has("m3") {
 		t.Fatalf("gone holds %d ids", len(tl.gone.ids))
@@ -68,7 +68,7 @@ func TestTimelineRemove(t *testing.T) {
 func (w *tlRoom) delete(p *push.Client, ids []string, comets ...*Server) {
 	w.tb.Helper()
 	ctx := context.Background()
-	ev := danmaku.Event{Op: danmaku.OpDel, Room: w.id, ID: testutil.Uniq("ev"), IDs: ids}
+	ev := danmaku.Event{Op: danmaku.OpDel, Room: w.id, ID: testkit.Uniq("ev"), IDs: ids}
 	b, err := w.store.BeginEvent(ctx, ev, route.EventOptions{Owner: "test", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second})
 	if err != nil || b.Status != route.Acquired {
 		w.tb.Fatalf("begin event: %+v %v", b, err)
@@ -178,8 +178,8 @@ func expectBanned(tb testing.TB, ws *websocket.Conn) {
 func TestBanEvent(t *testing.T) {
 	s, store := mustStart(t, nil)
 	p := push.NewClient(testSecret, 2*time.Second)
-	room, other := testutil.Uniq("ban"), testutil.Uniq("ban")
-	bad, good := testutil.Uniq("u"), testutil.Uniq("u")
+	room, other := testkit.Uniq("ban"), testkit.Uniq("ban")
+	bad, good := testkit.Uniq("u"), testkit.Uniq("u")
 	ws1, _ := joinWelcome(t, s, room, "uid="+bad)
 	ws2, _ := joinWelcome(t, s, room, "uid="+bad) // a second tab
 	ws3, _ := joinWelcome(t, s, room, "uid="+good)
@@ -215,7 +215,7 @@ func TestBanEvent(t *testing.T) {
 		t.Fatalf("refused joins counted as %v registry errors", v)
 	}
 	// Welcome again after the duration.
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		ws, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid="+bad), nil)
 		if err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // noticeFrame is a user or all frame as a viewer decodes it.
@@ -61,8 +61,8 @@ func pushNotices(t *testing.T, s *Server, p danmaku.NoticePush) int {
 // sent again; a closed tab leaves the user's connections.
 func TestNoticeToUser(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	u, other := testutil.Uniq("u"), testutil.Uniq("u")
-	r1, r2 := testutil.Uniq("r"), testutil.Uniq("r")
+	u, other := testkit.Uniq("u"), testkit.Uniq("u")
+	r1, r2 := testkit.Uniq("r"), testkit.Uniq("r")
 	tabs := []*websocket.Conn{
 		mustDial(t, s, "room="+r1+"&uid="+u),
 		mustDial(t, s, "room="+r2+"&uid="+u),
@@ -74,16 +74,16 @@ func TestNoticeToUser(t *testing.T) {
 	for _, ws := range bystanders {
 		mustReadOp(t, ws, opWelcome)
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if n := len(s.hub.users.appendConns(u, nil)); n != 3 {
 			return fmt.Errorf("user connections %d, want 3", n)
 		}
 		return nil
 	})
-	n1 := danmaku.Notice{ID: testutil.Uniq("n"), TS: 5, Content: "your comment was removed"}
-	n2 := danmaku.Notice{ID: testutil.Uniq("n"), TS: 6, Data: json.RawMessage(`{"gift":"rose"}`)}
+	n1 := danmaku.Notice{ID: testkit.Uniq("n"), TS: 5, Content: "your comment was removed"}
+	n2 := danmaku.Notice{ID: testkit.Uniq("n"), TS: 6, Data: json.RawMessage(`{"gift":"rose"}`)}
 	p := danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{
-		{User: u, Msgs: []danmaku.Notice{n1, n2}}, {User: testutil.Uniq("absent"), Msgs: []danmaku.Notice{{ID: testutil.Uniq("n"), Content: "x"}}}}}
+		{User: u, Msgs: []danmaku.Notice{n1, n2}}, {User: testkit.Uniq("absent"), Msgs: []danmaku.Notice{{ID: testkit.Uniq("n"), Content: "x"}}}}}
 	if got := pushNotices(t, s, p); got != 3 {
 		t.Fatalf("delivered %d, want 3 (one frame per tab)", got)
 	}
@@ -102,7 +102,7 @@ func TestNoticeToUser(t *testing.T) {
 	if got := pushNotices(t, s, p); got != 0 {
 		t.Fatalf("redelivery handed to %d tabs, want 0", got)
 	}
-	n3 := danmaku.Notice{ID: testutil.Uniq("n"), Content: "three"}
+	n3 := danmaku.Notice{ID: testkit.Uniq("n"), Content: "three"}
 	pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n2, n3}}}})
 	for _, ws := range tabs {
 		if got := noticeIDs(readNotices(t, ws, danmaku.OpUser)); !slices.Equal(got, []string{n3.ID}) {
@@ -114,13 +114,13 @@ func TestNoticeToUser(t *testing.T) {
 	}
 
 	tabs[2].Close()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if n := len(s.hub.users.appendConns(u, nil)); n != 2 {
 			return fmt.Errorf("user connections after a close %d, want 2", n)
 		}
 		return nil
 	})
-	n4 := danmaku.Notice{ID: testutil.Uniq("n"), Content: "four"}
+	n4 := danmaku.Notice{ID: testkit.Uniq("n"), Content: "four"}
 	if got := pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n4}}}}); got != 2 {
 		t.Fatalf("after a tab closed: delivered %d, want 2", got)
 	}
@@ -130,22 +130,22 @@ func TestNoticeToUser(t *testing.T) {
 // not, with a user id or without; a redelivery is dropped.
 func TestNoticeToAll(t *testing.T) {
 	s, _ := mustStart(t, nil)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	var conns []*websocket.Conn
 	for i := 0; i < 4; i++ {
 		ws := mustDial(t, s, "room="+room+"&uid=u"+strconv.Itoa(i))
 		mustReadOp(t, ws, opWelcome)
 		conns = append(conns, ws)
 	}
-	conns = append(conns, mustDial(t, s, ""), mustDial(t, s, "room="+testutil.Uniq("r")))
+	conns = append(conns, mustDial(t, s, ""), mustDial(t, s, "room="+testkit.Uniq("r")))
 	mustReadOp(t, conns[5], opWelcome)
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if _, n := s.hub.counts(); n != 6 {
 			return fmt.Errorf("connections %d, want 6", n)
 		}
 		return nil
 	})
-	n := danmaku.Notice{ID: testutil.Uniq("all"), TS: 7, Content: "maintenance at 3:00"}
+	n := danmaku.Notice{ID: testkit.Uniq("all"), TS: 7, Content: "maintenance at 3:00"}
 	p := danmaku.NoticePush{Op: danmaku.OpAll, Msgs: []danmaku.Notice{n}}
 	if got := pushNotices(t, s, p); got != 6 {
 		t.Fatalf("delivered %d, want 6", got)

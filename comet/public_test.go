@@ -12,8 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -57,7 +57,7 @@ func TestErrorsHaveOneShape(t *testing.T) {
 // HandlePublic mounts what the embedding binary serves next to /ws.
 func TestHandlePublic(t *testing.T) {
 	cfg := testConfig(t)
-	s, err := New(cfg, Deps{Store: route.New(redistest.Client(t))})
+	s, err := New(cfg, Deps{Store: route.New(redisserver.Client(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +123,13 @@ func TestInvalidUTF8TextFrameCloses1007(t *testing.T) {
 // clients need not poll the API.
 func TestOnlineFrames(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.OnlinePeriod = 64 * time.Millisecond })
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	a := mustDial(t, s, "room="+room)
 	mustReadOp(t, a, opWelcome)
 	b := mustDial(t, s, "room="+room)
 	mustReadOp(t, b, opWelcome)
 	for _, ws := range []*websocket.Conn{a, b} {
-		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			if f := mustReadOp(t, ws, opOnline); f.Room != room || f.Online != 2 {
 				return fmt.Errorf("online frame %+v, want 2 viewers of %s", f, room)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -31,7 +31,7 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // holds n viewers in rooms of 100 (routes only, no sockets: the repair
 // reads nothing else).
 func benchComet(b *testing.B, n int) (*Server, *redis.Client, *roundTrips) {
-	srv := redistest.New(b)
+	srv := redisserver.New(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { rdb.Close() })
 	// The comet's own client, counted; the benchmark's reads use rdb.
@@ -71,11 +71,11 @@ func BenchmarkReregister(b *testing.B) {
 				if err := rdb.FlushAll(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				c0, t0 := redistest.Commands(b, rdb), trips.n.Load()
+				c0, t0 := redisserver.Commands(b, rdb), trips.n.Load()
 				b.StartTimer()
 				s.reg.exclusive(s.heartbeat)
 				b.StopTimer()
-				cmds, rt = cmds+redistest.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
+				cmds, rt = cmds+redisserver.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
 				if got, err := rdb.HLen(ctx, "comet:connections:{"+s.ID()+"}").Result(); err != nil || got != int64(n) {
 					b.Fatalf("index lists %d (%v), want %d", got, err, n)
 				}
@@ -98,11 +98,11 @@ func BenchmarkReconcileClean(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
-				c0, t0 := redistest.Commands(b, rdb), trips.n.Load()
+				c0, t0 := redisserver.Commands(b, rdb), trips.n.Load()
 				b.StartTimer()
 				s.reg.exclusive(func() { s.reconcile("bench") })
 				b.StopTimer()
-				cmds, rt = cmds+redistest.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
+				cmds, rt = cmds+redisserver.Commands(b, rdb)-c0, rt+trips.n.Load()-t0
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(cmds)/float64(b.N), "commands/op")

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -52,7 +52,7 @@ func joinViewers(t *testing.T, s *Server, rooms []string, n int) map[string][]st
 // comet's room:comets entry equal want.
 func expectOnline(t *testing.T, store *route.Store, rdb redis.UniversalClient, s *Server, rooms []string, want int64, d time.Duration) {
 	t.Helper()
-	testutil.SucceedsSoon(t, d, func() error {
+	testkit.SucceedsSoon(t, d, func() error {
 		ctx := context.Background()
 		for _, room := range rooms {
 			n, err := store.Online(ctx, room)
@@ -75,11 +75,11 @@ func expectOnline(t *testing.T, store *route.Store, rdb redis.UniversalClient, s
 // on the same port) while viewers stay connected: the comet notices at its
 // next lease renewal and registers every viewer again.
 func TestRedisLossReregistersViewers(t *testing.T) {
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	s, store := startOn(t, rdb, func(c *Config) {
 		c.ReconcileInterval = time.Hour // only the lease renewal may repair
 	})
-	rooms := []string{testutil.Uniq("r-"), testutil.Uniq("r-")}
+	rooms := []string{testkit.Uniq("r-"), testkit.Uniq("r-")}
 	joinViewers(t, s, rooms, 5)
 	expectOnline(t, store, rdb, s, rooms, 5, 5*time.Second)
 	ctx := context.Background()
@@ -121,13 +121,13 @@ func TestRedisLossReregistersViewers(t *testing.T) {
 // within reconcile_interval.
 func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 	const interval = 300 * time.Millisecond
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	s, store := startOn(t, rdb, func(c *Config) {
 		c.LeaseRenew = 10 * time.Second // the renewal's count check must not be what repairs
 		c.LeaseTTL = 30 * time.Second
 		c.ReconcileInterval = interval
 	})
-	room, empty := testutil.Uniq("r-"), testutil.Uniq("r-")
+	room, empty := testkit.Uniq("r-"), testkit.Uniq("r-")
 	ids := joinViewers(t, s, []string{room}, 2)
 	ctx := context.Background()
 
@@ -159,7 +159,7 @@ func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 	}
 	// A reconcile counts its changes once it returns; the routes above may
 	// be seen fixed while it still runs.
-	testutil.SucceedsSoon(t, 2*time.Second, func() error {
+	testkit.SucceedsSoon(t, 2*time.Second, func() error {
 		if got := value(t, s.metrics.repairedConns.WithLabelValues("removed")); got < 1 {
 			return fmt.Errorf("repaired removed = %v, want at least 1", got)
 		}
@@ -173,10 +173,10 @@ func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 // A comet restarted with the id of one that was killed (no graceful
 // shutdown) removes the routes the dead process left before it serves.
 func TestLeftoverRoutesRemovedAtStart(t *testing.T) {
-	rdb := redistest.Client(t)
+	rdb := redisserver.Client(t)
 	store := route.New(rdb)
 	ctx := context.Background()
-	id, room := testutil.Uniq("comet-"), testutil.Uniq("r-")
+	id, room := testkit.Uniq("comet-"), testkit.Uniq("r-")
 	old := route.CometInfo{ID: id, Addr: "127.0.0.1:1", Started: time.Now().Add(-time.Minute)}
 	if _, err := store.Heartbeat(ctx, old, time.Minute); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestLeftoverRoutesRemovedAtStart(t *testing.T) {
 
 // /readyz fails while Redis does not answer and recovers with it.
 func TestReadyzFollowsRedis(t *testing.T) {
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	s, _ := startOn(t, rdb, nil)
 	status := func(base string) int {
 		resp, err := http.Get("http://" + base + "/readyz")
@@ -220,14 +220,14 @@ func TestReadyzFollowsRedis(t *testing.T) {
 		}
 	}
 	resume := srv.PauseUntilResumed(t)
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if got := status(s.InternalAddr()); got != http.StatusServiceUnavailable {
 			return fmt.Errorf("readyz %d with redis paused", got)
 		}
 		return nil
 	})
 	resume()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if got := status(s.InternalAddr()); got != http.StatusOK {
 			return fmt.Errorf("readyz %d with redis back", got)
 		}
@@ -237,7 +237,7 @@ func TestReadyzFollowsRedis(t *testing.T) {
 
 // While the registry is rebuilt the comet is not ready.
 func TestNotReadyWhileRebuilding(t *testing.T) {
-	_, rdb := redistest.Private(t)
+	_, rdb := redisserver.Private(t)
 	s, _ := startOn(t, rdb, nil)
 	s.rebuilding.Store(true)
 	if err := s.Ready(context.Background()); err != errRebuilding {
@@ -245,7 +245,7 @@ func TestNotReadyWhileRebuilding(t *testing.T) {
 	}
 	// The next renewal finishes the rebuild (nothing to write) and the
 	// comet is ready again.
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return s.Ready(context.Background()) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return s.Ready(context.Background()) })
 }
 
 // Joiners of a room whose history read just failed are served from what
@@ -254,7 +254,7 @@ func TestNotReadyWhileRebuilding(t *testing.T) {
 // four do not read.
 func TestJoinsSkipReadsAfterAFailedOne(t *testing.T) {
 	s, srv := startOnPrivateRedis(t, 400*time.Millisecond)
-	room := testutil.Uniq("r-")
+	room := testkit.Uniq("r-")
 	r := s.hub.roomFor(room)
 	resume := srv.PauseUntilResumed(t)
 	defer resume()

@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/auth/authtest"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -96,8 +96,8 @@ func TestBanOneOfSeveralRooms(t *testing.T) {
 	s, store := mustStart(t, nil)
 	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
-	a, b := testutil.Uniq("ban"), testutil.Uniq("ban")
-	user := testutil.Uniq("u")
+	a, b := testkit.Uniq("ban"), testkit.Uniq("ban")
+	user := testkit.Uniq("u")
 	ws := mustDial(t, s, "room="+a+"&room="+b+"&uid="+user)
 	mustReadOp(t, ws, opWelcome)
 	mustReadOp(t, ws, opWelcome)
@@ -107,7 +107,7 @@ func TestBanOneOfSeveralRooms(t *testing.T) {
 		if err := store.Ban(ctx, user, room, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		body, _ := json.Marshal(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: user, Until: time.Now().Add(time.Minute).UnixMilli()})
+		body, _ := json.Marshal(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: user, Until: time.Now().Add(time.Minute).UnixMilli()})
 		if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 1 {
 			t.Fatalf("ban push: %d %v", n, err)
 		}
@@ -120,7 +120,7 @@ func TestBanOneOfSeveralRooms(t *testing.T) {
 	mustReadOp(t, ws, opPong)
 	expectRoutes(t, store, s, a, 0)
 	expectRoutes(t, store, s, b, 1)
-	if n := mustPush(t, p, s, batch(a, testutil.Uniq("m"))); n != 0 {
+	if n := mustPush(t, p, s, batch(a, testkit.Uniq("m"))); n != 0 {
 		t.Fatalf("push to the banned room reached %d", n)
 	}
 	mustSend(t, ws, map[string]string{"op": "sub", "room": a})
@@ -148,10 +148,10 @@ func TestBanOneOfSeveralRooms(t *testing.T) {
 // The token's rooms claim is checked at every sub: a room outside it gets
 // the error frame forbidden naming it, the connection keeps its rooms.
 func TestTokenRoomsPerSub(t *testing.T) {
-	keys := authtest.New(t)
+	keys := tokens.New(t)
 	s := startWithAuth(t, keys)
-	pfx := testutil.Uniq("live")
-	other := testutil.Uniq("other-")
+	pfx := testkit.Uniq("live")
+	other := testkit.Uniq("other-")
 	ws := mustDial(t, s, "room="+pfx+"-1&room="+other+"&token="+keys.Token(t, 7, "", []string{pfx + "-*"}))
 	if f := mustReadOp(t, ws, opWelcome); f.Room != pfx+"-1" {
 		t.Fatalf("welcome %+v", f)
@@ -168,7 +168,7 @@ func TestTokenRoomsPerSub(t *testing.T) {
 		t.Fatalf("sub outside the token: %+v", f)
 	}
 	for _, room := range []string{pfx + "-1", pfx + "-2"} {
-		if n := s.Broadcast(batch(room, testutil.Uniq("m"))); n != 1 {
+		if n := s.Broadcast(batch(room, testkit.Uniq("m"))); n != 1 {
 			t.Fatalf("broadcast to %s reached %d", room, n)
 		}
 		if f := mustReadOp(t, ws, danmaku.OpMsgs); f.Room != room {
@@ -181,7 +181,7 @@ func TestTokenRoomsPerSub(t *testing.T) {
 // count, and a count changes when a viewer of that room leaves it.
 func TestOnlinePerRoom(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.OnlinePeriod = 64 * time.Millisecond })
-	a, b := testutil.Uniq("on"), testutil.Uniq("on")
+	a, b := testkit.Uniq("on"), testkit.Uniq("on")
 	x := mustDial(t, s, "room="+a+"&room="+b)
 	mustReadOp(t, x, opWelcome)
 	mustReadOp(t, x, opWelcome)
@@ -222,13 +222,13 @@ func expectOnlineFrames(tb testing.TB, ws *websocket.Conn, want map[string]int64
 // (one entry per room); a room's registration lost, a stale one left and a
 // wrong count are set right by the reconcile.
 func TestRegistryRepairSeveralRooms(t *testing.T) {
-	_, rdb := redistest.Private(t)
+	_, rdb := redisserver.Private(t)
 	s, store := startOn(t, rdb, func(c *Config) {
 		c.LeaseRenew = 200 * time.Millisecond
 		c.LeaseTTL = 10 * time.Second
 		c.ReconcileInterval = 300 * time.Millisecond
 	})
-	a, b, c, gone := testutil.Uniq("rep"), testutil.Uniq("rep"), testutil.Uniq("rep"), testutil.Uniq("rep")
+	a, b, c, gone := testkit.Uniq("rep"), testkit.Uniq("rep"), testkit.Uniq("rep"), testkit.Uniq("rep")
 	x := mustDial(t, s, "room="+a+"&room="+b+"&room="+c+"&uid=ux")
 	id := mustReadOp(t, x, opWelcome).ConnID
 	mustReadOp(t, x, opWelcome)
@@ -240,7 +240,7 @@ func TestRegistryRepairSeveralRooms(t *testing.T) {
 		t.Helper()
 		for room, want := range rooms {
 			expectMembers(t, rdb, room, want...)
-			testutil.SucceedsSoon(t, 5*time.Second, func() error {
+			testkit.SucceedsSoon(t, 5*time.Second, func() error {
 				n, err := rdb.HGet(context.Background(), "room:comets:{"+room+"}", s.ID()).Int64()
 				if err != nil && err != redis.Nil {
 					return err
@@ -251,7 +251,7 @@ func TestRegistryRepairSeveralRooms(t *testing.T) {
 				return nil
 			})
 		}
-		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			n, err := rdb.HLen(context.Background(), "comet:connections:{"+s.ID()+"}").Result()
 			held, registered := s.registryCounts()
 			if err != nil || n != 4 || held != 4 || registered != 4 {
@@ -294,7 +294,7 @@ func TestRegistryRepairSeveralRooms(t *testing.T) {
 	for room := range rooms {
 		expectMembers(t, rdb, room)
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if held, _ := s.registryCounts(); held != 0 {
 			return fmt.Errorf("held %d after every viewer left", held)
 		}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // readRooms reads frames from ws until every room of until has a msgs
@@ -75,7 +75,7 @@ func expectRooms(tb testing.TB, got map[string][]int64, want map[string][2]int64
 // expectMembers checks room:connections:{room} over all comets.
 func expectMembers(tb testing.TB, rdb redis.UniversalClient, room string, want ...string) {
 	tb.Helper()
-	testutil.SucceedsSoon(tb, 5*time.Second, func() error {
+	testkit.SucceedsSoon(tb, 5*time.Second, func() error {
 		got, err := rdb.SMembers(context.Background(), "room:connections:{"+room+"}").Result()
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
 	a, b, c, d := newTLRoom(t, store), newTLRoom(t, store), newTLRoom(t, store), newTLRoom(t, store)
-	user := testutil.Uniq("u")
+	user := testkit.Uniq("u")
 
 	ws := mustDial(t, s, "room="+a.id+"&room="+b.id+"&room="+a.id+"&uid="+user)
 	wa, wb := mustReadOp(t, ws, opWelcome), mustReadOp(t, ws, opWelcome)
@@ -119,7 +119,7 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 	expectRooms(t, readRooms(t, other, map[string]int64{d.id: 6}), map[string][2]int64{d.id: {1, 6}})
 
 	id := wa.ConnID
-	rdb := redistest.Client(t)
+	rdb := redisserver.Client(t)
 	expectMembers(t, rdb, a.id, id)
 	expectMembers(t, rdb, b.id, id+".1")
 	expectMembers(t, rdb, c.id, id+".2")
@@ -166,7 +166,7 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 
 	ws.Close()
 	other.Close()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if rooms, conns := s.hub.counts(); rooms != 0 || conns != 0 {
 			return fmt.Errorf("hub holds %d rooms, %d connections", rooms, conns)
 		}
@@ -180,7 +180,7 @@ func TestSeveralRoomsOneSocket(t *testing.T) {
 // mustConnID returns the registration of room that is not mine.
 func mustConnID(tb testing.TB, s *Server, room, mine string) string {
 	tb.Helper()
-	ids, err := redistest.Client(tb).SMembers(context.Background(), "room:connections:{"+room+"}").Result()
+	ids, err := redisserver.Client(tb).SMembers(context.Background(), "room:connections:{"+room+"}").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestRoomLimit(t *testing.T) {
 	s, store := mustStart(t, func(c *Config) { c.MaxRoomsPerConn = 2 })
 	p := push.NewClient(testSecret, 2*time.Second)
 	defer p.Close()
-	a, b, c := testutil.Uniq("lim"), testutil.Uniq("lim"), testutil.Uniq("lim")
+	a, b, c := testkit.Uniq("lim"), testkit.Uniq("lim"), testkit.Uniq("lim")
 
 	ws := mustDial(t, s, "room="+a+"&room="+b+"&room="+c)
 	mustReadOp(t, ws, opWelcome)
@@ -221,7 +221,7 @@ func TestRoomLimit(t *testing.T) {
 	mustReadOp(t, ws, opPong)
 	expectRoutes(t, store, s, c, 0)
 	for _, room := range []string{a, b} {
-		if n := mustPush(t, p, s, batch(room, testutil.Uniq("m"))); n != 1 {
+		if n := mustPush(t, p, s, batch(room, testkit.Uniq("m"))); n != 1 {
 			t.Fatalf("push to %s reached %d", room, n)
 		}
 		if f := mustReadOp(t, ws, danmaku.OpMsgs); f.Room != room {

@@ -40,7 +40,7 @@
 // processes):
 //
 //	redis-server --port 6399 --save '' --daemonize yes
-//	go run ./comet/internal/idleload -redis 127.0.0.1:6399 -n 1000,15000
+//	go run ./internal/tools/idleload -redis 127.0.0.1:6399 -n 1000,15000
 package comet
 
 import (

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -30,7 +30,7 @@ type tlRoom struct {
 }
 
 func newTLRoom(tb testing.TB, store *route.Store) *tlRoom {
-	return &tlRoom{tb: tb, store: store, id: testutil.Uniq("tl")}
+	return &tlRoom{tb: tb, store: store, id: testkit.Uniq("tl")}
 }
 
 // write gives k new messages the room's next positions and returns the
@@ -70,7 +70,7 @@ func (w *tlRoom) write(k int) danmaku.Batch {
 // write starts a new epoch.
 func (w *tlRoom) wipe() {
 	w.tb.Helper()
-	rdb := redistest.Client(w.tb)
+	rdb := redisserver.Client(w.tb)
 	if err := rdb.Del(context.Background(), "room:timeline:{"+w.id+"}", "room:history:{"+w.id+"}").Err(); err != nil {
 		w.tb.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func resumeQuery(epoch string, since int64) string {
 // frame first.
 func expectValue(tb testing.TB, c prometheus.Metric, want float64, what string) {
 	tb.Helper()
-	testutil.SucceedsSoon(tb, 2*time.Second, func() error {
+	testkit.SucceedsSoon(tb, 2*time.Second, func() error {
 		if got := value(tb, c); got != want {
 			return fmt.Errorf("%s %v, want %v", what, got, want)
 		}

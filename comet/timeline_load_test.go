@@ -18,8 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // stormViewers is the number of viewers of the resume storm test;
@@ -39,7 +39,7 @@ func TestResumeStormSingleFlight(t *testing.T) {
 	w := newTLRoom(t, store)
 	w.write(500)
 	n := stormViewers(t)
-	before := redistest.CommandCalls(t, redistest.Client(t))["llen"] // only the history script calls LLEN
+	before := redisserver.CommandCalls(t, redisserver.Client(t))["llen"] // only the history script calls LLEN
 	start := time.Now()
 	errs := make(chan error, n)
 	hold := make(chan struct{}) // viewers stay until all caught up
@@ -61,7 +61,7 @@ func TestResumeStormSingleFlight(t *testing.T) {
 	took := time.Since(start)
 	close(hold)
 	wg.Wait()
-	reads := redistest.CommandCalls(t, redistest.Client(t))["llen"] - before
+	reads := redisserver.CommandCalls(t, redisserver.Client(t))["llen"] - before
 	t.Logf("%d viewers resumed and caught up in %v with %d history reads (join %v, backfill %v)", n, took, reads,
 		value(t, s.metrics.historyReads.WithLabelValues(repairJoin)), value(t, s.metrics.historyReads.WithLabelValues("backfill")))
 	if reads < 1 || reads > 4 {
@@ -210,7 +210,7 @@ func TestSlowViewerCaughtUp(t *testing.T) {
 			replayed++
 		}
 	}
-	testutil.SucceedsSoon(t, 2*time.Second, func() error {
+	testkit.SucceedsSoon(t, 2*time.Second, func() error {
 		if replayed == 0 || value(t, s.metrics.catchUps) < 1 || value(t, s.metrics.slowConsumers) != 0 {
 			return fmt.Errorf("catch-up frames %d, catch-ups %v, cuts %v", replayed, value(t, s.metrics.catchUps), value(t, s.metrics.slowConsumers))
 		}
@@ -284,7 +284,7 @@ func TestNeverReadingViewerCut(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if cut == 0 && s.hub.local(w.id) == 1 {
 			cut = time.Since(start)
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // A fresh join gets the room's last history_on_join messages with their
@@ -44,7 +44,7 @@ func TestHistoryOnJoin(t *testing.T) {
 	expectNoFrame(t, ws3, 300*time.Millisecond)
 
 	// A room without a timeline: no history frame, pos 0.
-	ws4, wel4 := joinWelcome(t, s, testutil.Uniq("empty"), "")
+	ws4, wel4 := joinWelcome(t, s, testkit.Uniq("empty"), "")
 	if wel4.Pos != 0 || wel4.Epoch != "" {
 		t.Fatalf("welcome of an empty room %+v", wel4)
 	}
@@ -211,7 +211,7 @@ func TestGapCheckRepairsLostPush(t *testing.T) {
 	}
 	// Counted once the repair's frame is handed out, so perhaps just after
 	// the viewer read it.
-	testutil.SucceedsSoon(t, time.Second, func() error {
+	testkit.SucceedsSoon(t, time.Second, func() error {
 		if got := value(t, s.metrics.gapRepairs.WithLabelValues(repairCheck)); got != 1 {
 			return fmt.Errorf("check repairs %v, want 1", got)
 		}

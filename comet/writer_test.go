@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // recordSink records the sizes of the frames written to it. While gate is
@@ -57,7 +57,7 @@ func idle(w *writer) error {
 
 func waitWritten(t *testing.T, r *recordSink, want []int) {
 	t.Helper()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if got := r.sizes(); fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("written %v, want %v", got, want)
 		}
@@ -79,7 +79,7 @@ func TestWriterDrainsInOrderThenIdles(t *testing.T) {
 	}
 	close(r.gate) // let every write through
 	waitWritten(t, r, []int{1, 2, 3, 4, 5, 6, 7, 8})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
 	if w.queue != nil {
 		t.Fatalf("idle writer keeps a queue of capacity %d", cap(w.queue))
 	}
@@ -87,7 +87,7 @@ func TestWriterDrainsInOrderThenIdles(t *testing.T) {
 		t.Fatalf("enqueue after idle = %v", res)
 	}
 	waitWritten(t, r, []int{1, 2, 3, 4, 5, 6, 7, 8, 9})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
 	if w.isClosed() {
 		t.Fatal("writer closed after ordinary frames")
 	}
@@ -120,7 +120,7 @@ func TestWriterFullQueueCloses(t *testing.T) {
 	}
 	r.gate <- struct{}{}
 	waitWritten(t, r, []int{1})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
 }
 
 // A sink reporting the end (a close frame written, or a failed write)
@@ -135,7 +135,7 @@ func TestWriterSinkEndCloses(t *testing.T) {
 	}
 	close(r.gate)
 	waitWritten(t, r, []int{1, 2})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if !w.isClosed() {
 			return errors.New("writer still open")
 		}
@@ -162,7 +162,7 @@ func TestWriterMarkClosed(t *testing.T) {
 	w.markClosed() // twice is the same as once
 	close(r.gate)
 	waitWritten(t, r, []int{1})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
 	if res := w.enqueue(item{size: 5}, 16, r); res != connClosed {
 		t.Fatalf("enqueue after markClosed = %v, want connClosed", res)
 	}
@@ -189,7 +189,7 @@ func TestWriterConcurrentEnqueue(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if n := r.count(); n != producers*each {
 			return fmt.Errorf("%d of %d frames written", n, producers*each)
 		}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/stacktest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
 )
 
 // startEdge runs nginx with deploy/nginx.conf as docker-compose mounts it,
@@ -22,7 +22,7 @@ import (
 // web/static, logic's admin listener adminAddr. It returns the edge's base
 // URL. A missing nginx fails the
 // test (Debian: apt-get install nginx).
-func startEdge(t *testing.T, s *stacktest.Stack, adminAddr string) string {
+func startEdge(t *testing.T, s *stack.Stack, adminAddr string) string {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
@@ -38,7 +38,7 @@ func startEdge(t *testing.T, s *stacktest.Stack, adminAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := testutil.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	conf := string(src)
 	for from, to := range map[string]string{
 		`server comet-1:8080 `:        "server " + s.Comets[0].Public + " ",
@@ -95,7 +95,7 @@ http {
 		}
 	})
 	base := "http://" + addr
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		_, _, err := get(base + "/")
 		return err
 	})
@@ -139,8 +139,8 @@ func post(url, auth, body string) (int, string, error) {
 // the secret.
 func TestEdge(t *testing.T) {
 	const secret = "edge-test-admin-secret"
-	adminAddr := testutil.FreeAddr(t)
-	s := stacktest.New(t, stacktest.Options{Comets: 2, Logic: []string{"-logic.admin_secret", secret, "-logic.admin_addr", adminAddr}})
+	adminAddr := testkit.FreeAddr(t)
+	s := stack.New(t, stack.Options{Comets: 2, Logic: []string{"-logic.admin_secret", secret, "-logic.admin_addr", adminAddr}})
 	edge := startEdge(t, s, adminAddr)
 	admin := "http://" + adminAddr
 
@@ -157,13 +157,13 @@ func TestEdge(t *testing.T) {
 		t.Errorf("POST /metrics through the edge: %d %v, want 403", code, err)
 	}
 
-	room := testutil.Uniq("edge_")
-	v := stacktest.Dial(t, room, strings.Replace(edge, "http://", "ws://", 1)+"/ws")
-	ids, err := stacktest.Post(edge, room, 7, "edge", []string{"through the edge"})
+	room := testkit.Uniq("edge_")
+	v := stack.Dial(t, room, strings.Replace(edge, "http://", "ws://", 1)+"/ws")
+	ids, err := stack.Post(edge, room, 7, "edge", []string{"through the edge"})
 	if err != nil {
 		t.Fatalf("send through the edge: %v", err)
 	}
-	stacktest.Delivered(t, 20*time.Second, ids, v)
+	stack.Delivered(t, 20*time.Second, ids, v)
 
 	mute := `{"userId":99,"roomId":"` + room + `","duration":"1m","actor":"edge-test"}`
 	refused := map[string]string{

@@ -15,8 +15,8 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 )
 
 const testParts = 4
@@ -33,10 +33,10 @@ type testConsumer struct {
 	read    chan struct{} // closed once reading starts (see hold)
 }
 
-func newTestBroker(t *testing.T, opts ...kafkatest.Option) (*kafkatest.Broker, config.Kafka) {
-	topic := testutil.Uniq("rooms")
-	b := kafkatest.Start(t, append(opts, kafkatest.Topic(topic, testParts), kafkatest.MinSessionTimeout(time.Second))...)
-	return b, config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: testParts, Replication: 1, Group: testutil.Uniq("group")}
+func newTestBroker(t *testing.T, opts ...kafkabroker.Option) (*kafkabroker.Broker, config.Kafka) {
+	topic := testkit.Uniq("rooms")
+	b := kafkabroker.Start(t, append(opts, kafkabroker.Topic(topic, testParts), kafkabroker.MinSessionTimeout(time.Second))...)
+	return b, config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: testParts, Replication: 1, Group: testkit.Uniq("group")}
 }
 
 // startConsumer starts a group member. With hold it does not take what
@@ -117,7 +117,7 @@ func produce(t *testing.T, k config.Kafka, tag string, n int) {
 		Balancer:     kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return int(m.Key[0]) })}
 	defer w.Close()
 	// Right after a broker restart the first attempts may fail.
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return w.WriteMessages(ctx, recs...)
@@ -158,7 +158,7 @@ func TestFetchHandsOverSlicesInPartitionOrder(t *testing.T) {
 	tc := startConsumer(t, k, release)
 	// Nothing is taken: once the channel to the scheduler is full, what
 	// the member fetched and cannot hand over shows as lag.
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if lag := tc.lag(); lag == 0 {
 			produce(t, k, "b", 5)
 			return fmt.Errorf("lag %v while records wait", lag)
@@ -168,7 +168,7 @@ func TestFetchHandsOverSlicesInPartitionOrder(t *testing.T) {
 	close(release)
 	produce(t, k, "c", 100) // while it polls: still in order, nothing twice
 	recs, n := tc.records()
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		recs, n = tc.records()
 		if c := countTag(recs, "c"); c < 100*testParts {
 			return fmt.Errorf("%d records handed over, %d of the last %d", len(recs), c, 100*testParts)
@@ -179,7 +179,7 @@ func TestFetchHandsOverSlicesInPartitionOrder(t *testing.T) {
 	if n > len(recs)/10 {
 		t.Fatalf("%d records came in %d slices: fetches are not batched", len(recs), n)
 	}
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if lag := tc.lag(); lag != 0 {
 			return fmt.Errorf("lag %v with everything read", lag)
 		}
@@ -194,14 +194,14 @@ func TestRebalanceSplitsPartitions(t *testing.T) {
 	_, k := newTestBroker(t)
 	produce(t, k, "a", 20)
 	a := startConsumer(t, k, nil)
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if recs, _ := a.records(); len(recs) < 20*testParts {
 			return fmt.Errorf("%d records handed over", len(recs))
 		}
 		return nil
 	})
 	b := startConsumer(t, k, nil)
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		pa, pb := a.assigned(), b.assigned()
 		if len(pa) == 0 || len(pb) == 0 || len(pa)+len(pb) != testParts {
 			return fmt.Errorf("assigned %v and %v", pa, pb)
@@ -215,7 +215,7 @@ func TestRebalanceSplitsPartitions(t *testing.T) {
 		}
 	}
 	// Nothing was committed: b starts its partitions from the beginning.
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if recs, _ := b.records(); len(recs) < 20*len(pb) {
 			return fmt.Errorf("b has %d records of the first 20 per partition", len(recs))
 		}
@@ -224,7 +224,7 @@ func TestRebalanceSplitsPartitions(t *testing.T) {
 	seenA, _ := a.records()
 	nA := len(seenA)
 	produce(t, k, "b", 10)
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		ra, _ := a.records()
 		rb, _ := b.records()
 		if got := countTag(ra[nA:], "b") + countTag(rb, "b"); got < 10*testParts {
@@ -260,10 +260,10 @@ func countTag(recs []record, tag string) int {
 // While the broker is down fetching is retried, never given up: records
 // produced after it is back arrive, after the committed position.
 func TestFetchSurvivesBrokerRestart(t *testing.T) {
-	b, k := newTestBroker(t, kafkatest.DataDir(t.TempDir()))
+	b, k := newTestBroker(t, kafkabroker.DataDir(t.TempDir()))
 	produce(t, k, "a", 10)
 	tc := startConsumer(t, k, nil)
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if recs, _ := tc.records(); len(recs) < 10*testParts {
 			return fmt.Errorf("%d records handed over", len(recs))
 		}
@@ -272,21 +272,21 @@ func TestFetchSurvivesBrokerRestart(t *testing.T) {
 	tc.queue(map[int]int64{0: 10, 1: 10, 2: 10, 3: 10})
 	go tc.commitLoop()
 	t.Cleanup(tc.finishCommits)
-	testutil.SucceedsSoon(t, 10*time.Second, func() error { return committed(k, 10) })
+	testkit.SucceedsSoon(t, 10*time.Second, func() error { return committed(k, 10) })
 	b.Stop()
 	time.Sleep(1500 * time.Millisecond) // fetches and heartbeats fail meanwhile
 	if err := b.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, k, "b", 10)
-	testutil.SucceedsSoon(t, 40*time.Second, func() error {
+	testkit.SucceedsSoon(t, 40*time.Second, func() error {
 		recs, _ := tc.records()
 		if n := countTag(recs, "b"); n < 10*testParts {
 			return fmt.Errorf("%d of %d records produced after the restart handed over", n, 10*testParts)
 		}
 		return nil
 	})
-	testutil.SucceedsSoon(t, 10*time.Second, func() error { return committed(k, 10) }) // kept across the restart
+	testkit.SucceedsSoon(t, 10*time.Second, func() error { return committed(k, 10) }) // kept across the restart
 	recs, _ := tc.records()
 	for _, r := range recs[10*testParts:] {
 		if r.off < 10 {

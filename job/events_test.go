@@ -11,7 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // eventRecord is ev as logic writes it to the room's partition.
@@ -45,17 +45,17 @@ func (v *viewer) arrived() []string {
 // is skipped as a duplicate.
 func TestDelEventInOrder(t *testing.T) {
 	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
 	e.waitOnline(room, 2)
 	cfg := jobConfig()
 	cfg.Window = 300 * time.Millisecond
 	j := e.startJob(cfg, nil)
-	del := danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testutil.Uniq("ev"), IDs: []string{"m2"}}
+	del := danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testkit.Uniq("ev"), IDs: []string{"m2"}}
 	e.write(msgRecord(t, room, "m1"), msgRecord(t, room, "m2"), msgRecord(t, room, "m3"),
 		e.eventRecord(del), msgRecord(t, room, "m4"), e.eventRecord(del))
 	want := []string{"m1", "m2", "m3", "del:m2", "m4"}
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		for _, v := range viewers {
 			if got := v.arrived(); !slices.Equal(got, want) {
 				return fmt.Errorf("arrivals %v, want %v", got, want)
@@ -67,7 +67,7 @@ func TestDelEventInOrder(t *testing.T) {
 	if err != nil || len(h.Msgs) != 4 || !h.Msgs[1].Deleted || h.Msgs[1].ID != "m2" || h.Msgs[1].Pos != 2 || h.Msgs[3].ID != "m4" {
 		t.Fatalf("history %+v %v", h, err)
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if d, dup := counter(t, j.reg, "danmaku_job_events_total", "result", "delivered"),
 			counter(t, j.reg, "danmaku_job_events_total", "result", "duplicate"); d != 1 || dup != 1 {
 			return fmt.Errorf("events delivered %v, duplicate %v; want 1 and 1", d, dup)
@@ -84,7 +84,7 @@ func TestDelEventInOrder(t *testing.T) {
 // on whichever comet holds it.
 func TestBanEventClosesConnections(t *testing.T) {
 	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	var conns []*websocket.Conn
 	for _, c := range e.comets {
 		ws, _, err := websocket.DefaultDialer.Dial("ws://"+c.PublicAddr()+"/ws?room="+room+"&uid=77", nil)
@@ -100,7 +100,7 @@ func TestBanEventClosesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startJob(jobConfig(), nil)
-	e.write(e.eventRecord(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: "77",
+	e.write(e.eventRecord(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: "77",
 		Until: time.Now().Add(time.Minute).UnixMilli()}))
 	for _, ws := range conns {
 		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -122,11 +122,11 @@ func TestBanEventClosesConnections(t *testing.T) {
 // member of the group, which delivers it.
 func TestEventSurvivesACrash(t *testing.T) {
 	e := newEnv(t, 1)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	_, accepted := e.hungComet(room)
 	cfg := jobConfig()
 	a := e.startJob(cfg, nil)
-	e.write(e.eventRecord(danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testutil.Uniq("ev"), IDs: []string{"x1"}}))
+	e.write(e.eventRecord(danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testkit.Uniq("ev"), IDs: []string{"x1"}}))
 	select {
 	case <-accepted:
 	case <-time.After(20 * time.Second):
@@ -137,13 +137,13 @@ func TestEventSurvivesACrash(t *testing.T) {
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 2)
 	b := e.startJob(cfg, nil)
-	testutil.SucceedsSoon(t, 30*time.Second, func() error {
+	testkit.SucceedsSoon(t, 30*time.Second, func() error {
 		if got := v.arrived(); !slices.Equal(got, []string{"del:x1"}) {
 			return fmt.Errorf("arrivals %v", got)
 		}
 		return nil
 	})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if n := counter(t, b.reg, "danmaku_job_events_total", "op", "del", "result", "delivered"); n != 1 {
 			return fmt.Errorf("delivered by the second job: %v", n)
 		}

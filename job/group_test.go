@@ -8,7 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // roomPerPartition returns one room name for each of the topic's n
@@ -16,7 +16,7 @@ import (
 func roomPerPartition(n int) []string {
 	rooms := make([]string, n)
 	for found := 0; found < n; {
-		r := testutil.Uniq("room")
+		r := testkit.Uniq("room")
 		p := (&kafka.Hash{}).Balance(kafka.Message{Key: []byte(r)}, 0, 1, 2, 3)
 		if rooms[p] == "" {
 			rooms[p] = r
@@ -54,7 +54,7 @@ func TestMembersSplitPartitionsAndTakeOver(t *testing.T) {
 	}
 	i := 0
 	// Both members take part once the group has settled.
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		for range 8 {
 			send(i)
 			i++

@@ -21,16 +21,16 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 const pushSecret = "test-push-secret"
 
@@ -43,7 +43,7 @@ type env struct {
 	t      *testing.T
 	rdb    redis.UniversalClient
 	store  *route.Store
-	broker *kafkatest.Broker
+	broker *kafkabroker.Broker
 	kafka  config.Kafka
 	comets []*comet.Server
 	logic  *httptest.Server
@@ -51,15 +51,15 @@ type env struct {
 
 func newEnv(t *testing.T, comets int) *env {
 	t.Helper()
-	return newEnvWith(t, comets, redistest.Client(t))
+	return newEnvWith(t, comets, redisserver.Client(t))
 }
 
 func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	t.Helper()
-	topic := testutil.Uniq("rooms")
-	b := kafkatest.Start(t, kafkatest.Topic(topic, 4), kafkatest.MinSessionTimeout(time.Second))
+	topic := testkit.Uniq("rooms")
+	b := kafkabroker.Start(t, kafkabroker.Topic(topic, 4), kafkabroker.MinSessionTimeout(time.Second))
 	e := &env{t: t, rdb: rdb, store: route.New(rdb), broker: b,
-		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: testutil.Uniq("group")}}
+		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: testkit.Uniq("group")}}
 	for i := 0; i < comets; i++ {
 		e.addComet()
 	}
@@ -81,7 +81,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 func (e *env) addComet() *comet.Server {
 	t := e.t
 	cfg := comet.DefaultConfig()
-	cfg.ID = testutil.Uniq("comet")
+	cfg.ID = testkit.Uniq("comet")
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Secret = pushSecret
 	cfg.QueueSize = 1024
@@ -193,7 +193,7 @@ func (e *env) hungCometOf(room, user string) (string, <-chan net.Conn) {
 		}
 	})
 	ctx := context.Background()
-	id := testutil.Uniq("hung")
+	id := testkit.Uniq("hung")
 	if _, err := e.store.Heartbeat(ctx, route.CometInfo{ID: id, Addr: ln.Addr().String(), Started: time.Now()}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func (e *env) write(recs ...kafka.Message) {
 // that no viewer got one twice.
 func waitAll(t *testing.T, d time.Duration, viewers []*viewer, want map[string][]string) {
 	t.Helper()
-	testutil.SucceedsSoon(t, d, func() error {
+	testkit.SucceedsSoon(t, d, func() error {
 		missing := 0
 		for _, v := range viewers {
 			have, _ := v.count(want[v.room])

@@ -12,8 +12,8 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/route"
 )
@@ -25,7 +25,7 @@ func (e *env) startJobLogged(cfg job.Config, secret string) (*runningJob, *obser
 }
 
 func testMsg(i int) danmaku.Message {
-	return danmaku.Message{ID: testutil.Uniq("h"), UID: 1, Name: "n", Content: fmt.Sprint(i), TS: time.Now().UnixMilli()}
+	return danmaku.Message{ID: testkit.Uniq("h"), UID: 1, Name: "n", Content: fmt.Sprint(i), TS: time.Now().UnixMilli()}
 }
 
 // A 5 s Redis stall: the Begin scripts the job gave up on run when Redis
@@ -33,9 +33,9 @@ func testMsg(i int) danmaku.Message {
 // releases them once Redis answers, so the room broadcasts again within a
 // second, not after lock_ttl. Readiness follows Redis meanwhile.
 func TestRedisStallBlocksARoomForOneRetryAtMost(t *testing.T) {
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	e := newEnvWith(t, 1, rdb)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 	cfg := jobConfig()
@@ -89,7 +89,7 @@ func TestRedisStallBlocksARoomForOneRetryAtMost(t *testing.T) {
 // messages the comet did not get.
 func TestPushSecretMismatchIsLoggedAndCounted(t *testing.T) {
 	e := newEnv(t, 1)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 	cfg := jobConfig()
@@ -100,7 +100,7 @@ func TestPushSecretMismatchIsLoggedAndCounted(t *testing.T) {
 	for i := range 3 {
 		e.produce(room, testMsg(i))
 	}
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_undelivered_total", "reason", "unauthorized"); n < 3 {
 			return fmt.Errorf("%v messages counted unauthorized, want 3", n)
 		}
@@ -125,9 +125,9 @@ func TestPushSecretMismatchIsLoggedAndCounted(t *testing.T) {
 // nobody watches, a comet listed for the room without a lease.
 func TestUndeliveredCountedByReason(t *testing.T) {
 	e := newEnv(t, 1)
-	watched, empty := testutil.Uniq("room"), testutil.Uniq("room")
+	watched, empty := testkit.Uniq("room"), testkit.Uniq("room")
 	v := e.viewer(e.comets[0], watched)
-	ghost := testutil.Uniq("gone")
+	ghost := testkit.Uniq("gone")
 	if err := e.store.Register(context.Background(), route.Conn{ID: ghost + "-c", Room: watched, Comet: ghost}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestUndeliveredCountedByReason(t *testing.T) {
 	e.produce(watched, m)
 	e.produce(empty, testMsg(1), testMsg(2))
 	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{watched: {m.ID}})
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		noLease := counter(t, j.reg, "danmaku_job_undelivered_total", "reason", "no_lease")
 		noComets := counter(t, j.reg, "danmaku_job_undelivered_total", "reason", "no_comets")
 		if noLease != 1 || noComets != 2 {

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/job"
 )
 
@@ -22,7 +22,7 @@ import (
 // connections asynchronously).
 func (e *env) waitOnline(room string, n int64) {
 	e.t.Helper()
-	testutil.SucceedsSoon(e.t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(e.t, 5*time.Second, func() error {
 		got, err := e.store.Online(context.Background(), room)
 		if err == nil && got != n {
 			err = fmt.Errorf("room %s has %d viewers, want %d", room, got, n)
@@ -33,7 +33,7 @@ func (e *env) waitOnline(room string, n int64) {
 
 func TestEndToEnd(t *testing.T) {
 	e := newEnv(t, 2)
-	rooms := []string{testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room")}
+	rooms := []string{testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room")}
 	var viewers []*viewer
 	for i := 0; i < 20; i++ {
 		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i%3]))
@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 
 func TestSameMsgIDShownOnce(t *testing.T) {
 	e := newEnv(t, 1)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 	j := e.startJob(jobConfig(), nil)
@@ -78,17 +78,17 @@ func TestSameMsgIDShownOnce(t *testing.T) {
 	}
 	// Straight into Kafka: the same record twice, in separate batches, so
 	// the second reaches the job after the first was delivered.
-	dup := danmaku.Message{ID: testutil.Uniq("dup"), UID: 1, Name: "n", Content: "once", TS: time.Now().UnixMilli()}
+	dup := danmaku.Message{ID: testkit.Uniq("dup"), UID: 1, Name: "n", Content: "once", TS: time.Now().UnixMilli()}
 	e.produce(room, dup)
 	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: {a[0], dup.ID}})
 	e.produce(room, dup)
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if c := counter(t, j.reg, "danmaku_job_duplicates_total"); c < 2 {
 			return fmt.Errorf("duplicates = %v, want at least 2", c)
 		}
 		return nil
 	})
-	marker := danmaku.Message{ID: testutil.Uniq("marker"), UID: 1, Name: "n", Content: "after", TS: time.Now().UnixMilli()}
+	marker := danmaku.Message{ID: testkit.Uniq("marker"), UID: 1, Name: "n", Content: "after", TS: time.Now().UnixMilli()}
 	e.produce(room, marker)
 	waitAll(t, 10*time.Second, []*viewer{v}, map[string][]string{room: {a[0], dup.ID, marker.ID}})
 }
@@ -97,7 +97,7 @@ func TestCooldownPolicies(t *testing.T) {
 	for _, policy := range []string{job.PolicyCoalesce, job.PolicyDrop} {
 		t.Run(policy, func(t *testing.T) {
 			e := newEnv(t, 1)
-			room := testutil.Uniq("room")
+			room := testkit.Uniq("room")
 			v := e.viewer(e.comets[0], room)
 			e.waitOnline(room, 1)
 			cfg := jobConfig()
@@ -125,7 +125,7 @@ func TestCooldownPolicies(t *testing.T) {
 				}
 				return
 			}
-			testutil.SucceedsSoon(t, 10*time.Second, func() error {
+			testkit.SucceedsSoon(t, 10*time.Second, func() error {
 				if c := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "cooldown"); c != 4 {
 					return fmt.Errorf("dropped for cooldown = %v, want 4", c)
 				}
@@ -150,7 +150,7 @@ func TestTwoJobsNeverBroadcastARoomAtOnce(t *testing.T) {
 	rooms := make([]string, 8)
 	var viewers []*viewer
 	for i := range rooms {
-		rooms[i] = testutil.Uniq("room")
+		rooms[i] = testkit.Uniq("room")
 		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i]))
 	}
 	for _, r := range rooms {
@@ -200,7 +200,7 @@ func TestTwoJobsNeverBroadcastARoomAtOnce(t *testing.T) {
 
 func TestCrashLosesNothing(t *testing.T) {
 	e := newEnv(t, 2)
-	rooms := []string{testutil.Uniq("room"), testutil.Uniq("room")}
+	rooms := []string{testkit.Uniq("room"), testkit.Uniq("room")}
 	var viewers []*viewer
 	for i := 0; i < 4; i++ {
 		viewers = append(viewers, e.viewer(e.comets[i%2], rooms[i/2]))
@@ -229,7 +229,7 @@ func TestCrashLosesNothing(t *testing.T) {
 		}
 	}()
 	// Kill the job once some, not all, has been delivered.
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if n := viewers[0].total(); n < 200 {
 			return fmt.Errorf("%d messages delivered, waiting for 200", n)
 		}
@@ -255,7 +255,7 @@ func TestCrashLosesNothing(t *testing.T) {
 // live comet's viewers keep receiving within the push timeout.
 func TestHungCometDoesNotDelayOthers(t *testing.T) {
 	e := newEnv(t, 1)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 
@@ -289,7 +289,7 @@ func TestHungCometDoesNotDelayOthers(t *testing.T) {
 }
 
 func TestRedisOutagePausesWithoutLoss(t *testing.T) {
-	srv, err := redistest.StartServer()
+	srv, err := redisserver.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,14 +298,14 @@ func TestRedisOutagePausesWithoutLoss(t *testing.T) {
 		WriteTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	defer rdb.Close()
 	e := newEnvWith(t, 1, rdb)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 	j := e.startJob(jobConfig(), nil)
 
 	var ids []string
 	msg := func(i int) danmaku.Message {
-		m := danmaku.Message{ID: testutil.Uniq("r"), UID: 1, Name: "n", Content: fmt.Sprint(i), TS: time.Now().UnixMilli()}
+		m := danmaku.Message{ID: testkit.Uniq("r"), UID: 1, Name: "n", Content: fmt.Sprint(i), TS: time.Now().UnixMilli()}
 		ids = append(ids, m.ID)
 		return m
 	}
@@ -321,7 +321,7 @@ func TestRedisOutagePausesWithoutLoss(t *testing.T) {
 		e.produce(room, msg(i))
 		time.Sleep(50 * time.Millisecond)
 	}
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if counter(t, j.reg, "danmaku_job_retries_total", "reason", "redis") == 0 {
 			return fmt.Errorf("no delivery retried for redis yet")
 		}
@@ -337,7 +337,7 @@ func TestRedisOutagePausesWithoutLoss(t *testing.T) {
 // the following windows, in order, and nothing is dropped.
 func TestBudgetDefersToNextWindow(t *testing.T) {
 	e := newEnv(t, 1)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 1)
 	cfg := jobConfig()
@@ -366,7 +366,7 @@ func TestBudgetDefersToNextWindow(t *testing.T) {
 // timeout or the drain timeout, and the job then stops promptly.
 func TestShutdownBoundedByContext(t *testing.T) {
 	e := newEnv(t, 0)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	_, accepted := e.hungComet(room)
 	ctx := context.Background()
 	cfg := jobConfig()
@@ -374,7 +374,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 	cfg.DrainTimeout = 10 * time.Second
 	cfg.Workers = 1
 	j := e.startJob(cfg, nil)
-	e.produce(room, danmaku.Message{ID: testutil.Uniq("m"), UID: 1, Name: "n", Content: "stuck", TS: time.Now().UnixMilli()})
+	e.produce(room, danmaku.Message{ID: testkit.Uniq("m"), UID: 1, Name: "n", Content: "stuck", TS: time.Now().UnixMilli()})
 	select {
 	case <-accepted:
 	case <-time.After(10 * time.Second):
@@ -382,8 +382,8 @@ func TestShutdownBoundedByContext(t *testing.T) {
 	}
 	// A second room waits for the only worker: once the drain is given
 	// up it must not be sent out (and sent back) again and again.
-	e.produce(testutil.Uniq("room"), danmaku.Message{ID: testutil.Uniq("m"), UID: 1, Name: "n", Content: "waiting", TS: time.Now().UnixMilli()})
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	e.produce(testkit.Uniq("room"), danmaku.Message{ID: testkit.Uniq("m"), UID: 1, Name: "n", Content: "waiting", TS: time.Now().UnixMilli()})
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if c := counter(t, j.reg, "danmaku_job_consumed_total"); c < 2 {
 			return fmt.Errorf("consumed %v records, want 2", c)
 		}
@@ -419,7 +419,7 @@ func TestCometStartedAfterJob(t *testing.T) {
 	e.startJob(cfg, nil)         // Start reads the live comets once: none yet
 
 	c := e.addComet()
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	v := e.viewer(c, room)
 	e.waitOnline(room, 1)
 	ids := e.send(room, 1, "first", "second")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // tab is one WebSocket connection of a user (uid), in a room or in none,
@@ -84,7 +84,7 @@ func (tb *tab) has(op string, ids []string) error {
 // waitUsers waits until user:online lists n connections of each user.
 func (e *env) waitUsers(n int, users ...string) {
 	e.t.Helper()
-	testutil.SucceedsSoon(e.t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(e.t, 5*time.Second, func() error {
 		for _, u := range users {
 			comets, err := e.store.UserComets(context.Background(), u)
 			if err != nil {
@@ -165,7 +165,7 @@ func (e *env) committed() (int64, error) {
 func TestUserNoticeReachesEveryTab(t *testing.T) {
 	e := newEnv(t, 2)
 	u, other := fmt.Sprint(time.Now().UnixNano()%1e9+1000), fmt.Sprint(time.Now().UnixNano()%1e9+2000)
-	r1, r2 := testutil.Uniq("room"), testutil.Uniq("room")
+	r1, r2 := testkit.Uniq("room"), testkit.Uniq("room")
 	tabs := []*tab{e.tab(e.comets[0], u, r1), e.tab(e.comets[0], u, ""), e.tab(e.comets[1], u, r2)}
 	bystander := e.tab(e.comets[1], other, r1)
 	// The registry lists connections in rooms: user:online names the
@@ -175,7 +175,7 @@ func TestUserNoticeReachesEveryTab(t *testing.T) {
 	e.waitUsers(1, other)
 	j := e.startJob(jobConfig(), nil)
 	ids := e.notify("/logic/push/user", pushBody(u, "one", "two", "three"))
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		for i, tb := range tabs {
 			if err := tb.has(danmaku.OpUser, ids); err != nil {
 				return fmt.Errorf("tab %d: %w", i, err)
@@ -198,7 +198,7 @@ func TestUserNoticeReachesEveryTab(t *testing.T) {
 	if err := bystander.has(danmaku.OpUser, nil); err != nil {
 		t.Fatalf("another user: %v", err)
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "user", "result", "delivered"); n != 3 {
 			return fmt.Errorf("delivered notices counted %v, want 3", n)
 		}
@@ -212,7 +212,7 @@ func TestUserNoticeOfflineIsCounted(t *testing.T) {
 	e := newEnv(t, 1)
 	j := e.startJob(jobConfig(), nil)
 	e.notify("/logic/push/user", pushBody("987654321", "nobody home", "still nobody"))
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "no_route"); n != 2 {
 			return fmt.Errorf("no_route %v, want 2", n)
 		}
@@ -234,7 +234,7 @@ func TestUserNoticeOfflineIsCounted(t *testing.T) {
 // Kafka (a redelivery) is not shown again.
 func TestBroadcastReachesEveryConnection(t *testing.T) {
 	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	var tabs []*tab
 	for i := 0; i < 6; i++ {
 		r := room
@@ -258,7 +258,7 @@ func TestBroadcastReachesEveryConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		for i, tb := range tabs {
 			if err := tb.has(danmaku.OpAll, ids); err != nil {
 				return fmt.Errorf("connection %d: %w", i, err)
@@ -267,7 +267,7 @@ func TestBroadcastReachesEveryConnection(t *testing.T) {
 		return nil
 	})
 	e.write(kafka.Message{Key: []byte(danmaku.BroadcastKey), Value: v})
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "all", "result", "duplicate"); n != 1 {
 			return fmt.Errorf("duplicate broadcasts %v, want 1", n)
 		}
@@ -288,7 +288,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 	users := []string{"41001", "41002", "41003", "41004"}
 	var tabs []*tab
 	for i, u := range users {
-		tabs = append(tabs, e.tab(e.comets[i%2], u, testutil.Uniq("room")), e.tab(e.comets[(i+1)%2], u, testutil.Uniq("room")))
+		tabs = append(tabs, e.tab(e.comets[i%2], u, testkit.Uniq("room")), e.tab(e.comets[(i+1)%2], u, testkit.Uniq("room")))
 	}
 	e.waitUsers(2, users...)
 	cfg := jobConfig()
@@ -307,7 +307,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		tabs[0].mu.Lock()
 		n := len(tabs[0].got[danmaku.OpUser])
 		tabs[0].mu.Unlock()
@@ -328,7 +328,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 	<-sent
 	wmu.Lock()
 	defer wmu.Unlock()
-	testutil.SucceedsSoon(t, 60*time.Second, func() error {
+	testkit.SucceedsSoon(t, 60*time.Second, func() error {
 		for i, tb := range tabs {
 			if err := tb.has(danmaku.OpUser, want[users[i/2]]); err != nil {
 				return fmt.Errorf("tab %d of user %s: %w", i, users[i/2], err)
@@ -344,7 +344,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 // next notice goes to the good comet only.
 func TestUserNoticeFailedCometLeftOut(t *testing.T) {
 	e := newEnv(t, 1)
-	u, room := "61001", testutil.Uniq("room")
+	u, room := "61001", testkit.Uniq("room")
 	good := e.tab(e.comets[0], u, room)
 	_, accepted := e.hungCometOf(room, u)
 	e.waitUsers(2, u)
@@ -355,20 +355,20 @@ func TestUserNoticeFailedCometLeftOut(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the hung comet was never pushed to")
 	}
-	testutil.SucceedsSoon(t, 20*time.Second, func() error {
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "comet_failed"); n != 1 {
 			return fmt.Errorf("comet_failed %v, want 1", n)
 		}
 		return good.has(danmaku.OpUser, first)
 	})
 	second := e.notify("/logic/push/user", pushBody(u, "two"))
-	testutil.SucceedsSoon(t, 20*time.Second, func() error { return good.has(danmaku.OpUser, append(first, second...)) })
+	testkit.SucceedsSoon(t, 20*time.Second, func() error { return good.has(danmaku.OpUser, append(first, second...)) })
 	if n := counter(t, j.reg, "danmaku_job_dropped_total", "reason", "comet_failed"); n != 1 {
 		t.Fatalf("comet_failed %v after the second notice, want still 1 (the comet is left out)", n)
 	}
 	// The counter moves after the push and the marking round trip, so a
 	// moment after the tab has the frame.
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if n := counter(t, j.reg, "danmaku_job_notices_total", "op", "user", "result", "delivered"); n != 2 {
 			return fmt.Errorf("delivered notices %v, want 2", n)
 		}

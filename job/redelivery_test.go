@@ -10,7 +10,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/job"
 )
 
@@ -68,7 +68,7 @@ func (e *env) checkOnePositionEach(viewers []*viewer, room string, want []string
 // room on each.
 func newRoomOnTwoComets(t *testing.T) (*env, string, []*viewer) {
 	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
 	e.waitOnline(room, 2)
 	return e, room, viewers
@@ -86,7 +86,7 @@ func TestFailedPushRetriedAtSamePositions(t *testing.T) {
 
 	want := e.send(room, 1, "a", "b", "c")
 	<-p.hit
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if c := counter(t, j.reg, "danmaku_job_retries_total", "reason", "push"); c < 2 {
 			return fmt.Errorf("push retries = %v, want 2", c)
 		}
@@ -117,7 +117,7 @@ func TestRedeliveryAfterBeginKeepsPositions(t *testing.T) {
 	want = append(want, e.send(room, 2, "e", "f")...)
 	// The new job has taken up what the stopped one had begun: it found
 	// the message(s) with their positions.
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		if c := counter(t, b.reg, "danmaku_job_duplicates_total"); c < 1 {
 			return fmt.Errorf("duplicates = %v: the redelivered batch was not found positioned", c)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/job"
 )
 
@@ -61,7 +61,7 @@ func (e *env) checkTimeline(v *viewer, skip int, want []string, epoch string, fr
 // instead of handing out those positions again.
 func TestViewersGetContiguousPositions(t *testing.T) {
 	e := newEnv(t, 2)
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	var viewers []*viewer
 	for i := range 4 {
 		viewers = append(viewers, e.viewer(e.comets[i%2], room))
@@ -149,7 +149,7 @@ func TestHistoryKeepsSpan(t *testing.T) {
 	for _, span := range []time.Duration{30 * time.Second, 0} {
 		t.Run(fmt.Sprint(span), func(t *testing.T) {
 			e := newEnv(t, 1)
-			room := testutil.Uniq("room")
+			room := testkit.Uniq("room")
 			v := e.viewer(e.comets[0], room)
 			e.waitOnline(room, 1)
 			cfg := jobConfig()

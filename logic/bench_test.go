@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // BenchmarkSend measures accepted single-message POST /logic/send requests
@@ -52,11 +52,11 @@ func BenchmarkSend(b *testing.B) {
 	rooms, _ := strconv.Atoi(os.Getenv("BENCH_ROOMS"))
 	rooms = max(rooms, 1)
 	if os.Getenv("BENCH_DRIVER") == "wrk" {
-		cmds, cpu := redistest.Commands(b, e.rdb), processCPU()
+		cmds, cpu := redisserver.Commands(b, e.rdb), processCPU()
 		n := benchWrk(b, e, clients)
 		// The process holds logic and the embedded broker; wrk runs apart.
 		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu_us/req")
-		b.ReportMetric(float64(redistest.Commands(b, e.rdb)-cmds)/n, "redis_cmds/msg")
+		b.ReportMetric(float64(redisserver.Commands(b, e.rdb)-cmds)/n, "redis_cmds/msg")
 		reportProduce(b, e)
 		return
 	}
@@ -76,7 +76,7 @@ func BenchmarkSend(b *testing.B) {
 		latency []time.Duration
 	)
 	left.Store(int64(b.N))
-	cmdsBefore := redistest.Commands(b, e.rdb)
+	cmdsBefore := redisserver.Commands(b, e.rdb)
 	b.ResetTimer()
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -117,7 +117,7 @@ func BenchmarkSend(b *testing.B) {
 	b.ReportMetric(float64(len(latency))/elapsed.Seconds(), "req/s")
 	b.ReportMetric(pct(0.50), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
-	b.ReportMetric(float64(redistest.Commands(b, e.rdb)-cmdsBefore)/float64(len(latency)), "redis_cmds/msg")
+	b.ReportMetric(float64(redisserver.Commands(b, e.rdb)-cmdsBefore)/float64(len(latency)), "redis_cmds/msg")
 	reportProduce(b, e)
 }
 

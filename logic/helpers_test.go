@@ -20,12 +20,12 @@ import (
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 const testTopic = "rooms"
 
@@ -34,7 +34,7 @@ const testTopic = "rooms"
 type testEnv struct {
 	srv    *Server
 	url    string
-	broker *kafkatest.Broker
+	broker *kafkabroker.Broker
 	rdb    redis.UniversalClient
 	reg    *prometheus.Registry
 	// verifier is given to the Server (set it with withAuth).
@@ -67,10 +67,10 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		o(&cfg, e)
 	}
 	if e.rdb == nil {
-		e.rdb = newRedis(redistest.Standalone(t).Addr)
+		e.rdb = newRedis(redisserver.Standalone(t).Addr)
 	}
 	t.Cleanup(func() { e.rdb.Close() })
-	e.broker = kafkatest.Start(t)
+	e.broker = kafkabroker.Start(t)
 	kc := config.DefaultKafka()
 	kc.Brokers = e.broker.Brokers()
 	kc.Topic = testTopic

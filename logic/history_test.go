@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -59,7 +59,7 @@ func (e *testEnv) history(t *testing.T, query string) (HistoryResponse, response
 
 func TestHistoryEndpoint(t *testing.T) {
 	e := newEnv(t)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	// 130 positions, the newest 100 kept: 31..130.
 	ids := writeHistory(t, e, room, 130, 100)
 	epoch := ""
@@ -102,7 +102,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 
 	// A room without history: 200, empty messages, epoch "" and pos 0.
-	r := e.do(t, http.MethodGet, "/logic/history?roomId="+testutil.Uniq("r"), "", nil)
+	r := e.do(t, http.MethodGet, "/logic/history?roomId="+testkit.Uniq("r"), "", nil)
 	if r.status != http.StatusOK || !json.Valid(r.body) {
 		t.Fatalf("empty room: %v", errStatus(r))
 	}
@@ -115,7 +115,7 @@ func TestHistoryEndpoint(t *testing.T) {
 
 func TestHistoryEndpointRejects(t *testing.T) {
 	e := newEnv(t)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	for _, c := range []struct{ query, field string }{
 		{"", "roomId"},
 		{"roomId=", "roomId"},
@@ -142,12 +142,12 @@ func TestHistoryEndpointRejects(t *testing.T) {
 
 // With Redis gone, the history answers 503 within the Redis timeout.
 func TestHistoryEndpointRedisDown(t *testing.T) {
-	srv, err := redistest.StartServer()
+	srv, err := redisserver.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, withRedis(srv.Addr), func(c *Config, _ *testEnv) { c.RedisTimeout = 300 * time.Millisecond })
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	writeHistory(t, e, room, 3, 10)
 	if h, r := e.history(t, "roomId="+room); r.status != http.StatusOK || h.Pos != 3 || len(h.Messages) != 3 {
 		t.Fatalf("before: %v %+v", errStatus(r), h)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -107,7 +107,7 @@ func TestKafkaBlackhole(t *testing.T) {
 	cfg.ProduceTimeout = 300 * time.Millisecond
 	kc := config.DefaultKafka()
 	kc.Brokers = []string{ln.Addr().String()}
-	rdb := newRedis(redistest.Standalone(t).Addr)
+	rdb := newRedis(redisserver.Standalone(t).Addr)
 	defer rdb.Close()
 	srv, err := New(cfg, Deps{Store: route.New(rdb), Kafka: kc})
 	if err != nil {

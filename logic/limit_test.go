@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -21,7 +21,7 @@ func withLimit(rate float64, burst int) envOption {
 
 func TestRateLimit(t *testing.T) {
 	e := newEnv(t, withLimit(0.5, 5))
-	room, uid, other := testutil.Uniq("r"), newUser(), newUser()
+	room, uid, other := testkit.Uniq("r"), newUser(), newUser()
 	// Three messages, then two: the burst of five is spent.
 	for _, n := range []int{3, 2} {
 		req := sendReq(room, uid)
@@ -56,7 +56,7 @@ func TestRateLimit(t *testing.T) {
 func TestRateLimitConcurrent(t *testing.T) {
 	const burst, clients = 10, 50
 	e := newEnv(t, withLimit(0.01, burst))
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -86,7 +86,7 @@ func TestRateLimitConcurrent(t *testing.T) {
 func TestKafkaUnavailable(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	e := newEnv(t, func(c *Config, _ *testEnv) { c.ProduceTimeout = timeout })
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	if r := e.send(t, sendReq(room, uid, "before")); r.status != http.StatusAccepted {
 		t.Fatalf("before: status %d: %s", r.status, r.body)
 	}
@@ -116,7 +116,7 @@ func TestKafkaUnavailable(t *testing.T) {
 	if err := e.srv.EnsureTopic(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testutil.SucceedsSoon(t, 15*time.Second, func() error {
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
 		if r := e.send(t, sendReq(room, uid, "after")); r.status != http.StatusAccepted {
 			return errStatus(r)
 		}
@@ -131,14 +131,14 @@ func TestKafkaUnavailable(t *testing.T) {
 // timeout; it recovers when Redis resumes. A dedicated server, since the
 // shared one serves the other tests.
 func TestRedisUnavailable(t *testing.T) {
-	srv, err := redistest.StartServer()
+	srv, err := redisserver.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
 	const timeout = 300 * time.Millisecond
 	e := newEnv(t, withRedis(srv.Addr), func(c *Config, _ *testEnv) { c.RedisTimeout = timeout })
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	if r := e.send(t, sendReq(room, uid, "before")); r.status != http.StatusAccepted {
 		t.Fatalf("before: status %d: %s", r.status, r.body)
 	}
@@ -174,7 +174,7 @@ func TestRedisUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if r := e.send(t, sendReq(room, uid, "after")); r.status != http.StatusAccepted {
 			return errStatus(r)
 		}
@@ -184,7 +184,7 @@ func TestRedisUnavailable(t *testing.T) {
 
 func TestOnlineAndHealth(t *testing.T) {
 	e := newEnv(t)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	store := route.New(e.rdb)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {

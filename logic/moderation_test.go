@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -27,7 +27,7 @@ func adminEnv(t *testing.T) (*testEnv, func(path, body string) response) {
 // unban lifts it.
 func TestAdminBan(t *testing.T) {
 	e, admin := adminEnv(t)
-	room, other, uid := testutil.Uniq("r"), testutil.Uniq("r"), newUser()
+	room, other, uid := testkit.Uniq("r"), testkit.Uniq("r"), newUser()
 	for body, field := range map[string]string{
 		fmt.Sprintf(`{"userId":%d,"duration":"1m"}`, uid):                     "roomId",
 		fmt.Sprintf(`{"roomId":"%s","duration":"1m"}`, room):                  "userId",
@@ -71,7 +71,7 @@ func TestAdminBan(t *testing.T) {
 // order after the room's messages; bad input is refused naming the field.
 func TestAdminDelete(t *testing.T) {
 	e, admin := adminEnv(t)
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	sent := e.send(t, sendReq(room, uid, "one", "two"))
 	if sent.status != http.StatusAccepted {
 		t.Fatalf("send: %d %s", sent.status, sent.body)
@@ -110,11 +110,11 @@ func TestAdminDelete(t *testing.T) {
 // others do not move and through lets a reader page past a deleted tail.
 func TestHistoryLeavesDeletedOut(t *testing.T) {
 	e := newEnv(t)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	ids := writeHistory(t, e, room, 5, 100)
 	s := route.New(e.rdb)
 	ctx := context.Background()
-	b, err := s.BeginEvent(ctx, danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testutil.Uniq("ev"), IDs: []string{ids[1], ids[4]}},
+	b, err := s.BeginEvent(ctx, danmaku.Event{Op: danmaku.OpDel, Room: room, ID: testkit.Uniq("ev"), IDs: []string{ids[1], ids[4]}},
 		route.EventOptions{Owner: "job-a", ClaimTTL: time.Second, LockTTL: time.Second})
 	if err != nil || b.Status != route.Acquired || b.Tombstoned != 2 {
 		t.Fatalf("delete: %+v %v", b, err)

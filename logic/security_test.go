@@ -13,9 +13,9 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
-	"github.com/danmaku/danmaku/internal/auth/authtest"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 	"github.com/danmaku/danmaku/internal/wordfilter"
 )
 
@@ -47,9 +47,9 @@ func headers(kv ...string) http.Header {
 // With auth on, the token says who sends: the body may leave the user
 // out, the name is the token's, and the records carry both.
 func TestSendWithToken(t *testing.T) {
-	keys := authtest.New(t)
+	keys := tokens.New(t)
 	e := newEnv(t, withAuth(keys.Verifier(t)))
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	body := jsonBody(t, map[string]any{"roomId": room, "userName": "forged", "messages": []any{map[string]string{"content": "hi", "msgId": "k"}}})
 
 	r := e.doWith(t, http.MethodPost, "/logic/send", headers(), body)
@@ -91,7 +91,7 @@ func TestAddressBucketStopsRotation(t *testing.T) {
 		c.IPRateLimit, c.IPRateBurst = 50, 250
 		c.TrustedProxies = []string{"127.0.0.1"}
 	})
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	ip := fmt.Sprintf("198.18.%d.%d", time.Now().UnixNano()%250, time.Now().UnixNano()/7%250)
 	contents := make([]string, 50)
 	for i := range contents {
@@ -155,7 +155,7 @@ func TestBlockedWordsMask(t *testing.T) {
 	e := newEnv(t, func(c *Config, _ *testEnv) {
 		c.BlockedWords = wordfilter.Config{Mode: wordfilter.ModeMask, Words: []string{"darn"}}
 	})
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	if r := e.send(t, sendReq(room, newUser(), "well DARN it")); r.status != http.StatusAccepted {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
@@ -185,7 +185,7 @@ func TestAdminAPI(t *testing.T) {
 		}
 		return e.doWith(t, http.MethodPost, path, h, []byte(body))
 	}
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	for _, bearer := range []string{"", "wrong", secret + "x"} {
 		if r := admin("/logic/admin/mute", bearer, fmt.Sprintf(`{"userId":%d,"duration":"1m"}`, uid)); r.status != http.StatusUnauthorized {
 			t.Fatalf("bearer %q: %d %s", bearer, r.status, r.body)

@@ -12,12 +12,12 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 func TestSendValidation(t *testing.T) {
 	e := newEnv(t)
-	room := testutil.Uniq("r")
+	room := testkit.Uniq("r")
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	valid := func(mut func(r *SendRequest)) string {
 		r := sendReq(room, newUser(), "hello")
@@ -128,7 +128,7 @@ func TestSendValidation(t *testing.T) {
 // one partition, in request order.
 func TestSendProducesToKafka(t *testing.T) {
 	e := newEnv(t)
-	room, uid := testutil.Uniq("r"), newUser()
+	room, uid := testkit.Uniq("r"), newUser()
 	before := time.Now().UnixMilli()
 	req := SendRequest{RoomID: room, UserID: uid, UserName: "阿狸", Messages: []SendMessage{
 		{Content: "first"}, {Content: "second\nline", MsgID: "client-1"}, {Content: "third"},
@@ -182,7 +182,7 @@ func TestSendProducesToKafka(t *testing.T) {
 // same id; another user with the same key gets a different one.
 func TestSendClientMsgIDIdempotent(t *testing.T) {
 	e := newEnv(t)
-	room, uid, other := testutil.Uniq("r"), newUser(), newUser()
+	room, uid, other := testkit.Uniq("r"), newUser(), newUser()
 	send := func(uid int64, key string) string {
 		t.Helper()
 		req := sendReq(room, uid, "hi")

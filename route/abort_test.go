@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -16,17 +16,17 @@ import (
 // The claims stay: they hold the positions the script gave the messages in
 // the history, and the retry gets the same positions back.
 func TestAbortBroadcastAfterStall(t *testing.T) {
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	s := route.New(rdb)
 	ctx := context.Background()
-	room := testutil.Uniq("room")
-	ids := []string{testutil.Uniq("m"), testutil.Uniq("m")}
+	room := testkit.Uniq("room")
+	ids := []string{testkit.Uniq("m"), testkit.Uniq("m")}
 	opts := route.BeginOptions{Owner: "a", ClaimTTL: time.Minute, LockTTL: time.Minute}
 	// Load the script first, so the stalled call is one EVALSHA.
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	warm, err := s.BeginBroadcast(ctx, testutil.Uniq("room"), msgsOf(testutil.Uniq("m")), opts)
+	warm, err := s.BeginBroadcast(ctx, testkit.Uniq("room"), msgsOf(testkit.Uniq("m")), opts)
 	if err != nil || warm.Status != route.Acquired {
 		t.Fatal(warm, err)
 	}
@@ -41,7 +41,7 @@ func TestAbortBroadcastAfterStall(t *testing.T) {
 	}
 	// Once Redis answers, the stalled script has run: the room is locked
 	// with the failed attempt's token.
-	testutil.SucceedsSoon(t, 5*time.Second, func() error { return s.Ping(ctx) })
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return s.Ping(ctx) })
 	if got := rdb.Get(ctx, "lock:broadcast:{"+room+"}").Val(); got != b.Lock.Token {
 		t.Fatalf("lock %q, want the stalled attempt's %q", got, b.Lock.Token)
 	}

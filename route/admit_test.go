@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -18,7 +18,7 @@ import (
 // address's keys live on different shards): both buckets, mutes, and the
 // refund of a bucket when the other check refused.
 func TestAdmit(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		slow := route.Bucket{Rate: 0.001, Burst: 10}
@@ -30,7 +30,7 @@ func TestAdmit(t *testing.T) {
 			}
 			return v
 		}
-		u1, u2, u3 := testutil.Uniq("u"), testutil.Uniq("u"), testutil.Uniq("u")
+		u1, u2, u3 := testkit.Uniq("u"), testkit.Uniq("u"), testkit.Uniq("u")
 		ip := "2001:db8:" + time.Now().Format("1504") + ":5::1"
 		// The address bucket (10) ends a rotation of users at 10 messages.
 		if v := adm(u1, ip, 6); !v.Allowed {
@@ -56,7 +56,7 @@ func TestAdmit(t *testing.T) {
 		}
 		// Muted in the room: refused without touching any bucket; a mute
 		// elsewhere does not count; unmute lifts it.
-		u4, ip4 := testutil.Uniq("u"), "203.0.113."+strconv.Itoa(time.Now().Second()+1)
+		u4, ip4 := testkit.Uniq("u"), "203.0.113."+strconv.Itoa(time.Now().Second()+1)
 		if err := s.Mute(ctx, u4, "r2", time.Minute); err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -53,7 +53,7 @@ func newAdmitter(t *testing.T, rdb redis.UniversalClient, o route.AdmitOptions) 
 // address's bucket gave only what the user's took. On a cluster each
 // request runs alone; the counts are the same.
 func TestAdmitterBurst(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		const burst, clients = 10, 50
 		slow := route.Bucket{Rate: 0.01, Burst: burst}
 		for _, instances := range []int{1, 2} {
@@ -61,7 +61,7 @@ func TestAdmitterBurst(t *testing.T) {
 			for range instances {
 				admitters = append(admitters, newAdmitter(t, rdb, route.AdmitOptions{Wait: 200 * time.Microsecond}))
 			}
-			user, ip := testutil.Uniq("u"), "198.18.0."+strconv.Itoa(instances)
+			user, ip := testkit.Uniq("u"), "198.18.0."+strconv.Itoa(instances)
 			reqs := make([]route.Admission, clients)
 			for i := range reqs {
 				reqs[i] = route.Admission{User: user, Room: "r1", N: 1, UserBucket: slow,
@@ -80,12 +80,12 @@ func TestAdmitterBurst(t *testing.T) {
 				t.Fatalf("%d instances: %d of %d admitted, want the burst %d", instances, allowed, clients, burst)
 			}
 			// The address's bucket lost only the 10 admitted.
-			other := route.Admission{User: testutil.Uniq("u"), Room: "r1", N: clients, UserBucket: route.Bucket{Rate: 0.01, Burst: clients},
+			other := route.Admission{User: testkit.Uniq("u"), Room: "r1", N: clients, UserBucket: route.Bucket{Rate: 0.01, Burst: clients},
 				IP: ip, IPBucket: route.Bucket{Rate: 0.01, Burst: clients + 10}}
 			if v := admitAll(t, admitters[:1], []route.Admission{other})[0]; !v.Allowed {
 				t.Fatalf("%d instances: the address's last %d tokens: %+v", instances, clients, v)
 			}
-			other.User = testutil.Uniq("u")
+			other.User = testkit.Uniq("u")
 			other.N = 1
 			if v := admitAll(t, admitters[:1], []route.Admission{other})[0]; v.Allowed || v.Limit != "ip" {
 				t.Fatalf("%d instances: the address's bucket empty: %+v", instances, v)
@@ -100,11 +100,11 @@ func TestAdmitterBurst(t *testing.T) {
 // single server the batch is one script: EVALSHA, TIME, one MGET and one
 // SET per bucket that gave tokens (the flags are read from the MGET).
 func TestAdmitterBatch(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
-		banned, muted, roomMuted := testutil.Uniq("u"), testutil.Uniq("u"), testutil.Uniq("u")
+		room := testkit.Uniq("room")
+		banned, muted, roomMuted := testkit.Uniq("u"), testkit.Uniq("u"), testkit.Uniq("u")
 		if err := s.Ban(ctx, banned, room, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestAdmitterBatch(t *testing.T) {
 		ipBucket := route.Bucket{Rate: 0.01, Burst: n}
 		users := []string{banned, muted, roomMuted}
 		for len(users) < n+4 { // n+1 fresh users: one more than the address allows
-			users = append(users, testutil.Uniq("u"))
+			users = append(users, testkit.Uniq("u"))
 		}
 		reqs := make([]route.Admission, len(users))
 		for i, u := range users {
@@ -130,11 +130,11 @@ func TestAdmitterBatch(t *testing.T) {
 			}
 		}
 		a := newAdmitter(t, rdb, route.AdmitOptions{Wait: time.Second, Max: len(reqs)})
-		warm := route.Admission{User: testutil.Uniq("u"), Room: room, N: 1, UserBucket: bucket}
+		warm := route.Admission{User: testkit.Uniq("u"), Room: room, N: 1, UserBucket: bucket}
 		admitAll(t, []*route.Admitter{a}, []route.Admission{warm}) // the script loaded
-		before := redistest.CommandCalls(t, rdb)
+		before := redisserver.CommandCalls(t, rdb)
 		vs := admitAll(t, []*route.Admitter{a}, reqs)
-		after := redistest.CommandCalls(t, rdb)
+		after := redisserver.CommandCalls(t, rdb)
 		if v := vs[0]; !v.Banned || v.RetryAfter < 55*time.Second || v.RetryAfter > time.Minute {
 			t.Errorf("banned: %+v", v)
 		}
@@ -161,7 +161,7 @@ func TestAdmitterBatch(t *testing.T) {
 		// The refusals took nothing: the flagged requests' address has its
 		// 3 tokens, the user the address refused its 5.
 		after2 := []route.Admission{
-			{User: testutil.Uniq("u"), Room: room, N: 3, UserBucket: bucket, IP: flagged, IPBucket: route.Bucket{Rate: 0.01, Burst: 3}},
+			{User: testkit.Uniq("u"), Room: room, N: 3, UserBucket: bucket, IP: flagged, IPBucket: route.Bucket{Rate: 0.01, Burst: 3}},
 			{User: users[refused], Room: room, N: 5, UserBucket: bucket},
 		}
 		for i, v := range admitAll(t, []*route.Admitter{a}, after2) {
@@ -188,10 +188,10 @@ func TestAdmitterBatch(t *testing.T) {
 // A flag written without its end (by an older version: the value "1")
 // still refuses, with the wait from its TTL.
 func TestAdmitOldFlags(t *testing.T) {
-	rdb := redistest.Client(t)
+	rdb := redisserver.Client(t)
 	ctx := context.Background()
 	s := route.New(rdb)
-	user, room := testutil.Uniq("u"), testutil.Uniq("room")
+	user, room := testkit.Uniq("u"), testkit.Uniq("room")
 	bucket := route.Bucket{Rate: 1, Burst: 5}
 	if err := rdb.Set(ctx, "room:ban:{"+room+"}:"+user, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -205,9 +205,9 @@ func TestAdmitOldFlags(t *testing.T) {
 // A stalled server: each request fails EUNAVAILABLE at its own context's
 // end, and the Admitter serves again once the server resumes.
 func TestAdmitterStalled(t *testing.T) {
-	srv, rdb := redistest.Private(t)
+	srv, rdb := redisserver.Private(t)
 	a := newAdmitter(t, rdb, route.AdmitOptions{Timeout: 300 * time.Millisecond})
-	adm := route.Admission{User: testutil.Uniq("u"), Room: "r1", N: 1, UserBucket: route.Bucket{Rate: 100, Burst: 100}}
+	adm := route.Admission{User: testkit.Uniq("u"), Room: "r1", N: 1, UserBucket: route.Bucket{Rate: 100, Burst: 100}}
 	resume := srv.PauseUntilResumed(t)
 	var wg sync.WaitGroup
 	for range 5 {
@@ -228,7 +228,7 @@ func TestAdmitterStalled(t *testing.T) {
 	}
 	wg.Wait()
 	resume()
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := a.Admit(ctx, adm)

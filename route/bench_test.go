@@ -8,21 +8,21 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
 func eachB(b *testing.B, fn func(b *testing.B, rdb redis.UniversalClient)) {
-	b.Run("standalone", func(b *testing.B) { fn(b, redistest.Client(b)) })
-	b.Run("cluster", func(b *testing.B) { fn(b, redistest.ClusterClient(b)) })
+	b.Run("standalone", func(b *testing.B) { fn(b, redisserver.Client(b)) })
+	b.Run("cluster", func(b *testing.B) { fn(b, redisserver.ClusterClient(b)) })
 }
 
 func BenchmarkRegisterUnregister(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
+		room, comet := testkit.Uniq("room"), testkit.Uniq("comet")
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			c := route.Conn{ID: comet + "-" + strconv.Itoa(i), Room: room, User: "u" + strconv.Itoa(i%100), Comet: comet}
@@ -45,8 +45,8 @@ func BenchmarkRouteLookup10k(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
-		comets := []string{testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet")}
+		room := testkit.Uniq("room")
+		comets := []string{testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet")}
 		const viewers = 10000
 		for i := 0; i < viewers; i++ {
 			c := route.Conn{ID: fmt.Sprintf("%s-c%d", room, i), Room: room, Comet: comets[i%4]}

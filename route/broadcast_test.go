@@ -9,20 +9,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
 func TestBeginEndBroadcast(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
-		if err := s.Register(ctx, route.Conn{ID: testutil.Uniq("c"), Room: room, Comet: comet}); err != nil {
+		room, comet := testkit.Uniq("room"), testkit.Uniq("comet")
+		if err := s.Register(ctx, route.Conn{ID: testkit.Uniq("c"), Room: room, Comet: comet}); err != nil {
 			t.Fatal(err)
 		}
-		ids := []string{testutil.Uniq("m"), testutil.Uniq("m")}
+		ids := []string{testkit.Uniq("m"), testkit.Uniq("m")}
 		opts := route.BeginOptions{Window: time.Second, Owner: "a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 
 		b, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), opts)
@@ -37,7 +37,7 @@ func TestBeginEndBroadcast(t *testing.T) {
 
 		// While the lock is held, another owner gets Locked and touches
 		// neither the window nor the claims.
-		other := testutil.Uniq("m")
+		other := testkit.Uniq("m")
 		rdb.Del(ctx, "room:cooldown:{"+room+"}")
 		b2, err := s.BeginBroadcast(ctx, room, msgsOf(other), route.BeginOptions{Window: time.Second, Owner: "b", ClaimTTL: time.Second, LockTTL: time.Second})
 		if err != nil || b2.Status != route.LockedElsewhere || b2.Lock != nil {
@@ -63,7 +63,7 @@ func TestBeginEndBroadcast(t *testing.T) {
 
 		// The window is running (opened again; it was cleared above): Wait,
 		// nothing else.
-		if ob := begin(t, s, room, opts, testutil.Uniq("m")); ob.Status != route.Acquired {
+		if ob := begin(t, s, room, opts, testkit.Uniq("m")); ob.Status != route.Acquired {
 			t.Fatalf("opening the window: %+v", ob)
 		} else {
 			release(t, s, ob)
@@ -87,7 +87,7 @@ func BenchmarkBeginEndBroadcast(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		prefix := testutil.Uniq("room")
+		prefix := testkit.Uniq("room")
 		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
 		msgs := msgsOf(ids...)
 		opts := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "bench", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
@@ -126,7 +126,7 @@ func msgsOf(ids ...string) []danmaku.Message {
 func BenchmarkSeparateGuards(b *testing.B) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		prefix := testutil.Uniq("room")
+		prefix := testkit.Uniq("room")
 		ids := []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}
 		setAll := func(room, value string, nx bool, ttl time.Duration) {
 			p := rdb.Pipeline()

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -20,11 +20,11 @@ import (
 // found no master, instead of waiting for a MOVED that a dead node never
 // sends.
 func TestDialFollowsFailover(t *testing.T) {
-	c, rdb := dialCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
+	c, rdb := dialCluster(t, redisserver.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
-	room := testutil.Uniq("room-")
-	old, err := c.Master(redistest.Slot("{" + room + "}"))
+	room := testkit.Uniq("room-")
+	old, err := c.Master(redisserver.Slot("{" + room + "}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestDialFollowsFailover(t *testing.T) {
 	calls := func() error {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		b, err := s.BeginBroadcast(cctx, room, msgsOf(testutil.Uniq("m")), o)
+		b, err := s.BeginBroadcast(cctx, room, msgsOf(testkit.Uniq("m")), o)
 		if err != nil {
 			return fmt.Errorf("begin broadcast: %w", err)
 		}
@@ -57,11 +57,11 @@ func TestDialFollowsFailover(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := c.WaitPromoted(redistest.Slot("{"+room+"}"), old, 15*time.Second); err != nil {
+	if _, err := c.WaitPromoted(redisserver.Slot("{"+room+"}"), old, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
-	if err := testutil.Soon(500*time.Millisecond, calls); err != nil {
+	if err := testkit.Soon(500*time.Millisecond, calls); err != nil {
 		t.Fatalf("calls still fail %v after the promotion: %v", time.Since(promoted).Round(time.Millisecond), err)
 	}
 	t.Logf("served %v after the promotion", time.Since(promoted).Round(time.Millisecond))
@@ -69,8 +69,8 @@ func TestDialFollowsFailover(t *testing.T) {
 
 // dialCluster starts a cluster of spec and returns it with a client from
 // Dial's defaults, closed when t ends.
-func dialCluster(t testing.TB, spec redistest.ClusterSpec) (*redistest.Cluster, redis.UniversalClient) {
-	c := redistest.NewCluster(t, spec)
+func dialCluster(t testing.TB, spec redisserver.ClusterSpec) (*redisserver.Cluster, redis.UniversalClient) {
+	c := redisserver.NewCluster(t, spec)
 	cfg := config.DefaultRedis()
 	cfg.Addrs = c.Addrs
 	rdb := route.Dial(cfg)

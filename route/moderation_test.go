@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -19,10 +19,10 @@ import (
 // and the user's sends to it, ends with its duration, and Unban lifts it;
 // on a single server and on a cluster.
 func TestBan(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, other, user := testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("u")
+		room, other, user := testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("u")
 		bucket := route.Bucket{Rate: 100, Burst: 100}
 		admit := func(room string) route.Verdict {
 			t.Helper()
@@ -34,7 +34,7 @@ func TestBan(t *testing.T) {
 			return v
 		}
 		conn := func(room string) route.Conn {
-			return route.Conn{ID: testutil.Uniq("c"), Room: room, User: user, Comet: "comet-a"}
+			return route.Conn{ID: testkit.Uniq("c"), Room: room, User: user, Comet: "comet-a"}
 		}
 		if err := s.Ban(ctx, user, room, 1500*time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func TestBan(t *testing.T) {
 			t.Fatalf("a banned user was counted in the room: %d", n)
 		}
 		// Anonymous viewers and other rooms are not concerned.
-		if err := s.Register(ctx, route.Conn{ID: testutil.Uniq("c"), Room: room, Comet: "comet-a"}); err != nil {
+		if err := s.Register(ctx, route.Conn{ID: testkit.Uniq("c"), Room: room, Comet: "comet-a"}); err != nil {
 			t.Fatalf("anonymous viewer: %v", err)
 		}
 		if err := s.Register(ctx, conn(other)); err != nil {
@@ -73,7 +73,7 @@ func TestBan(t *testing.T) {
 			t.Fatalf("ban PTTL %v", d)
 		}
 		// Allowed again once the duration passed.
-		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			if err := s.Register(ctx, conn(room)); err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func TestBan(t *testing.T) {
 // Deleted set and Visible leaves them out; the event is claimed like a
 // message, so it runs once, and it waits for a lock held elsewhere.
 func TestBeginEventDeletes(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		tl.batch(tl.fresh(5))
@@ -124,9 +124,9 @@ func TestBeginEventDeletes(t *testing.T) {
 		tl.batch(tl.fresh(1)) // m0006 at 7
 
 		opts := route.EventOptions{Owner: "job-a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
-		ev := danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testutil.Uniq("ev"), IDs: []string{"m0003", "m0005", "nope"}}
+		ev := danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testkit.Uniq("ev"), IDs: []string{"m0003", "m0005", "nope"}}
 		// Another owner's ban event holds the room's lock.
-		other := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+		other := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: testkit.Uniq("ev"), User: "u1", Until: 1}
 		held, err := tl.s.BeginEvent(ctx, other, route.EventOptions{Owner: "job-b", ClaimTTL: time.Minute, LockTTL: time.Minute})
 		if err != nil || held.Status != route.Acquired {
 			t.Fatalf("ban event: %+v %v", held, err)
@@ -170,7 +170,7 @@ func TestBeginEventDeletes(t *testing.T) {
 		if b, err := tl.s.BeginEvent(ctx, ev, opts); err != nil || b.Status != route.NoneClaimable || b.States[0] != route.Processed {
 			t.Fatalf("the event again: %+v %v", b, err)
 		}
-		ev.ID = testutil.Uniq("ev")
+		ev.ID = testkit.Uniq("ev")
 		b, err = tl.s.BeginEvent(ctx, ev, opts)
 		if err != nil || b.Status != route.Acquired || b.Tombstoned != 0 {
 			t.Fatalf("a new event deleting the same ids: %+v %v", b, err)
@@ -181,7 +181,7 @@ func TestBeginEventDeletes(t *testing.T) {
 			t.Fatalf("next position %d, want 8", b.Pos[0])
 		}
 		// A ban event claims and locks, and touches no history.
-		ban := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: testutil.Uniq("ev"), User: "42", Until: 1}
+		ban := danmaku.Event{Op: danmaku.OpBan, Room: tl.room, ID: testkit.Uniq("ev"), User: "42", Until: 1}
 		b, err = tl.s.BeginEvent(ctx, ban, opts)
 		if err != nil || b.Status != route.Acquired || b.Tombstoned != 0 {
 			t.Fatalf("ban event: %+v %v", b, err)
@@ -195,13 +195,13 @@ func TestBeginEventDeletes(t *testing.T) {
 // how many were deleted in the epoch, the log keeps the newest DelLogSize,
 // and a new epoch starts a new log.
 func TestDeletionLog(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		opts := route.EventOptions{Owner: "job-a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second}
 		del := func(ids ...string) route.Begin {
 			t.Helper()
-			b, err := tl.s.BeginEvent(ctx, danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testutil.Uniq("ev"), IDs: ids}, opts)
+			b, err := tl.s.BeginEvent(ctx, danmaku.Event{Op: danmaku.OpDel, Room: tl.room, ID: testkit.Uniq("ev"), IDs: ids}, opts)
 			if err != nil || b.Status != route.Acquired {
 				t.Fatalf("del: %+v %v", b, err)
 			}

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -20,22 +20,22 @@ import (
 // notice and a connection, and marked notices are processed for every
 // owner.
 func TestBeginEndNotices(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		u, v, w := testutil.Uniq("u"), testutil.Uniq("v"), testutil.Uniq("w")
-		c1, c2, room := testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("room")
+		u, v, w := testkit.Uniq("u"), testkit.Uniq("v"), testkit.Uniq("w")
+		c1, c2, room := testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("room")
 		for _, c := range []route.Conn{
-			{ID: testutil.Uniq("c"), Room: room, User: u, Comet: c1},
-			{ID: testutil.Uniq("c"), Room: room, User: u, Comet: c1},
-			{ID: testutil.Uniq("c"), Room: room, User: u, Comet: c2},
-			{ID: testutil.Uniq("c"), Room: room, User: v, Comet: c2},
+			{ID: testkit.Uniq("c"), Room: room, User: u, Comet: c1},
+			{ID: testkit.Uniq("c"), Room: room, User: u, Comet: c1},
+			{ID: testkit.Uniq("c"), Room: room, User: u, Comet: c2},
+			{ID: testkit.Uniq("c"), Room: room, User: v, Comet: c2},
 		} {
 			if err := s.Register(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 		}
-		id := testutil.Uniq("n")
+		id := testkit.Uniq("n")
 		claims := []route.NoticeClaim{{User: u, ID: id}, {User: u, ID: id + "b"}, {User: w, ID: id}, {ID: id}, {User: v, ID: id}}
 		opts := route.NoticeOptions{Owner: "a", ClaimTTL: 5 * time.Second}
 		b, err := s.BeginNotices(ctx, claims, opts)
@@ -96,7 +96,7 @@ func TestBeginEndNotices(t *testing.T) {
 }
 
 func TestNoticesRejectBadInput(t *testing.T) {
-	s := route.New(redistest.Client(t))
+	s := route.New(redisserver.Client(t))
 	ctx := context.Background()
 	opts := route.NoticeOptions{Owner: "a", ClaimTTL: time.Second}
 	cases := map[string]struct {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -19,10 +19,10 @@ import (
 // so does a client's second send of the same id. The timeline moves only
 // for messages new to it.
 func TestRedeliveryKeepsPositions(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		dying := route.BeginOptions{Owner: "job-a", ClaimTTL: time.Minute, LockTTL: 100 * time.Millisecond}
 		var out handedOut
 
@@ -37,7 +37,7 @@ func TestRedeliveryKeepsPositions(t *testing.T) {
 		}
 		within(t, "claim PTTL", pttl(t, rdb, key), 59*time.Second, time.Minute)
 		// job-a dies here: no push, no release; its lock expires.
-		testutil.SucceedsSoon(t, 2*time.Second, func() error {
+		testkit.SucceedsSoon(t, 2*time.Second, func() error {
 			if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 0 {
 				return errors.New("lock still held")
 			}
@@ -84,10 +84,10 @@ func TestRedeliveryKeepsPositions(t *testing.T) {
 // claimed again; with Redis emptied the key is gone too and the message is
 // new.
 func TestClaimOfEndedEpochIsClaimedAgain(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		o := route.BeginOptions{Owner: "job-a", LockTTL: time.Second}
 		a, err := s.BeginBroadcast(ctx, room, msgsOf("m1", "m2"), o)
 		if err != nil || a.Status != route.Acquired {
@@ -123,12 +123,12 @@ func TestClaimOfEndedEpochIsClaimedAgain(t *testing.T) {
 // lock's SET, GET and DEL, the window's SET, the timeline's HMGET, HSET and
 // two PEXPIREs, one RPUSH, and the routes' HGETALL).
 func TestBroadcastCommandsPerMessage(t *testing.T) {
-	_, rdb := redistest.Private(t)
+	_, rdb := redisserver.Private(t)
 	s := route.New(rdb)
 	ctx := context.Background()
-	room := testutil.Uniq("room")
+	room := testkit.Uniq("room")
 	o := route.BeginOptions{Window: time.Second, Owner: "job-a", LockTTL: time.Second}
-	warm, err := s.BeginBroadcast(ctx, testutil.Uniq("room"), msgsOf("w"), o)
+	warm, err := s.BeginBroadcast(ctx, testkit.Uniq("room"), msgsOf("w"), o)
 	if err != nil || s.ReleaseLock(ctx, warm.Lock) != nil {
 		t.Fatal(err) // loads the scripts: EVALSHA from now on
 	}
@@ -139,10 +139,10 @@ func TestBroadcastCommandsPerMessage(t *testing.T) {
 	for _, n := range []int{1, 100} {
 		ids := make([]string, n)
 		for i := range ids {
-			ids[i] = testutil.Uniq("m")
+			ids[i] = testkit.Uniq("m")
 		}
 		rdb.Del(ctx, "room:cooldown:{"+room+"}") // the window of the batch before
-		before := redistest.Commands(t, rdb)
+		before := redisserver.Commands(t, rdb)
 		b, err := s.BeginBroadcast(ctx, room, msgsOf(ids...), o)
 		if err != nil || b.Status != route.Acquired || b.Pos[n-1] != b.Last {
 			t.Fatal(b, err)
@@ -150,7 +150,7 @@ func TestBroadcastCommandsPerMessage(t *testing.T) {
 		if err := s.ReleaseLock(ctx, b.Lock); err != nil {
 			t.Fatal(err)
 		}
-		if got := redistest.Commands(t, rdb) - before; got != int64(n)+12 {
+		if got := redisserver.Commands(t, rdb) - before; got != int64(n)+12 {
 			t.Fatalf("%d commands for a batch of %d messages, want %d", got, n, n+12)
 		}
 	}

@@ -8,18 +8,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
 // idOn returns an id with prefix whose hash tag lives on a master for which
 // want returns true.
-func idOn(t *testing.T, c *redistest.Cluster, prefix string, want func(*redistest.Server) bool) string {
+func idOn(t *testing.T, c *redisserver.Cluster, prefix string, want func(*redisserver.Server) bool) string {
 	t.Helper()
 	for i := 0; i < 200; i++ {
-		id := testutil.Uniq(prefix)
-		m, err := c.Master(redistest.Slot("{" + id + "}"))
+		id := testkit.Uniq(prefix)
+		m, err := c.Master(redisserver.Slot("{" + id + "}"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func idOn(t *testing.T, c *redistest.Cluster, prefix string, want func(*redistes
 // 1 on a master without replicas: NOREPLICAS) until the test ends, while the
 // other masters serve: a call spread over several masters then fails on
 // one of them only. It returns the function that lets m write again.
-func refuseWrites(t *testing.T, m *redistest.Server) (restore func()) {
+func refuseWrites(t *testing.T, m *redisserver.Server) (restore func()) {
 	t.Helper()
 	set := func(n string) error {
 		c := redis.NewClient(&redis.Options{Addr: m.Addr})
@@ -60,15 +60,15 @@ func refuseWrites(t *testing.T, m *redistest.Server) (restore func()) {
 // master answers), and a Register whose index master did not answer writes
 // nothing else.
 func TestRegistryCutShortOnCluster(t *testing.T) {
-	c := redistest.SharedCluster(t)
-	s := route.New(redistest.ClusterClient(t))
+	c := redisserver.SharedCluster(t)
+	s := route.New(redisserver.ClusterClient(t))
 	ctx := context.Background()
-	room := testutil.Uniq("room")
-	roomMaster, err := c.Master(redistest.Slot("{" + room + "}"))
+	room := testkit.Uniq("room")
+	roomMaster, err := c.Master(redisserver.Slot("{" + room + "}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := func(m *redistest.Server) bool { return m != roomMaster }
+	other := func(m *redisserver.Server) bool { return m != roomMaster }
 	comet := idOn(t, c, "comet", other)
 	conn := route.Conn{ID: idOn(t, c, "conn", other), Room: room, User: idOn(t, c, "user", other), Comet: comet}
 	if err := s.Register(ctx, conn); err != nil {
@@ -96,7 +96,7 @@ func TestRegistryCutShortOnCluster(t *testing.T) {
 
 	// A Register whose index master does not answer leaves nothing.
 	conn2 := route.Conn{ID: idOn(t, c, "conn", other), Room: room, Comet: comet}
-	cometMaster, err := c.Master(redistest.Slot("{" + comet + "}"))
+	cometMaster, err := c.Master(redisserver.Slot("{" + comet + "}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,19 +114,19 @@ func TestRegistryCutShortOnCluster(t *testing.T) {
 // banned user is refused (and only that one), every other member is in its
 // room, and each answer carries its room's count after the batch.
 func TestRegisterMany(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		s := route.New(rdb)
 		ctx := context.Background()
-		comet, r1, r2 := testutil.Uniq("comet"), testutil.Uniq("room"), testutil.Uniq("room")
-		banned := testutil.Uniq("user")
+		comet, r1, r2 := testkit.Uniq("comet"), testkit.Uniq("room"), testkit.Uniq("room")
+		banned := testkit.Uniq("user")
 		if err := s.Ban(ctx, banned, r1, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		conns := []route.Conn{
-			{ID: testutil.Uniq("c"), Room: r1, User: testutil.Uniq("user"), Comet: comet},
-			{ID: testutil.Uniq("c"), Room: r2, Comet: comet},
-			{ID: testutil.Uniq("c"), Room: r1, User: banned, Comet: comet},
-			{ID: testutil.Uniq("c"), Room: r1, Comet: comet},
+			{ID: testkit.Uniq("c"), Room: r1, User: testkit.Uniq("user"), Comet: comet},
+			{ID: testkit.Uniq("c"), Room: r2, Comet: comet},
+			{ID: testkit.Uniq("c"), Room: r1, User: banned, Comet: comet},
+			{ID: testkit.Uniq("c"), Room: r1, Comet: comet},
 		}
 		regs, err := s.RegisterMany(ctx, conns)
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -78,11 +78,11 @@ func checkInvariants(t *testing.T, rdb redis.UniversalClient, rooms []string, li
 }
 
 func TestRegistryJoinLeave(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet, user := testutil.Uniq("room"), testutil.Uniq("comet"), testutil.Uniq("u")
-		c := route.Conn{ID: testutil.Uniq("c"), Room: room, User: user, Comet: comet}
+		room, comet, user := testkit.Uniq("room"), testkit.Uniq("comet"), testkit.Uniq("u")
+		c := route.Conn{ID: testkit.Uniq("c"), Room: room, User: user, Comet: comet}
 		for i := 0; i < 2; i++ { // idempotent
 			if err := s.Register(ctx, c); err != nil {
 				t.Fatal(err)
@@ -108,11 +108,11 @@ func TestRegistryJoinLeave(t *testing.T) {
 }
 
 func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		rooms := []string{testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room"), testutil.Uniq("room")}
-		comets := []string{testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet"), testutil.Uniq("comet")}
+		rooms := []string{testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room")}
+		comets := []string{testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet")}
 		var mu sync.Mutex
 		live := map[string]route.Conn{}
 		var wg sync.WaitGroup
@@ -173,11 +173,11 @@ func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
 }
 
 func TestDeadCometCleanup(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		rooms := []string{testutil.Uniq("room"), testutil.Uniq("room")}
-		dead, alive := testutil.Uniq("comet"), testutil.Uniq("comet")
+		rooms := []string{testkit.Uniq("room"), testkit.Uniq("room")}
+		dead, alive := testkit.Uniq("comet"), testkit.Uniq("comet")
 		if _, err := s.Heartbeat(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestDeadCometCleanup(t *testing.T) {
 		if err != nil || live[dead].Addr != "127.0.0.1:1" || live[alive].Addr != "127.0.0.1:2" {
 			t.Fatalf("live comets = %v %v", live, err)
 		}
-		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			d, err := s.DeadComets(ctx)
 			if err == nil && (!slices.Contains(d, dead) || slices.Contains(d, alive)) {
 				err = fmt.Errorf("dead comets %v, want %s and not %s", d, dead, alive)
@@ -241,10 +241,10 @@ func TestDeadCometCleanup(t *testing.T) {
 // A comet that renews its lease after the janitor listed it as dead keeps
 // its routes and its lease: RemoveDeadComet checks the lease again.
 func TestRemoveDeadCometRenewed(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, comet := testutil.Uniq("room"), testutil.Uniq("comet")
+		room, comet := testkit.Uniq("room"), testkit.Uniq("comet")
 		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:3", Started: time.Now()}
 		if _, err := s.Heartbeat(ctx, info, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -253,7 +253,7 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 		if err := s.Register(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		testutil.SucceedsSoon(t, 5*time.Second, func() error {
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			d, err := s.DeadComets(ctx)
 			if err == nil && !slices.Contains(d, comet) {
 				err = fmt.Errorf("dead comets %v, want %s", d, comet)
@@ -291,16 +291,16 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 // A comet that renews its lease while the janitor removes its routes stops
 // the removal: its lease, its index and the rooms not reached yet stay.
 func TestRemoveDeadCometRenewedMidway(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		comet := testutil.Uniq("comet")
+		comet := testkit.Uniq("comet")
 		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:4", Started: time.Now()}
 		index := "comet:connections:{" + comet + "}"
 		const rooms = 400
 		var conns []route.Conn
 		for i := range rooms {
-			conns = append(conns, route.Conn{ID: fmt.Sprintf("%s-%d", comet, i), Room: testutil.Uniq("room"), Comet: comet})
+			conns = append(conns, route.Conn{ID: fmt.Sprintf("%s-%d", comet, i), Room: testkit.Uniq("room"), Comet: comet})
 		}
 		if _, err := s.RegisterAll(ctx, comet, conns); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -51,7 +51,7 @@ func newMeter(b *testing.B, rdb redis.UniversalClient) *meter {
 
 func (m *meter) start() {
 	m.b.StopTimer()
-	m.c0 = redistest.Commands(m.b, m.rdb)
+	m.c0 = redisserver.Commands(m.b, m.rdb)
 	m.t0 = m.trips.n.Load()
 	m.b.StartTimer()
 }
@@ -59,7 +59,7 @@ func (m *meter) start() {
 func (m *meter) stop() {
 	m.b.StopTimer()
 	m.rt += m.trips.n.Load() - m.t0
-	m.cmds += redistest.Commands(m.b, m.rdb) - m.c0
+	m.cmds += redisserver.Commands(m.b, m.rdb) - m.c0
 	m.b.StartTimer()
 }
 
@@ -86,7 +86,7 @@ func BenchmarkRegisterAll(b *testing.B) {
 				m := newMeter(b, rdb)
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					comet := testutil.Uniq("comet")
+					comet := testkit.Uniq("comet")
 					held := benchViewers(comet, n)
 					m.start()
 					if added, err := s.RegisterAll(ctx, comet, held); err != nil || added != n {
@@ -122,7 +122,7 @@ func benchReconcile(b *testing.B, n, drift int, lostAll bool) {
 	eachB(b, func(b *testing.B, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		comet := testutil.Uniq("comet")
+		comet := testkit.Uniq("comet")
 		held := benchViewers(comet, n)
 		m := newMeter(b, rdb)
 		for i := 0; i < b.N; i++ {

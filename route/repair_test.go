@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -47,7 +47,7 @@ func byID(sets ...[]route.Conn) map[string]route.Conn {
 func roomsOf(n int) []string {
 	rooms := make([]string, n)
 	for i := range rooms {
-		rooms[i] = testutil.Uniq("room")
+		rooms[i] = testkit.Uniq("room")
 	}
 	return rooms
 }
@@ -87,10 +87,10 @@ func checkGone(t *testing.T, rdb redis.UniversalClient, gone []route.Conn) {
 }
 
 func TestHeartbeatReportsLoss(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		info := route.CometInfo{ID: testutil.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
+		info := route.CometInfo{ID: testkit.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
 		beat := func(c route.CometInfo, ttl time.Duration) route.LeaseState {
 			t.Helper()
 			st, err := s.Heartbeat(ctx, c, ttl)
@@ -138,7 +138,7 @@ func TestHeartbeatReportsLoss(t *testing.T) {
 
 		// The lease expired (a stall longer than its ttl).
 		beat(info, 50*time.Millisecond)
-		testutil.SucceedsSoon(t, 2*time.Second, func() error {
+		testkit.SucceedsSoon(t, 2*time.Second, func() error {
 			if rdb.Exists(ctx, "comet:{"+info.ID+"}").Val() != 0 {
 				return errors.New("lease still there")
 			}
@@ -155,11 +155,11 @@ func TestHeartbeatReportsLoss(t *testing.T) {
 }
 
 func TestRegisterAll(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		rooms := roomsOf(4)
-		comet, other := testutil.Uniq("comet"), testutil.Uniq("comet")
+		comet, other := testkit.Uniq("comet"), testkit.Uniq("comet")
 		mine := viewers(comet, 1000, 700, rooms) // rooms[0] spans two slices
 		theirs := viewers(other, 20, 20, rooms)
 		for _, c := range append(mine[:50:50], theirs...) {
@@ -178,7 +178,7 @@ func TestRegisterAll(t *testing.T) {
 		}
 		checkInvariants(t, rdb, rooms, byID(mine, theirs))
 
-		stray := route.Conn{ID: testutil.Uniq("c"), Room: rooms[1], Comet: other}
+		stray := route.Conn{ID: testkit.Uniq("c"), Room: rooms[1], Comet: other}
 		if _, err := s.RegisterAll(ctx, comet, []route.Conn{stray}); danmaku.ErrorCode(err) != danmaku.EINVALID {
 			t.Fatalf("connection of another comet: %v, want EINVALID", err)
 		}
@@ -186,11 +186,11 @@ func TestRegisterAll(t *testing.T) {
 }
 
 func TestReconcile(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		rooms := roomsOf(5)
-		comet, other := testutil.Uniq("comet"), testutil.Uniq("comet")
+		comet, other := testkit.Uniq("comet"), testkit.Uniq("comet")
 		held := viewers(comet, 900, 600, rooms[:4])
 		theirs := viewers(other, 30, 10, rooms)
 		if _, err := s.RegisterAll(ctx, comet, held); err != nil {
@@ -227,7 +227,7 @@ func TestReconcile(t *testing.T) {
 		}
 		// A ghost credited to the comet that its index does not list, and a
 		// count that drifted from the members.
-		ghost := route.Conn{ID: testutil.Uniq("ghost"), Room: rooms[2], User: testutil.Uniq("u"), Comet: comet}
+		ghost := route.Conn{ID: testkit.Uniq("ghost"), Room: rooms[2], User: testkit.Uniq("u"), Comet: comet}
 		rdb.SAdd(ctx, "room:connections:{"+ghost.Room+"}", ghost.ID)
 		rdb.HIncrBy(ctx, "room:comets:{"+ghost.Room+"}", comet, 1)
 		rdb.HSet(ctx, "connection:info:{"+ghost.ID+"}", "comet_id", comet, "user_id", ghost.User, "room_id", ghost.Room)
@@ -271,7 +271,7 @@ func TestReconcile(t *testing.T) {
 // heartbeat reports it, and RegisterAll or Reconcile alone restore the
 // registry.
 func TestRedisLostEverything(t *testing.T) {
-	srv, err := redistest.StartServer()
+	srv, err := redisserver.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestRedisLostEverything(t *testing.T) {
 	ctx := context.Background()
 	s := route.New(rdb)
 	rooms := roomsOf(3)
-	info := route.CometInfo{ID: testutil.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
+	info := route.CometInfo{ID: testkit.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
 	held := viewers(info.ID, 600, 520, rooms)
 	lose := func() {
 		t.Helper()
@@ -321,12 +321,12 @@ func TestRedisLostEverything(t *testing.T) {
 // same id within its lease: the new process removes the old routes before
 // registering its own viewers.
 func TestCometRestartAfterKill(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
 		rooms := roomsOf(5)
-		info := route.CometInfo{ID: testutil.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
-		other := testutil.Uniq("comet")
+		info := route.CometInfo{ID: testkit.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
+		other := testkit.Uniq("comet")
 		old := viewers(info.ID, 500, 100, rooms)
 		theirs := viewers(other, 50, 10, rooms)
 		for i := range theirs { // users with a tab on each comet

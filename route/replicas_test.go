@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -22,15 +22,15 @@ import (
 // (a failover then loses them). Once the replica is back, the retry gets
 // the same position and the replica holds it.
 func TestBeginWaitsForReplica(t *testing.T) {
-	c, rdb := dialCluster(t, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
+	c, rdb := dialCluster(t, redisserver.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
 	tl := newTimeline(t, rdb, 100, time.Minute)
-	var master, replica *redistest.Server
-	testutil.SucceedsSoon(t, 10*time.Second, func() (err error) {
+	var master, replica *redisserver.Server
+	testkit.SucceedsSoon(t, 10*time.Second, func() (err error) {
 		// A node the loaded machine kept from answering in time may have
 		// been failed over just after the start: ask until it settles.
-		if master, err = c.Master(redistest.Slot("{" + tl.room + "}")); err != nil {
+		if master, err = c.Master(redisserver.Slot("{" + tl.room + "}")); err != nil {
 			return err
 		}
 		replica, err = c.ReplicaOf(master)
@@ -105,12 +105,12 @@ func replicaHistory(t *testing.T, addr, room string) func() int64 {
 // the lock's release on a cluster with a replica per master, without and
 // with waiting for the replica (WAIT 1 on the script's connection).
 func BenchmarkBeginReplicas(b *testing.B) {
-	_, rdb := dialCluster(b, redistest.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
+	_, rdb := dialCluster(b, redisserver.ClusterSpec{Masters: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
 	s := route.New(rdb)
 	ctx := context.Background()
 	for _, n := range []int{0, 1} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
-			room := testutil.Uniq("room")
+			room := testkit.Uniq("room")
 			o := route.BeginOptions{Owner: "job-a", LockTTL: 5 * time.Second, Replicas: n, ReplicaTimeout: 5 * time.Second}
 			ids := make([]string, 20)
 			b.ResetTimer()

@@ -14,12 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 func pttl(t *testing.T, rdb redis.UniversalClient, key string) time.Duration {
 	t.Helper()
@@ -95,10 +95,10 @@ func release(t testing.TB, s *route.Store, b route.Begin) {
 // position) 60 s, the cooldown window 1 s, the lock 5 s, an event's claim
 // its claim TTL and its done mark the processed TTL.
 func TestGuardTTLs(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room, msg := testutil.Uniq("room"), testutil.Uniq("m")
+		room, msg := testkit.Uniq("room"), testkit.Uniq("m")
 		o := route.BeginOptions{Window: time.Second, Owner: "job1", ClaimTTL: time.Minute, LockTTL: 5 * time.Second}
 
 		b := begin(t, s, room, o, msg)
@@ -114,13 +114,13 @@ func TestGuardTTLs(t *testing.T) {
 		within(t, "lock PTTL", pttl(t, rdb, "lock:broadcast:{"+room+"}"), 4900*time.Millisecond, 5*time.Second)
 		release(t, s, b)
 
-		b = begin(t, s, room, o, testutil.Uniq("m"))
+		b = begin(t, s, room, o, testkit.Uniq("m"))
 		if b.Status != route.InWindow || b.Lock != nil {
 			t.Fatalf("second begin = %+v", b)
 		}
 		within(t, "remaining window", b.Wait, 800*time.Millisecond, time.Second)
 
-		ev := danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+		ev := danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: "u1", Until: 1}
 		eb, err := s.BeginEvent(ctx, ev, route.EventOptions{Owner: "job1", ClaimTTL: 10 * time.Second, LockTTL: 5 * time.Second})
 		if err != nil || eb.Status != route.Acquired {
 			t.Fatalf("begin event = %+v, %v", eb, err)
@@ -138,17 +138,17 @@ func TestGuardTTLs(t *testing.T) {
 }
 
 func TestCooldownMillisecondWindow(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		o := route.BeginOptions{Window: 50 * time.Millisecond, Owner: "job1", LockTTL: 5 * time.Second}
-		if b := begin(t, s, room, o, testutil.Uniq("m")); b.Status != route.Acquired {
+		if b := begin(t, s, room, o, testkit.Uniq("m")); b.Status != route.Acquired {
 			t.Fatalf("first: %+v", b)
 		} else {
 			release(t, s, b)
 		}
-		testutil.SucceedsSoon(t, 2*time.Second, func() error {
-			b := begin(t, s, room, o, testutil.Uniq("m"))
+		testkit.SucceedsSoon(t, 2*time.Second, func() error {
+			b := begin(t, s, room, o, testkit.Uniq("m"))
 			release(t, s, b)
 			switch {
 			case b.Status == route.Acquired:
@@ -167,10 +167,10 @@ func TestCooldownMillisecondWindow(t *testing.T) {
 // once: one takes the lock, one opens the window, one claims a message
 // (the others find it at the winner's position).
 func TestNXUnderContention(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		s := route.New(rdb)
 		t.Run("claim", func(t *testing.T) {
-			room, msg := testutil.Uniq("room"), testutil.Uniq("m")
+			room, msg := testkit.Uniq("room"), testkit.Uniq("m")
 			var positions sync.Map
 			wins := contend(t, 50, func(i int) (bool, error) {
 				o := route.BeginOptions{Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
@@ -198,10 +198,10 @@ func TestNXUnderContention(t *testing.T) {
 			}
 		})
 		t.Run("cooldown", func(t *testing.T) {
-			room := testutil.Uniq("room")
+			room := testkit.Uniq("room")
 			wins := contend(t, 50, func(i int) (bool, error) {
 				o := route.BeginOptions{Window: time.Minute, Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
-				msg := testutil.Uniq("m")
+				msg := testkit.Uniq("m")
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 					switch b := begin(t, s, room, o, msg); b.Status {
 					case route.LockedElsewhere:
@@ -222,10 +222,10 @@ func TestNXUnderContention(t *testing.T) {
 			}
 		})
 		t.Run("lock", func(t *testing.T) {
-			room := testutil.Uniq("room")
+			room := testkit.Uniq("room")
 			wins := contend(t, 50, func(i int) (bool, error) {
 				o := route.BeginOptions{Owner: "owner" + strconv.Itoa(i), LockTTL: 5 * time.Second}
-				b := begin(t, s, room, o, testutil.Uniq("m"))
+				b := begin(t, s, room, o, testkit.Uniq("m"))
 				return b.Status == route.Acquired, nil
 			})
 			if wins != 1 {
@@ -240,12 +240,12 @@ func TestNXUnderContention(t *testing.T) {
 // marked done (then nobody delivers it again), given back with the lock
 // (AbortBroadcast), or left to expire by a crashed owner.
 func TestEventClaimSemantics(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		ev := func() danmaku.Event {
-			return danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testutil.Uniq("ev"), User: "u1", Until: 1}
+			return danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: "u1", Until: 1}
 		}
 		opts := func(owner string, claim time.Duration) route.EventOptions {
 			return route.EventOptions{Owner: owner, ClaimTTL: claim, LockTTL: 5 * time.Second}
@@ -313,21 +313,21 @@ func TestEventClaimSemantics(t *testing.T) {
 }
 
 func TestLockOwnership(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		key := "lock:broadcast:{" + room + "}"
 		o := func(ttl time.Duration) route.BeginOptions {
 			return route.BeginOptions{Owner: "job1", LockTTL: ttl}
 		}
 
-		ab := begin(t, s, room, o(300*time.Millisecond), testutil.Uniq("m"))
+		ab := begin(t, s, room, o(300*time.Millisecond), testkit.Uniq("m"))
 		if ab.Status != route.Acquired {
 			t.Fatalf("begin = %+v", ab)
 		}
 		a := ab.Lock
-		if b := begin(t, s, room, o(time.Second), testutil.Uniq("m")); b.Status != route.LockedElsewhere {
+		if b := begin(t, s, room, o(time.Second), testkit.Uniq("m")); b.Status != route.LockedElsewhere {
 			t.Fatalf("second begin: %+v, want locked elsewhere", b)
 		}
 		forged := &route.Lock{Room: room, Token: "not-" + a.Token}
@@ -348,7 +348,7 @@ func TestLockOwnership(t *testing.T) {
 		// Expired: the next contender takes it, and the old holder can
 		// neither renew nor release the new holder's lock.
 		time.Sleep(150 * time.Millisecond)
-		bb := begin(t, s, room, o(5*time.Second), testutil.Uniq("m"))
+		bb := begin(t, s, room, o(5*time.Second), testkit.Uniq("m"))
 		if bb.Status != route.Acquired {
 			t.Fatalf("begin after expiry: %+v", bb)
 		}
@@ -377,14 +377,14 @@ func TestLockOwnership(t *testing.T) {
 // TestRateLimit checks the user's bucket through Admit, the shipped send
 // check (admit.lua on a server, ratelimit.lua on a cluster).
 func TestRateLimit(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		admit := func(user string, n int, rate float64, burst int) (route.Verdict, error) {
 			return s.Admit(ctx, route.Admission{User: user, Room: room, N: n, UserBucket: route.Bucket{Rate: rate, Burst: burst}})
 		}
-		user, other := testutil.Uniq("u"), testutil.Uniq("u")
+		user, other := testkit.Uniq("u"), testkit.Uniq("u")
 		for i := 0; i < 5; i++ {
 			if v, err := admit(user, 1, 1, 5); !v.Allowed || err != nil {
 				t.Fatalf("request %d: %+v %v", i, v, err)
@@ -400,7 +400,7 @@ func TestRateLimit(t *testing.T) {
 		}
 		// 50 concurrent requests against a budget of 20: exactly 20 pass
 		// (refill at 0.001/s adds nothing during the test).
-		hot := testutil.Uniq("u")
+		hot := testkit.Uniq("u")
 		wins := contend(t, 50, func(int) (bool, error) {
 			v, err := admit(hot, 1, 0.001, 20)
 			return v.Allowed, err

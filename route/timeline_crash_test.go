@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -72,10 +72,10 @@ func (h *handedOut) check(t *testing.T, s *route.Store, room string) (current in
 // and claims expire and the next job redelivers the same messages. Every
 // position either of them was given stays readable.
 func TestCrashAfterBeginLeavesEveryPositionReadable(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		short := route.BeginOptions{Owner: "job-a", ClaimTTL: 200 * time.Millisecond, LockTTL: 200 * time.Millisecond}
 		var out handedOut
 
@@ -90,7 +90,7 @@ func TestCrashAfterBeginLeavesEveryPositionReadable(t *testing.T) {
 		if b, err := s.BeginBroadcast(ctx, room, msgsOf("m1", "m2", "m3", "m4"), next); err != nil || b.Status != route.LockedElsewhere || b.Pos != nil {
 			t.Fatalf("begin while the dead job's lock holds = %+v, %v", b, err)
 		}
-		testutil.SucceedsSoon(t, 2*time.Second, func() error {
+		testkit.SucceedsSoon(t, 2*time.Second, func() error {
 			if rdb.Exists(ctx, "lock:broadcast:{"+room+"}").Val() != 0 {
 				return fmt.Errorf("lock still held")
 			}
@@ -124,10 +124,10 @@ func TestCrashAfterBeginLeavesEveryPositionReadable(t *testing.T) {
 // timeline is lost once. Every position handed out is readable unless its
 // epoch ended, and none is handed out twice.
 func TestCrashesAtRandomLeaveEveryPositionReadable(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s := route.New(rdb)
-		room := testutil.Uniq("room")
+		room := testkit.Uniq("room")
 		var out handedOut
 		var wg sync.WaitGroup
 		for j := range 4 {

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -26,7 +26,7 @@ type timeline struct {
 }
 
 func newTimeline(t *testing.T, rdb redis.UniversalClient, size int, ttl time.Duration) *timeline {
-	return &timeline{t: t, s: route.New(rdb), room: testutil.Uniq("room"),
+	return &timeline{t: t, s: route.New(rdb), room: testkit.Uniq("room"),
 		opts: route.BeginOptions{Owner: "job-a", ClaimTTL: 5 * time.Second, LockTTL: 5 * time.Second,
 			HistorySize: size, HistoryTTL: ttl}}
 }
@@ -92,7 +92,7 @@ func wantRange(t *testing.T, h route.History, from, to int64, want func(pos int6
 func msgID(pos int64) string { return fmt.Sprintf("m%04d", pos) }
 
 func TestTimelinePositionsContiguous(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		var epoch string
 		next := int64(1)
@@ -128,7 +128,7 @@ func TestTimelinePositionsContiguous(t *testing.T) {
 }
 
 func TestHistoryBoundedAndExpiring(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 5, 3*time.Second)
 		tl.batch(tl.fresh(4))
@@ -164,14 +164,14 @@ func TestHistoryBoundedAndExpiring(t *testing.T) {
 func flushAll(t *testing.T, rdb redis.UniversalClient) {
 	t.Helper()
 	ctx := context.Background()
-	err := redistest.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
+	err := redisserver.ForEachMaster(ctx, rdb, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestNewEpochWhenTimelineLost(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		e1 := tl.batch(tl.fresh(3)).Epoch
@@ -201,7 +201,7 @@ func TestNewEpochWhenTimelineLost(t *testing.T) {
 }
 
 func TestNewEpochWhenTimelineWentBack(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		tl.batch(tl.fresh(3))
@@ -237,7 +237,7 @@ func TestNewEpochWhenTimelineWentBack(t *testing.T) {
 }
 
 func TestOnlyClaimedMessagesGetPositions(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		tl := newTimeline(t, rdb, 100, time.Minute)
 		done := tl.fresh(2) // m0001, m0002: delivered
@@ -281,7 +281,7 @@ func TestOnlyClaimedMessagesGetPositions(t *testing.T) {
 }
 
 func TestHistoryRanges(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		tl := newTimeline(t, rdb, 6, time.Minute)
 		tl.batch(tl.fresh(4))
 		tl.batch(tl.fresh(6)) // positions 1..10, 5..10 kept
@@ -306,7 +306,7 @@ func TestHistoryRanges(t *testing.T) {
 			wantRange(t, h, c.from, c.to, msgID)
 		}
 		ctx := context.Background()
-		h, err := tl.s.History(ctx, testutil.Uniq("room"), 0, 10)
+		h, err := tl.s.History(ctx, testkit.Uniq("room"), 0, 10)
 		if err != nil || h.Epoch != "" || h.Last != 0 || h.First != 1 || len(h.Msgs) != 0 {
 			t.Fatalf("history of a room without one = %+v, %v", h, err)
 		}
@@ -320,13 +320,13 @@ func TestHistoryRanges(t *testing.T) {
 }
 
 func TestHeads(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		a, b := newTimeline(t, rdb, 10, time.Minute), newTimeline(t, rdb, 10, time.Minute)
 		a.batch(a.fresh(3))
 		b.batch(b.fresh(1))
 		b.batch(b.fresh(1))
-		none := testutil.Uniq("room")
+		none := testkit.Uniq("room")
 		heads, err := a.s.Heads(ctx, []string{a.room, none, b.room})
 		if err != nil {
 			t.Fatal(err)

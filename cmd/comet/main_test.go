@@ -16,12 +16,12 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 // The binary's wiring: Main starts on :0 from the shipped configuration
 // against a real Redis, a viewer joins, a push reaches it, the listeners
@@ -35,7 +35,7 @@ func TestMainServes(t *testing.T) {
 		"-comet.id", "main-test-comet",
 		"-log.level", "warn",
 	}, Environ: []string{
-		"DANMAKU_REDIS_ADDRS=" + redistest.Standalone(t).Addr,
+		"DANMAKU_REDIS_ADDRS=" + redisserver.Standalone(t).Addr,
 		"DANMAKU_COMET_SECRET=main-test-secret",
 	}}); err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestMainServes(t *testing.T) {
 	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
 		t.Fatalf("after close: %v, want 1001", err)
 	}
-	live, err := route.New(redistest.Client(t)).LiveComets(context.Background())
+	live, err := route.New(redisserver.Client(t)).LiveComets(context.Background())
 	if err != nil || live["main-test-comet"].ID != "" {
 		t.Fatalf("lease left behind: %v %v", live, err)
 	}
@@ -127,10 +127,10 @@ func TestPageOnlyWithAPIBase(t *testing.T) {
 	for _, base := range []string{"", "http://localhost:8090"} {
 		m := NewMain()
 		m.Config.Log.Level = "warn"
-		m.Config.Redis.Addrs = []string{redistest.Standalone(t).Addr}
+		m.Config.Redis.Addrs = []string{redisserver.Standalone(t).Addr}
 		m.Config.Comet.Listen = "127.0.0.1:0"
 		m.Config.Comet.InternalListen = "127.0.0.1:0"
-		m.Config.Comet.ID = testutil.Uniq("page-test-")
+		m.Config.Comet.ID = testkit.Uniq("page-test-")
 		m.Config.Page.APIBase = base
 		m.Config.Comet.Secret = "comet-test-push-secret"
 		if err := m.Run(context.Background()); err != nil {

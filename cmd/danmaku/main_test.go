@@ -17,12 +17,12 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/stacktest"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 // startMain runs the all-in-one binary's Main on a free port with embedded
 // Redis and Kafka, and closes it when the test ends.
@@ -164,8 +164,8 @@ func TestSendReachesViewer(t *testing.T) {
 // embedded and the same path runs over a real redis-server and a separate
 // Kafka-protocol broker.
 func TestExternalServices(t *testing.T) {
-	srv := redistest.Standalone(t)
-	b := kafkatest.Start(t)
+	srv := redisserver.Standalone(t)
+	b := kafkabroker.Start(t)
 	m := NewMain()
 	m.Config.Log.Level = "warn"
 	m.Config.Logic.Listen = "127.0.0.1:0"
@@ -262,7 +262,7 @@ func send(t *testing.T, m *Main, room string, contents ...string) []string {
 // limit) and returns the accepted message ids. It does not need a test's
 // goroutine.
 func postAs(addr, room string, uid int64, contents ...string) ([]string, error) {
-	return stacktest.Post("http://"+addr, room, uid, "Tester", contents)
+	return stack.Post("http://"+addr, room, uid, "Tester", contents)
 }
 
 // TestAPIRequestsHaveDeadlines: the public server has no global read

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // adminPost calls the admin API of m with secret and expects 200.
@@ -59,7 +59,7 @@ func TestBrowserDelete(t *testing.T) {
 	const secret = "browser-admin-secret-0123456789"
 	m := startMain(t, func(c *Config) { c.Logic.AdminSecret = secret })
 	browser := newBrowser(t)
-	room := testutil.Uniq("delete_")
+	room := testkit.Uniq("delete_")
 	a := openPage(t, browser, m.URL(), room, true)
 	b := openPage(t, browser, m.URL(), room, false)
 	away := openPage(t, browser, m.URL(), room, false)
@@ -106,7 +106,7 @@ func TestBrowserDelete(t *testing.T) {
 func TestBrowserBanned(t *testing.T) {
 	const secret = "browser-admin-secret-0123456789"
 	m := startMain(t, func(c *Config) { c.Logic.AdminSecret = secret })
-	room := testutil.Uniq("banned_")
+	room := testkit.Uniq("banned_")
 	tab := openPage(t, newBrowser(t), m.URL(), room, true)
 	uid := evalTo[int64](t, tab, `danmakuDemo.userId`)
 	adminPost(t, m, secret, "/logic/admin/ban", `{"userId":`+strconv.FormatInt(uid, 10)+`,"roomId":"`+room+`","duration":"1h"}`)

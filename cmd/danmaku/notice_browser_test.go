@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // notify posts a notice request with the admin secret and expects 202.
@@ -42,8 +42,8 @@ func TestBrowserNotices(t *testing.T) {
 	const secret = "browser-admin-secret-0123456789"
 	m := startMain(t, func(c *Config) { c.Logic.AdminSecret = secret })
 	browser := newBrowser(t)
-	a := openPage(t, browser, m.URL(), testutil.Uniq("notice_a_"), true)
-	b := openPage(t, browser, m.URL(), testutil.Uniq("notice_b_"), false)
+	a := openPage(t, browser, m.URL(), testkit.Uniq("notice_a_"), true)
+	b := openPage(t, browser, m.URL(), testkit.Uniq("notice_b_"), false)
 	recordNotices(t, a)
 	recordNotices(t, b)
 	uidA, uidB := evalTo[int64](t, a, `danmakuDemo.userId`), evalTo[int64](t, b, `danmakuDemo.userId`)

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // roomsPage is a danmaku.js client in chromium, reaching the all-in-one
@@ -69,7 +69,7 @@ func TestBrowserSubscribe(t *testing.T) {
 	p := &roomsPage{m: startMain(t)}
 	p.proxy = newCutProxy(t, p.m.Addr())
 	p.tab = newBrowser(t)
-	a, b, c, d := testutil.Uniq("sub_a"), testutil.Uniq("sub_b"), testutil.Uniq("sub_c"), testutil.Uniq("sub_d")
+	a, b, c, d := testkit.Uniq("sub_a"), testkit.Uniq("sub_b"), testkit.Uniq("sub_c"), testkit.Uniq("sub_d")
 	if err := chromedp.Do(p.tab, chromedp.Navigate(p.proxy.URL())); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // TestBrowserClientTimeline feeds frames to danmaku.js's frame handler in
@@ -215,7 +215,7 @@ func TestBrowserPageReplay(t *testing.T) {
 // waitOnline waits until room has n viewers registered.
 func waitOnline(t *testing.T, m *Main, room string, n int64) {
 	t.Helper()
-	testutil.SucceedsSoon(t, 10*time.Second, func() error {
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		resp, err := http.Get("http://" + m.Addr() + "/logic/online?roomId=" + room)
 		if err != nil {
 			return err
@@ -300,7 +300,7 @@ func hookPage(t *testing.T, tab context.Context) {
 // the stage; the next live comment goes to both.
 func TestBrowserHistoryOnJoin(t *testing.T) {
 	m := startMain(t)
-	room := testutil.Uniq("history_")
+	room := testkit.Uniq("history_")
 	viewer := dial(t, m, room)
 	waitOnline(t, m, room, 1)
 	ids := send(t, m, room, "earlier one", "earlier two", "earlier three")
@@ -339,7 +339,7 @@ type cutPage struct {
 
 func newCutPage(t *testing.T, roomPrefix string) *cutPage {
 	t.Helper()
-	p := &cutPage{m: startMain(t), room: testutil.Uniq(roomPrefix)}
+	p := &cutPage{m: startMain(t), room: testkit.Uniq(roomPrefix)}
 	p.proxy = newCutProxy(t, p.m.Addr())
 	p.viewer = dial(t, p.m, p.room)
 	p.tab = openPage(t, newBrowser(t), p.proxy.URL(), p.room, true)

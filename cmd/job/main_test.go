@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 // testSecret is a push secret the binary accepts.
 const testSecret = "job-test-push-secret"
@@ -62,8 +62,8 @@ func TestMetricsOnLoopbackByDefault(t *testing.T) {
 }
 
 func TestMainRunsAndStops(t *testing.T) {
-	srv := redistest.Standalone(t)
-	b := kafkatest.Start(t, kafkatest.MinSessionTimeout(time.Second))
+	srv := redisserver.Standalone(t)
+	b := kafkabroker.Start(t, kafkabroker.MinSessionTimeout(time.Second))
 	m := NewMain()
 	m.Config.Log.Level = "warn"
 	m.Config.Redis.Addrs = []string{srv.Addr}

@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // The job says when it got its partitions and when it stopped, and its
@@ -22,8 +22,8 @@ func TestLogsAndJSONAnswers(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	m := NewMain()
 	m.Logger = zap.New(core)
-	m.Config.Redis.Addrs = []string{redistest.Standalone(t).Addr}
-	m.Config.Kafka.Brokers = kafkatest.Start(t, kafkatest.MinSessionTimeout(time.Second)).Brokers()
+	m.Config.Redis.Addrs = []string{redisserver.Standalone(t).Addr}
+	m.Config.Kafka.Brokers = kafkabroker.Start(t, kafkabroker.MinSessionTimeout(time.Second)).Brokers()
 	m.Config.Kafka.Partitions = 2
 	m.Config.Job.MetricsAddr = "127.0.0.1:0"
 	m.Config.Job.SessionTimeout = time.Second
@@ -47,7 +47,7 @@ func TestLogsAndJSONAnswers(t *testing.T) {
 			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 		}
 	}
-	testutil.SucceedsSoon(t, 15*time.Second, func() error {
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
 		if logs.FilterMessage("kafka partitions assigned").Len() == 0 {
 			return errString("no partition assignment logged")
 		}

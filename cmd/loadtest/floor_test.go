@@ -8,19 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // TestFloor runs the bare send endpoint of scenario S4F: a valid request
 // gets 202 with one id per message, a bad one 400, and the server stops
 // when its context ends.
 func TestFloor(t *testing.T) {
-	addr := testutil.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- runFloor(ctx, addr) }()
 	c := &http.Client{Timeout: 5 * time.Second}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		resp, err := c.Get("http://" + addr + "/logic/online?roomId=ready")
 		if err == nil {
 			resp.Body.Close()

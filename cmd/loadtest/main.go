@@ -37,7 +37,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/loadtest"
+	"github.com/danmaku/danmaku/internal/tools/loadtest"
 )
 
 func main() {

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/loadtest"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/tools/loadtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 // stack is the real binaries running on loopback: logic, job and two
 // comets on a private redis-server and the embedded Kafka broker.
@@ -76,20 +76,20 @@ func startStack(t *testing.T) *stack {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	rs := redistest.Standalone(t)
+	rs := redisserver.Standalone(t)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	topic := "lt-smoke-" + suffix
-	kb := kafkatest.Start(t, kafkatest.Topic(topic, 4))
+	kb := kafkabroker.Start(t, kafkabroker.Topic(topic, 4))
 	secret := "smoke-secret-" + suffix
 	adminSecret := "smoke-admin-secret-" + suffix
 	common := []string{"-log.level", "warn", "-redis.addrs", rs.Addr}
 	kafka := []string{"-kafka.brokers", kb.Addr(), "-kafka.topic", topic, "-kafka.partitions", "4", "-kafka.group", "lt-smoke-" + suffix}
 
-	logicAddr := testutil.FreeAddr(t)
+	logicAddr := testkit.FreeAddr(t)
 	logic := start(t, bin, "logic", append(append(common, kafka...), "-config", "../../configs/logic.yaml",
 		"-logic.listen", logicAddr, "-logic.rate_limit", "100000", "-logic.rate_burst", "100000",
 		"-logic.ip_rate_limit", "0", "-logic.admin_secret", adminSecret)...)
-	jobAddr := testutil.FreeAddr(t)
+	jobAddr := testkit.FreeAddr(t)
 	job := start(t, bin, "job", append(append(common, kafka...), "-config", "../../configs/job.yaml",
 		"-job.metrics_addr", jobAddr, "-job.window", "100ms", "-job.push_secret", secret,
 		"-job.session_timeout", "2s", "-job.heartbeat_interval", "200ms", "-job.rebalance_timeout", "2s",
@@ -97,7 +97,7 @@ func startStack(t *testing.T) *stack {
 	procs := []loadtest.Proc{{Name: "logic", PID: strconv.Itoa(logic)}, {Name: "job", PID: strconv.Itoa(job)}}
 	var comets []string
 	for k := 1; k <= 2; k++ {
-		pub, internal := testutil.FreeAddr(t), testutil.FreeAddr(t)
+		pub, internal := testkit.FreeAddr(t), testkit.FreeAddr(t)
 		pid := start(t, bin, "comet", append(common, "-config", "../../configs/comet.yaml",
 			"-comet.id", fmt.Sprintf("smoke-%s-%d", suffix, k), "-comet.listen", pub,
 			"-comet.internal_listen", internal, "-comet.advertise", internal, "-comet.secret", secret,

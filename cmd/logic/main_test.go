@@ -14,19 +14,19 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/kafkax"
-	"github.com/danmaku/danmaku/internal/redistest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 // The binary's wiring: Main starts on :0 against a real Redis and the
 // embedded broker, creates the topic, serves a send and its metrics, and
 // shuts down cleanly.
 func TestMainServes(t *testing.T) {
-	broker := kafkatest.Start(t)
+	broker := kafkabroker.Start(t)
 	m := NewMain()
 	// The shipped file must load as it is.
 	if err := config.Load(&m.Config, config.Options{Name: "logic", Args: []string{
@@ -34,7 +34,7 @@ func TestMainServes(t *testing.T) {
 		"-logic.listen", "127.0.0.1:0",
 		"-log.level", "warn",
 	}, Environ: []string{
-		"DANMAKU_REDIS_ADDRS=" + redistest.Standalone(t).Addr,
+		"DANMAKU_REDIS_ADDRS=" + redisserver.Standalone(t).Addr,
 		"DANMAKU_KAFKA_BROKERS=" + broker.Addr(),
 		"DANMAKU_KAFKA_PARTITIONS=3",
 	}}); err != nil {
@@ -126,12 +126,12 @@ func hasKey(doc map[string]any, key string) bool {
 // request waits for logic.redis_timeout, Close is called meanwhile, and
 // the client still gets its complete 503 answer.
 func TestMainDrainsInFlightOnClose(t *testing.T) {
-	srv, err := redistest.StartServer()
+	srv, err := redisserver.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	broker := kafkatest.Start(t)
+	broker := kafkabroker.Start(t)
 	m := NewMain()
 	m.Config.Log.Level = "error"
 	m.Config.Logic.Listen = "127.0.0.1:0"
@@ -172,7 +172,7 @@ func TestMainDrainsInFlightOnClose(t *testing.T) {
 	}()
 	<-sent
 	// Written is not yet accepted: wait until the handler runs.
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		if !strings.Contains(get(t, "http://"+m.Addr()+"/metrics"), "danmaku_logic_http_requests_in_flight 1") {
 			return errors.New("request never reached the handler")
 		}

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/kafkatest"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 )
 
 // A port in use fails Run at once, and Close after it returns: the
@@ -54,7 +54,7 @@ func TestRedisDownIsLogged(t *testing.T) {
 	m.Config.Logic.Listen = "127.0.0.1:0"
 	m.Config.Redis.Addrs = []string{dead}
 	m.Config.Redis.DialTimeout = 300 * time.Millisecond
-	m.Config.Kafka.Brokers = kafkatest.Start(t).Brokers()
+	m.Config.Kafka.Brokers = kafkabroker.Start(t).Brokers()
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/danmaku/danmaku/internal/kafkatest"
 	"github.com/danmaku/danmaku/internal/kafkax"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 )
 
 func TestEnsureTopicIdempotent(t *testing.T) {
-	b := kafkatest.Start(t)
+	b := kafkabroker.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i, want := range []bool{true, false} {

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 // startCluster runs a kfake cluster of n brokers (nodes 0..n-1) with topic
@@ -121,7 +121,7 @@ func TestProducerSlowLeaderHoldsOnlyItsPartitions(t *testing.T) {
 	})
 	slow := make(chan error, 1)
 	go func() { slow <- p.Write(ctx, []byte(slowKey), time.Now(), []byte("slow")) }()
-	testutil.SucceedsSoon(t, 2*time.Second, func() error {
+	testkit.SucceedsSoon(t, 2*time.Second, func() error {
 		if !slept.Load() {
 			return errors.New("the slow broker has not got the request")
 		}

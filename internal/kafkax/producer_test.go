@@ -13,8 +13,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/danmaku/danmaku/internal/kafkatest"
-	"github.com/danmaku/danmaku/internal/testutil"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 )
 
 func newTestProducer(t *testing.T, brokers []string, topic string, c ProducerConfig) *Producer {
@@ -36,7 +36,7 @@ func newTestProducer(t *testing.T, brokers []string, topic string, c ProducerCon
 
 // countProduce counts the produce requests the broker receives from now on
 // and the records in them.
-func countProduce(b *kafkatest.Broker) (requests, records *atomic.Int64) {
+func countProduce(b *kafkabroker.Broker) (requests, records *atomic.Int64) {
 	requests, records = new(atomic.Int64), new(atomic.Int64)
 	b.Cluster().ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		requests.Add(1)
@@ -55,7 +55,7 @@ func countProduce(b *kafkatest.Broker) (requests, records *atomic.Int64) {
 
 // failProduce makes the broker answer the next produce request with code
 // for every partition, without writing anything.
-func failProduce(b *kafkatest.Broker, code int16) {
+func failProduce(b *kafkabroker.Broker, code int16) {
 	b.Cluster().ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		req := r.(*kmsg.ProduceRequest)
 		resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -75,7 +75,7 @@ func failProduce(b *kafkatest.Broker, code int16) {
 }
 
 // readTopic returns every record of topic by partition.
-func readTopic(t *testing.T, b *kafkatest.Broker, topic string, parts int) [][]kafka.Message {
+func readTopic(t *testing.T, b *kafkabroker.Broker, topic string, parts int) [][]kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -108,7 +108,7 @@ func readTopic(t *testing.T, b *kafkatest.Broker, topic string, parts int) [][]k
 
 // topicValues lists the values of every record of topic rooms, partition
 // after partition.
-func topicValues(t *testing.T, b *kafkatest.Broker, parts int) string {
+func topicValues(t *testing.T, b *kafkabroker.Broker, parts int) string {
 	t.Helper()
 	var got []string
 	for _, msgs := range readTopic(t, b, "rooms", parts) {
@@ -144,7 +144,7 @@ func TestPartitionMatchesKafkaHash(t *testing.T) {
 // kafka.Hash picks for the same key.
 func TestProducerPartitionsLikeWriter(t *testing.T) {
 	const parts = 8
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", parts))
+	b := kafkabroker.Start(t, kafkabroker.Topic("rooms", parts))
 	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addr()), Topic: "rooms", Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
@@ -197,7 +197,7 @@ func TestProducerGroupsConcurrentWrites(t *testing.T) {
 		rounds  = 20
 		rooms   = 40
 	)
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", parts))
+	b := kafkabroker.Start(t, kafkabroker.Topic("rooms", parts))
 	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -292,7 +292,7 @@ func TestProducerGroupsConcurrentWrites(t *testing.T) {
 // A retriable error of the broker is retried: the write succeeds and its
 // records are written once. A non-retriable one fails the write at once.
 func TestProducerRetriesRetriableErrors(t *testing.T) {
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", 2))
+	b := kafkabroker.Start(t, kafkabroker.Topic("rooms", 2))
 	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -329,7 +329,7 @@ func TestProducerRetriesRetriableErrors(t *testing.T) {
 // reason; a write whose context outlasts the outage succeeds once the
 // broker is back, and so do later writes.
 func TestProducerBrokerDownAndBack(t *testing.T) {
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", 4))
+	b := kafkabroker.Start(t, kafkabroker.Topic("rooms", 4))
 	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{WriteTimeout: 500 * time.Millisecond, DialTimeout: 200 * time.Millisecond, MetadataTTL: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -372,7 +372,7 @@ func TestProducerBrokerDownAndBack(t *testing.T) {
 
 // Close sends what is queued and waits for it; then writes are refused.
 func TestProducerCloseFlushes(t *testing.T) {
-	b := kafkatest.Start(t, kafkatest.Topic("rooms", 4))
+	b := kafkabroker.Start(t, kafkabroker.Topic("rooms", 4))
 	p := newTestProducer(t, b.Brokers(), "rooms", ProducerConfig{Linger: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -381,7 +381,7 @@ func TestProducerCloseFlushes(t *testing.T) {
 	for i := 0; i < writes; i++ {
 		go func() { errs <- p.Write(ctx, []byte(fmt.Sprint("room_", i)), time.Now(), []byte("v")) }()
 	}
-	testutil.SucceedsSoon(t, 5*time.Second, func() error {
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if len(p.queue) != writes {

@@ -1,0 +1,326 @@
+// Command idleload measures the memory a comet spends per idle viewer. It
+// runs the comet (real route store on a real Redis) in one child process and
+// the viewers in another, so the figure is the server's alone:
+//
+//	redis-server --port 6399 --save '' --daemonize yes
+//	go run ./internal/tools/idleload -redis 127.0.0.1:6399 -n 1000,15000
+//
+// For each count it prints the comet's resident set before and after the
+// viewers connected and joined, the difference per viewer, the same after a
+// forced GC, and the Go runtime's view (heap in use, stacks, goroutines).
+//
+// The modes "serve" and "clients" are the two children; "clients" also
+// serves the fan-out benchmark as a peer process holding the viewer sockets.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/comet"
+	"github.com/danmaku/danmaku/route"
+)
+
+func main() {
+	mode := flag.String("mode", "measure", "measure, serve or clients")
+	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis address (serve, measure)")
+	counts := flag.String("n", "1000,15000", "viewer counts to measure (measure) or open (clients)")
+	addr := flag.String("addr", "", "comet public address (clients)")
+	room := flag.String("room", "idle", "room the viewers join (clients)")
+	rooms := flag.Int("rooms", 1, "spread viewers over this many rooms (clients, measure)")
+	compress := flag.Bool("compress", false, "offer permessage-deflate (clients)")
+	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
+	flag.Parse()
+	var err error
+	switch *mode {
+	case "serve":
+		err = serve(*redisAddr)
+	case "clients":
+		n, _ := strconv.Atoi(*counts)
+		err = clients(*addr, *room, *rooms, n, *compress)
+	case "measure":
+		err = measure(*redisAddr, *counts, *rooms, *settle)
+	default:
+		err = fmt.Errorf("unknown mode %q", *mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idleload:", err)
+		os.Exit(1)
+	}
+}
+
+// serve runs a comet with the default configuration on loopback ports and
+// answers commands on stdin: "gc" forces a collection and returns memory
+// to the OS, "stats" prints runtime figures. EOF stops it.
+func serve(redisAddr string) error {
+	if os.Getenv("IDLELOAD_PROFILE") != "" {
+		runtime.MemProfileRate = 64 // exact attribution, at a memory cost
+	}
+	cfg := comet.DefaultConfig()
+	cfg.ID = fmt.Sprintf("idleload-%d", os.Getpid())
+	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Secret = "idleload-push-secret"
+	cfg.MaxConnsPerIP = 0
+	// The client as cmd/comet builds it.
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64,
+		ContextTimeoutEnabled: true, ReadBufferSize: 4096, WriteBufferSize: 4096})
+	s, err := comet.New(cfg, comet.Deps{Store: route.New(rdb)})
+	if err != nil {
+		return err
+	}
+	if err := s.Start(context.Background()); err != nil {
+		return err
+	}
+	fmt.Printf("READY %s %s\n", s.PublicAddr(), s.AdvertiseAddr())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "gc":
+			runtime.GC()
+			debug.FreeOSMemory()
+			fmt.Println("OK")
+		case "heap":
+			// A heap profile of what the idle viewers hold, for go tool pprof.
+			runtime.GC()
+			f, err := os.Create(fmt.Sprintf("/tmp/idleload-heap-%d.pprof", os.Getpid()))
+			if err == nil {
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+			fmt.Println("OK")
+		case "goroutines":
+			if f, err := os.Create(fmt.Sprintf("/tmp/idleload-goroutines-%d.txt", os.Getpid())); err == nil {
+				pprof.Lookup("goroutine").WriteTo(f, 1)
+				f.Close()
+			}
+			fmt.Println("OK")
+		case "stats":
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Printf("STATS heap_inuse=%d stack_inuse=%d sys=%d goroutines=%d\n",
+				ms.HeapInuse, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+		}
+	}
+	return s.Shutdown(context.Background())
+}
+
+// clients opens n viewers spread over source addresses 127.0.0.1-20 (so the
+// ephemeral ports of one source address never run out), joins them to
+// room (or room-0 .. room-k), keeps reading (answering pings) and prints
+// "CONNECTED n" once all got their welcome. EOF on stdin ends it.
+func clients(addr, room string, rooms, n int, compress bool) error {
+	var connected, failed atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	conns := make([]*websocket.Conn, n)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%20))}
+			d := websocket.Dialer{
+				NetDial:           (&net.Dialer{LocalAddr: src, Timeout: 10 * time.Second}).Dial,
+				ReadBufferSize:    512,
+				WriteBufferSize:   256,
+				HandshakeTimeout:  10 * time.Second,
+				EnableCompression: compress,
+			}
+			r := room
+			if rooms > 1 {
+				r = fmt.Sprintf("%s-%d", room, i%rooms)
+			}
+			c, _, err := d.Dial("ws://"+addr+"/ws?room="+r, nil)
+			if err != nil {
+				if failed.Add(1) <= 3 {
+					fmt.Fprintln(os.Stderr, "dial:", err)
+				}
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, _, err := c.ReadMessage(); err != nil {
+				failed.Add(1)
+				c.Close()
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			conns[i] = c
+			connected.Add(1)
+		}()
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			go drain(c)
+		}
+	}
+	fmt.Printf("CONNECTED %d FAILED %d\n", connected.Load(), failed.Load())
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// drain reads and discards frames; pings are answered by the library.
+func drain(c *websocket.Conn) {
+	for {
+		_, r, err := c.NextReader()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, r)
+	}
+}
+
+type child struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func start(args ...string) (*child, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &child{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
+}
+
+// expect reads lines until one starts with prefix.
+func (c *child) expect(prefix string) (string, error) {
+	for c.out.Scan() {
+		if line := c.out.Text(); strings.HasPrefix(line, prefix) {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("child ended before %q", prefix)
+}
+
+func (c *child) stop() {
+	c.in.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rss returns VmRSS of pid in bytes.
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+func measure(redisAddr, counts string, rooms int, settle time.Duration) error {
+	for _, s := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		if err := measureOne(redisAddr, n, rooms, settle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func measureOne(redisAddr string, n, rooms int, settle time.Duration) error {
+	srv, err := start("-mode", "serve", "-redis", redisAddr)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	line, err := srv.expect("READY")
+	if err != nil {
+		return err
+	}
+	addr := strings.Fields(line)[1]
+	pid := srv.cmd.Process.Pid
+	time.Sleep(time.Second)
+	cold := rss(pid)
+	// Warm up: a round of viewers that connect and leave fills the Redis
+	// connection pool and the runtime's caches, fixed costs that do not grow
+	// with the number of viewers.
+	if warm, err := start("-mode", "clients", "-addr", addr, "-n", "500", "-room", fmt.Sprintf("warm%d", pid)); err == nil {
+		warm.expect("CONNECTED")
+		warm.stop()
+	}
+	time.Sleep(2 * time.Second)
+	fmt.Fprintln(srv.in, "gc")
+	srv.expect("OK")
+	base := rss(pid)
+
+	t0 := time.Now()
+	cl, err := start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", fmt.Sprintf("idle%d", pid), "-rooms", strconv.Itoa(rooms))
+	if err != nil {
+		return err
+	}
+	defer cl.stop()
+	line, err = cl.expect("CONNECTED")
+	if err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	var got int
+	fmt.Sscanf(line, "CONNECTED %d", &got)
+	time.Sleep(settle)
+	idle := rss(pid)
+	fmt.Fprintln(srv.in, "stats")
+	stats, _ := srv.expect("STATS")
+	fmt.Fprintln(srv.in, "heap")
+	srv.expect("OK")
+	fmt.Fprintln(srv.in, "goroutines")
+	srv.expect("OK")
+	fmt.Fprintln(srv.in, "gc")
+	srv.expect("OK")
+	afterGC := rss(pid)
+	fmt.Fprintln(srv.in, "stats")
+	statsGC, _ := srv.expect("STATS")
+
+	fmt.Printf("viewers=%d (connected in %v, %d rooms)\n", got, took.Round(time.Millisecond), rooms)
+	fmt.Printf("  rss cold=%d KiB (%.0f bytes/viewer against it)\n", cold>>10, float64(idle-cold)/float64(got))
+	fmt.Printf("  rss warm=%d KiB idle=%d KiB -> %.0f bytes/viewer (%.2f KiB)\n",
+		base>>10, idle>>10, float64(idle-base)/float64(got), float64(idle-base)/float64(got)/1024)
+	fmt.Printf("  after forced GC: rss=%d KiB -> %.0f bytes/viewer (%.2f KiB)\n",
+		afterGC>>10, float64(afterGC-base)/float64(got), float64(afterGC-base)/float64(got)/1024)
+	fmt.Printf("  runtime idle:     %s\n  runtime after GC: %s\n", strings.TrimPrefix(stats, "STATS "), strings.TrimPrefix(statsGC, "STATS "))
+	return nil
+}
