@@ -113,3 +113,35 @@ func TestTokenRooms(t *testing.T) {
 		t.Fatalf("batch %+v", f)
 	}
 }
+
+// The token's rooms claim is checked at every sub: a room outside it gets
+// the error frame forbidden naming it, the connection keeps its rooms.
+func TestTokenRoomsPerSub(t *testing.T) {
+	keys := tokens.New(t)
+	s := startWithAuth(t, keys)
+	pfx := testkit.Uniq("live")
+	other := testkit.Uniq("other-")
+	ws := mustDial(t, s, "room="+pfx+"-1&room="+other+"&token="+keys.Token(t, 7, "", []string{pfx + "-*"}))
+	if f := mustReadOp(t, ws, opWelcome); f.Room != pfx+"-1" {
+		t.Fatalf("welcome %+v", f)
+	}
+	if f := mustReadOp(t, ws, opError); f.Code != codeForbidden || f.Room != other {
+		t.Fatalf("URL room outside the token: %+v", f)
+	}
+	mustSend(t, ws, map[string]string{"op": "sub", "room": pfx + "-2"})
+	if f := mustReadOp(t, ws, opWelcome); f.Room != pfx+"-2" {
+		t.Fatalf("welcome %+v", f)
+	}
+	mustSend(t, ws, map[string]string{"op": "sub", "room": other})
+	if f := mustReadOp(t, ws, opError); f.Code != codeForbidden || f.Room != other {
+		t.Fatalf("sub outside the token: %+v", f)
+	}
+	for _, room := range []string{pfx + "-1", pfx + "-2"} {
+		if n := s.Broadcast(batch(room, testkit.Uniq("m"))); n != 1 {
+			t.Fatalf("broadcast to %s reached %d", room, n)
+		}
+		if f := mustReadOp(t, ws, danmaku.OpMsgs); f.Room != room {
+			t.Fatalf("frame %+v, want room %s", f, room)
+		}
+	}
+}

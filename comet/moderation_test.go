@@ -276,3 +276,60 @@ func TestMissedDeleteCaughtUp(t *testing.T) {
 		t.Fatalf("the quiet comet's ring still holds the deleted id (%v) or counts %d deletions", kept, dels)
 	}
 }
+
+// A ban takes one room away from a connection that holds others: an error
+// frame "banned" names the room, the connection stays in its other rooms.
+// A sub of the room is refused the same way while the ban lasts; a ban of
+// the connection's last room closes it with 4003.
+func TestBanOneOfSeveralRooms(t *testing.T) {
+	s, store := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	defer p.Close()
+	a, b := testkit.Uniq("ban"), testkit.Uniq("ban")
+	user := testkit.Uniq("u")
+	ws := mustDial(t, s, "room="+a+"&room="+b+"&uid="+user)
+	mustReadOp(t, ws, opWelcome)
+	mustReadOp(t, ws, opWelcome)
+	ctx := context.Background()
+	ban := func(room string) {
+		t.Helper()
+		if err := store.Ban(ctx, user, room, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: user, Until: time.Now().Add(time.Minute).UnixMilli()})
+		if n, err := p.Push(ctx, s.AdvertiseAddr(), body); err != nil || n != 1 {
+			t.Fatalf("ban push: %d %v", n, err)
+		}
+	}
+	ban(a)
+	if f := mustReadOp(t, ws, opError); f.Code != codeBanned || f.Room != a {
+		t.Fatalf("error frame %+v, want %s for %s", f, codeBanned, a)
+	}
+	mustSend(t, ws, map[string]string{"op": "ping"})
+	mustReadOp(t, ws, opPong)
+	expectRoutes(t, store, s, a, 0)
+	expectRoutes(t, store, s, b, 1)
+	if n := mustPush(t, p, s, batch(a, testkit.Uniq("m"))); n != 0 {
+		t.Fatalf("push to the banned room reached %d", n)
+	}
+	mustSend(t, ws, map[string]string{"op": "sub", "room": a})
+	if f := mustReadOp(t, ws, opError); f.Code != codeBanned || f.Room != a {
+		t.Fatalf("sub while banned: %+v", f)
+	}
+	expectRoutes(t, store, s, a, 0)
+	if n := mustPush(t, p, s, batch(b, "still")); n != 1 {
+		t.Fatalf("push to the other room reached %d", n)
+	}
+	if f := mustReadOp(t, ws, danmaku.OpMsgs); f.Room != b {
+		t.Fatalf("frame %+v", f)
+	}
+	ban(b)
+	if f := mustReadOp(t, ws, opError); f.Code != codeBanned || f.Room != b {
+		t.Fatalf("error frame %+v", f)
+	}
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, CloseBanned) {
+		t.Fatalf("after the last room's ban: %v, want close %d", err, CloseBanned)
+	}
+	expectRoutes(t, store, s, b, 0)
+}

@@ -267,3 +267,88 @@ func TestJoinsSkipReadsAfterAFailedOne(t *testing.T) {
 	}
 	expectValue(t, s.metrics.historyReads.WithLabelValues(repairJoin), 1, "history reads for the joins")
 }
+
+// The registry repairs count every room of a connection: after Redis lost
+// everything, the lease renewal registers each room of each viewer again
+// (one entry per room); a room's registration lost, a stale one left and a
+// wrong count are set right by the reconcile.
+func TestRegistryRepairSeveralRooms(t *testing.T) {
+	_, rdb := redisserver.Private(t)
+	s, store := startOn(t, rdb, func(c *Config) {
+		c.LeaseRenew = 200 * time.Millisecond
+		c.LeaseTTL = 10 * time.Second
+		c.ReconcileInterval = 300 * time.Millisecond
+	})
+	a, b, c, gone := testkit.Uniq("rep"), testkit.Uniq("rep"), testkit.Uniq("rep"), testkit.Uniq("rep")
+	x := mustDial(t, s, "room="+a+"&room="+b+"&room="+c+"&uid=ux")
+	id := mustReadOp(t, x, opWelcome).ConnID
+	mustReadOp(t, x, opWelcome)
+	mustReadOp(t, x, opWelcome)
+	y := mustDial(t, s, "room="+b+"&uid=uy")
+	yid := mustReadOp(t, y, opWelcome).ConnID
+	rooms := map[string][]string{a: {id}, b: {id + ".1", yid}, c: {id + ".2"}, gone: nil}
+	check := func(what string) {
+		t.Helper()
+		for room, want := range rooms {
+			expectMembers(t, rdb, room, want...)
+			testkit.SucceedsSoon(t, 5*time.Second, func() error {
+				n, err := rdb.HGet(context.Background(), "room:comets:{"+room+"}", s.ID()).Int64()
+				if err != nil && err != redis.Nil {
+					return err
+				}
+				if n != int64(len(want)) {
+					return fmt.Errorf("%s: room %s counts %d for the comet, want %d", what, room, n, len(want))
+				}
+				return nil
+			})
+		}
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
+			n, err := rdb.HLen(context.Background(), "comet:connections:{"+s.ID()+"}").Result()
+			held, registered := s.registryCounts()
+			if err != nil || n != 4 || held != 4 || registered != 4 {
+				return fmt.Errorf("%s: index lists %d (%v), held %d, registered %d; want 4", what, n, err, held, registered)
+			}
+			if v, err := rdb.HLen(context.Background(), "user:online:{ux}").Result(); err != nil || v != 3 {
+				return fmt.Errorf("%s: user:online of ux lists %d (%v), want 3", what, v, err)
+			}
+			return nil
+		})
+	}
+	check("joined")
+
+	ctx := context.Background()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("after FLUSHALL")
+
+	// A room's registration lost, a stale one left, a count wrong.
+	if err := store.Unregister(ctx, route.Conn{ID: id + ".1", Room: b, User: "ux", Comet: s.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Register(ctx, route.Conn{ID: id + ".9", Room: gone, User: "ux", Comet: s.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, "room:comets:{"+c+"}", s.ID(), 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("after the reconcile")
+	if v := value(t, s.metrics.repairedConns.WithLabelValues("removed")); v < 1 {
+		t.Errorf("removed routes counted %v, want at least 1", v)
+	}
+
+	mustSend(t, x, map[string]string{"op": "unsub", "room": b})
+	mustReadOp(t, x, opUnsubscribed)
+	expectMembers(t, rdb, b, yid)
+	x.Close()
+	y.Close()
+	for room := range rooms {
+		expectMembers(t, rdb, room)
+	}
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
+		if held, _ := s.registryCounts(); held != 0 {
+			return fmt.Errorf("held %d after every viewer left", held)
+		}
+		return nil
+	})
+}

@@ -301,3 +301,34 @@ func TestSeveralRoomsResume(t *testing.T) {
 	expectValue(t, other.metrics.resumes.WithLabelValues("recovered"), 2, "recovered resumes on the other comet")
 	expectValue(t, other.metrics.replays.WithLabelValues("redis"), 2, "replays read from Redis on the other comet")
 }
+
+// A slow viewer in two rooms is caught up from each room's ring: it gets
+// every position of both rooms once, in order, and stays connected.
+func TestSeveralRoomsSlowViewerCaughtUp(t *testing.T) {
+	s, store := mustStart(t, func(c *Config) { slowConfig(c); c.WriteWait = 10 * time.Second })
+	p := push.NewClient(testSecret, 2*time.Second)
+	defer p.Close()
+	a, b := newTLRoom(t, store), newTLRoom(t, store)
+	a.content, b.content = strings.Repeat("x", 4000), strings.Repeat("y", 4000)
+	ws, _, err := smallBufferDialer.Dial(wsURL(s, "room="+a.id+"&room="+b.id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for range 2 {
+		mustReadOp(t, ws, opWelcome)
+	}
+	for range 30 {
+		mustPush(t, p, s, a.write(1))
+		mustPush(t, p, s, b.write(1))
+	}
+	time.Sleep(300 * time.Millisecond)
+	expectRooms(t, readRooms(t, ws, map[string]int64{a.id: 30, b.id: 30}), map[string][2]int64{a.id: {1, 30}, b.id: {1, 30}})
+	expectValue(t, s.metrics.slowConsumers, 0, "cuts")
+	if value(t, s.metrics.catchUps) < 1 {
+		t.Fatal("the viewer was never caught up")
+	}
+	mustPush(t, p, s, a.write(1))
+	mustPush(t, p, s, b.write(1))
+	expectRooms(t, readRooms(t, ws, map[string]int64{a.id: 31, b.id: 31}), map[string][2]int64{a.id: {31, 31}, b.id: {31, 31}})
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,3 +203,5 @@ func (e *testEnv) counter(t *testing.T, name string) float64 {
 }
 
 func errStatus(r response) error { return fmt.Errorf("status %d: %s", r.status, r.body) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

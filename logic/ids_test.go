@@ -131,3 +131,18 @@ func TestKafkaBlackhole(t *testing.T) {
 		t.Fatalf("Ready = %v, want unavailable", err)
 	}
 }
+
+// The msgId limit depends on the user id's prefix; the error names it.
+func TestMsgIDLimitNamed(t *testing.T) {
+	e := newEnv(t)
+	r := sendReq("msgid_limit", 7, "x")
+	r.Messages[0].MsgID = repeat("k", 61) // "u7-" + 61 = 64
+	if resp := e.send(t, r); resp.status != http.StatusAccepted {
+		t.Fatalf("61 characters for user 7: %d %s", resp.status, resp.body)
+	}
+	r.Messages[0].MsgID = repeat("k", 62)
+	resp := e.send(t, r)
+	if resp.status != http.StatusBadRequest || !strings.Contains(resp.errorBody(t).Message, "longer than 61 characters") {
+		t.Fatalf("62 characters for user 7: %d %s", resp.status, resp.body)
+	}
+}

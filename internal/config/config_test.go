@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"io"
@@ -172,5 +173,57 @@ func TestKnobsOfEmbeddedStruct(t *testing.T) {
 	want := []string{"job.window DANMAKU_JOB_WINDOW", "page.base DANMAKU_PAGE_BASE"}
 	if strings.Join(keys, ",") != strings.Join(want, ",") {
 		t.Fatalf("Knobs = %q, want %q", keys, want)
+	}
+}
+
+// A misspelt variable is named with the closest known one; variables of
+// other roles' sections pass silently.
+func TestUnknownEnvWarns(t *testing.T) {
+	var out bytes.Buffer
+	c := defaults()
+	err := Load(&c, Options{Output: &out, Environ: []string{
+		"DANMAKU_JOB_BUDGT=4", "DANMAKU_COMET_LISTEN=:1", "DANMAKU_JOB_BUDGET=5", "PATH=/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "config: warning: unknown variable DANMAKU_JOB_BUDGT is ignored (did you mean DANMAKU_JOB_BUDGET?)\n"
+	if out.String() != want {
+		t.Fatalf("warnings %q, want %q", out.String(), want)
+	}
+}
+
+func TestUnknownFlagSuggests(t *testing.T) {
+	c := defaults()
+	err := Load(&c, Options{Args: []string{"-job.budgett=3"}})
+	if err == nil || !strings.Contains(err.Error(), "unknown flag -job.budgett (did you mean -job.budget?)") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// -help prints each knob's description from its help tag.
+func TestHelpPrintsDescriptions(t *testing.T) {
+	var out bytes.Buffer
+	c := defaults()
+	if err := Load(&c, Options{Name: "x", Args: []string{"-help"}, Output: &out}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"-redis.pool_size int\n    \tconnections per node (env DANMAKU_REDIS_POOL_SIZE, default \"64\")",
+		"-log.level string\n    \tdebug, info, warn, error",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Parse fills without validating; Load validates too.
+func TestParseDoesNotValidate(t *testing.T) {
+	c := defaults()
+	if err := Parse(&c, Options{Args: []string{"-job.window=1ms"}}); err != nil {
+		t.Fatalf("Parse validated: %v", err)
+	}
+	if err := Validate(&c); err == nil {
+		t.Fatal("Validate accepted a 1ms window")
 	}
 }
