@@ -87,7 +87,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
-	Error  struct{ Code, Field string }
+	Error  struct{ Code, Field, Message string }
 	MsgIDs []string
 }
 
@@ -122,7 +122,7 @@ func (r *secureRoles) do(t *testing.T, method, path, bearer, ip, body string) an
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var a struct {
-		Error  struct{ Code, Field string }
+		Error  struct{ Code, Field, Message string }
 		MsgIDs []string
 	}
 	json.Unmarshal(b, &a)
@@ -283,7 +283,18 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 		expect(t, "mute", r.post(t, "/logic/admin/mute", adminSecret, "192.0.2.8",
 			`{"userId":45,"roomId":"`+room+`","duration":"2s","actor":"mod-1"}`), 200, "")
 		expect(t, "muted send", r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room, 0, "", "hi")), 403, "muted")
+		inRoom := r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room, 0, "", "hi"))
+		if !strings.Contains(inRoom.Error.Message, "in this room") {
+			t.Errorf("a room mute says %q", inRoom.Error.Message)
+		}
 		expect(t, "other room", r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room+"b", 0, "", "hi")), 202, "")
+		expect(t, "mute everywhere", r.post(t, "/logic/admin/mute", adminSecret, "192.0.2.8",
+			`{"userId":45,"duration":"1s","actor":"mod-1"}`), 200, "")
+		everywhere := r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room+"b", 0, "", "hi"))
+		expect(t, "muted everywhere", everywhere, 403, "muted")
+		if !strings.Contains(everywhere.Error.Message, "everywhere") || strings.Contains(everywhere.Error.Message, "this room") {
+			t.Errorf("a mute of every room says %q", everywhere.Error.Message)
+		}
 		testkit.SucceedsSoon(t, 10*time.Second, func() error {
 			if a := r.post(t, "/logic/send", tok, "192.0.2.9", sendBody(room, 0, "", "hi")); a.status != 202 {
 				return fmt.Errorf("after the mute: %d %s", a.status, a.Error.Code)

@@ -309,6 +309,9 @@ func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryA
 	case v.Banned:
 		s.m.observeRefused("banned")
 		return 0, danmaku.Errorf(httpx.CodeBanned, "roomId", "banned from this room for another %d s", secs)
+	case v.Muted && v.Everywhere:
+		s.m.observeRefused("muted")
+		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted everywhere (in every room) for another %d s", secs)
 	case v.Muted:
 		s.m.observeRefused("muted")
 		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted in this room for another %d s", secs)

@@ -110,6 +110,8 @@ func (s *Store) admitBatch(ctx context.Context, reqs []*admitReq) ([]Verdict, er
 			vs[i] = Verdict{Banned: true, RetryAfter: d}
 		case -1:
 			vs[i] = Verdict{Muted: true, RetryAfter: d}
+		case -3:
+			vs[i] = Verdict{Muted: true, Everywhere: true, RetryAfter: d}
 		case 0:
 			vs[i] = Verdict{Limit: "user", RetryAfter: d}
 		case 2:

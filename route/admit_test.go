@@ -66,7 +66,7 @@ func TestAdmit(t *testing.T) {
 		if err := s.Mute(ctx, u4, "", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if v := adm(u4, ip4, 9); !v.Muted || v.RetryAfter < 59*time.Second {
+		if v := adm(u4, ip4, 9); !v.Muted || !v.Everywhere || v.RetryAfter < 59*time.Second {
 			t.Fatalf("muted everywhere: %+v", v)
 		}
 		if ok, err := s.Unmute(ctx, u4, ""); !ok || err != nil {

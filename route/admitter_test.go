@@ -138,10 +138,10 @@ func TestAdmitterBatch(t *testing.T) {
 		if v := vs[0]; !v.Banned || v.RetryAfter < 55*time.Second || v.RetryAfter > time.Minute {
 			t.Errorf("banned: %+v", v)
 		}
-		if v := vs[1]; !v.Muted || v.RetryAfter < 115*time.Second || v.RetryAfter > 2*time.Minute {
+		if v := vs[1]; !v.Muted || !v.Everywhere || v.RetryAfter < 115*time.Second || v.RetryAfter > 2*time.Minute {
 			t.Errorf("muted everywhere: %+v", v)
 		}
-		if v := vs[2]; !v.Muted || v.RetryAfter < 175*time.Second || v.RetryAfter > 3*time.Minute {
+		if v := vs[2]; !v.Muted || v.Everywhere || v.RetryAfter < 175*time.Second || v.RetryAfter > 3*time.Minute {
 			t.Errorf("muted in the room: %+v", v)
 		}
 		allowed, refused := 0, -1

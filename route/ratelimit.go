@@ -50,8 +50,9 @@ type Verdict struct {
 	// still lasts.
 	Banned bool
 	// Muted: the user is muted in the room or everywhere; RetryAfter is
-	// what the mute still lasts.
-	Muted bool
+	// what the mute still lasts. Everywhere: the mute is the one of every
+	// room (reported before a room's mute when both hold).
+	Muted, Everywhere bool
 	// Limit names the bucket that refused: "user" or "ip"; RetryAfter is
 	// when it will hold N tokens.
 	Limit      string
@@ -119,8 +120,8 @@ func (s *Store) admitPipelined(ctx context.Context, r *admitReq) (Verdict, error
 	switch {
 	case ban != -2: // PTTL: -2 no key, -1 no TTL (a ban too)
 		v = Verdict{Banned: true, RetryAfter: max(ban, 0)}
-	case user[0] == -1:
-		v = Verdict{Muted: true, RetryAfter: time.Duration(max(user[1], 0)) * time.Millisecond}
+	case user[0] == -1 || user[0] == -3:
+		v = Verdict{Muted: true, Everywhere: user[0] == -3, RetryAfter: time.Duration(max(user[1], 0)) * time.Millisecond}
 	case user[0] == 0:
 		v = Verdict{Limit: "user", RetryAfter: time.Duration(user[1]) * time.Millisecond}
 	case ip[0] == 0:

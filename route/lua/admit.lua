@@ -13,8 +13,9 @@
 -- A request is checked against everything before it takes anything: ban,
 -- mutes, the user's bucket, the address's bucket; an admitted request takes
 -- n tokens from both. Each changed bucket is written once, at the end.
--- Returns two integers per request: 1 admitted, -2 banned, -1 muted, 0 the
--- user's bucket refused, 2 the address's; then the ms the ban or mute still
+-- Returns two integers per request: 1 admitted, -2 banned, -3 muted
+-- everywhere, -1 muted in the room, 0 the user's bucket refused, 2 the
+-- address's; then the ms the ban or mute still
 -- lasts or until the bucket holds n tokens.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -68,8 +69,11 @@ while p + 5 <= #ARGV do
   if l then
     code, ms = -2, l
   else
-    l = left(tonumber(ARGV[p + 3])) or left(tonumber(ARGV[p + 4]))
-    if l then
+    local la = left(tonumber(ARGV[p + 3]))
+    l = la or left(tonumber(ARGV[p + 4]))
+    if la then
+      code, ms = -3, la
+    elseif l then
       code, ms = -1, l
     elseif tokens[ub] < n then
       code, ms = 0, math.ceil((n - tokens[ub]) * 1000 / rate[ub])

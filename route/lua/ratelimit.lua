@@ -4,13 +4,18 @@
 -- request refused by another check of the same round trip), up to the burst.
 -- KEYS[1]   the bucket: ratelimit:user:{user} or ratelimit:ip:{addr}, the
 --           string "tokens:ms" (the format of admit.lua)
--- KEYS[2..] mute flags of the same user (same hash tag): when one exists the
---           bucket is not touched.
+-- KEYS[2..] mute flags of the same user (same hash tag): the mute everywhere,
+--           then the mute in the room; when one exists the bucket is not
+--           touched.
 -- Returns {1, 0} when allowed, {0, ms until enough tokens} when limited,
--- {-1, ms the mute still lasts} when muted.
+-- {-3, ms the mute still lasts} when muted everywhere (KEYS[2]), {-1, ms}
+-- when muted by a later flag.
 for i = 2, #KEYS do
   local ttl = redis.call('PTTL', KEYS[i])
   if ttl ~= -2 then
+    if i == 2 then
+      return {-3, ttl}
+    end
     return {-1, ttl}
   end
 end
