@@ -324,6 +324,25 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ambiguous bodies", func(t *testing.T) {
+		tok := k.Token(t, 80, "", nil)
+		for _, c := range []struct{ what, body, field string }{
+			{"a second roomId", `{"roomId":"` + room + `","roomId":"elsewhere","messages":[{"content":"x"}]}`, "roomId"},
+			{"ROOMID", `{"ROOMID":"` + room + `","messages":[{"content":"x"}]}`, "ROOMID"},
+			{"a second content", `{"roomId":"` + room + `","messages":[{"content":"shown","content":"hidden"}]}`, "messages[0].content"},
+		} {
+			a := r.post(t, "/logic/send", tok, "192.0.2.80", c.body)
+			expect(t, c.what, a, 400, "invalid_argument")
+			if a.Error.Field != c.field {
+				t.Errorf("%s: field %q, want %s", c.what, a.Error.Field, c.field)
+			}
+		}
+		big := r.post(t, "/logic/send", k.Token(t, 1<<53, "", nil), "192.0.2.81", sendBody(room, 0, "", "x"))
+		expect(t, "user id 2^53", big, 400, "invalid_argument")
+		if big.Error.Field != "userId" {
+			t.Errorf("user id 2^53: field %q", big.Error.Field)
+		}
+	})
 	t.Run("blocked word", func(t *testing.T) {
 		a := r.post(t, "/logic/send", k.Token(t, 46, "", nil), "192.0.2.10", sendBody(room, 0, "", "fine", "so BadWord here"))
 		expect(t, "blocked word", a, 400, "content_blocked")

@@ -179,12 +179,7 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func requireUser(req *AdminRequest) error {
-	if req.UserID <= 0 {
-		return danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
-	}
-	return nil
-}
+func requireUser(req *AdminRequest) error { return checkUserID("userId", req.UserID) }
 
 // adminMute mutes a user in a room, or everywhere without roomId: their
 // sends get 403 muted until the duration ends.

@@ -41,9 +41,10 @@
 //
 //   - the body is one JSON object of at most 64 KiB sent as
 //     application/json; unknown fields are rejected, so a misspelt key
-//     cannot silently drop an idempotency key;
+//     cannot silently drop an idempotency key, and so are keys in another
+//     case than documented ("ROOMID") or given twice (checkSendKeys);
 //   - roomId: 1..64 of [A-Za-z0-9_.-] (danmaku.CheckID);
-//   - userId: a positive integer; userName: 1..32 characters (Unicode code
+//   - userId: an integer from 1 to 2^53-1 (MaxUserID); userName: 1..32 characters (Unicode code
 //     points), not blank, no control characters;
 //   - messages: 1..50; content: 1..200 characters, not blank, no control
 //     characters other than newline and tab.

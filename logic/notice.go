@@ -135,8 +135,8 @@ func decodeNotice(w http.ResponseWriter, r *http.Request, limit int64, toUser bo
 func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, error) {
 	prefix := "all-"
 	if toUser {
-		if req.UserID <= 0 {
-			return nil, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
+		if err := checkUserID("userId", req.UserID); err != nil {
+			return nil, err
 		}
 		prefix = "to" + strconv.FormatInt(req.UserID, 10) + "-"
 	}

@@ -69,8 +69,8 @@ type sendFast struct {
 var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
-// so a misspelt key cannot silently drop the client's idempotency key.
-// (Field names match case-insensitively, as encoding/json does.) A good
+// so a misspelt key cannot silently drop the client's idempotency key, and
+// so are keys in another case or given twice (checkSendKeys). A good
 // body is decoded once; a bad one is decoded again, over the same bytes
 // and read error, the way that names the field.
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
@@ -91,14 +91,18 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 					req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
 				}
 			}
-			return req, nil
+			return req, checkSendKeys(buf.Bytes())
 		}
 	}
 	body := io.Reader(bytes.NewReader(buf.Bytes()))
 	if rerr != nil {
 		body = io.MultiReader(body, errReader{rerr})
 	}
-	return decodeSendWire(body, limit)
+	req, err := decodeSendWire(body, limit)
+	if err == nil {
+		err = checkSendKeys(buf.Bytes())
+	}
+	return req, err
 }
 
 // errReader returns err, as the body's reader did after its bytes.
@@ -250,8 +254,8 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 	if err := danmaku.CheckID("roomId", req.RoomID); err != nil {
 		return nil, err
 	}
-	if req.UserID <= 0 {
-		return nil, danmaku.Errorf(danmaku.EINVALID, "userId", "must be a positive integer")
+	if err := checkUserID("userId", req.UserID); err != nil {
+		return nil, err
 	}
 	if err := checkName("userName", req.UserName, l.maxName); err != nil {
 		return nil, err
@@ -278,6 +282,18 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// MaxUserID is the largest user id: 2^53-1, the largest integer a
+// JavaScript number holds exactly, so every client reads ids as sent.
+const MaxUserID = 1<<53 - 1
+
+// checkUserID requires 1..MaxUserID.
+func checkUserID(field string, uid int64) error {
+	if uid <= 0 || uid > MaxUserID {
+		return danmaku.Errorf(danmaku.EINVALID, field, "must be an integer from 1 to %d (2^53-1, the largest JavaScript holds exactly)", int64(MaxUserID))
+	}
+	return nil
 }
 
 // checkCount requires 1 to maxMessages messages in a request.

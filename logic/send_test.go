@@ -248,3 +248,33 @@ func readRoom(t *testing.T, e *testEnv, room string, n int) []kafka.Message {
 	}
 	return out
 }
+
+// Keys are case-sensitive and given once; user ids fit a JavaScript
+// number. Each refusal names the field.
+func TestSendKeysAndUserIDs(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct{ name, body, field string }{
+		{"duplicate roomId", `{"roomId":"a","roomId":"b","userId":1,"userName":"n","messages":[{"content":"x"}]}`, "roomId"},
+		{"duplicate userId", `{"roomId":"a","userId":1,"userName":"n","userId":2,"messages":[{"content":"x"}]}`, "userId"},
+		{"duplicate content", `{"roomId":"a","userId":1,"userName":"n","messages":[{"content":"x"},{"content":"x","content":"y"}]}`, "messages[1].content"},
+		{"duplicate msgId", `{"roomId":"a","userId":1,"userName":"n","messages":[{"content":"x","msgId":"a","msgId":"b"}]}`, "messages[0].msgId"},
+		{"upper case", `{"ROOMID":"a","userId":1,"userName":"n","messages":[{"content":"x"}]}`, "ROOMID"},
+		{"wrong case beside the right one", `{"roomId":"a","RoomId":"b","userId":1,"userName":"n","messages":[{"content":"x"}]}`, "RoomId"},
+		{"escaped wrong case", `{"room\u0069d":"a","userId":1,"userName":"n","messages":[{"content":"x"}]}`, "roomid"},
+		{"message key case", `{"roomId":"a","userId":1,"userName":"n","messages":[{"Content":"x"}]}`, "messages[0].Content"},
+		{"user id above 2^53", `{"roomId":"a","userId":9007199254740992,"userName":"n","messages":[{"content":"x"}]}`, "userId"},
+		{"largest int64", `{"roomId":"a","userId":9223372036854775807,"userName":"n","messages":[{"content":"x"}]}`, "userId"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(t, http.MethodPost, "/logic/send", "application/json", []byte(tc.body))
+			if eb := r.errorBody(t); r.status != http.StatusBadRequest || eb.Field != tc.field {
+				t.Fatalf("%d %s, want 400 naming %s", r.status, r.body, tc.field)
+			}
+		})
+	}
+	ok := `{"roomId":"a","userId":9007199254740991,"userName":"n","messages":[{"content":"x","msgId":"k"},{"msgId":"l","content":"y"}]}`
+	if r := e.do(t, http.MethodPost, "/logic/send", "application/json", []byte(ok)); r.status != http.StatusAccepted {
+		t.Fatalf("largest user id: %d %s", r.status, r.body)
+	}
+}

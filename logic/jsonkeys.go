@@ -1,0 +1,164 @@
+package logic
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/danmaku/danmaku"
+)
+
+// encoding/json matches object keys case-insensitively and lets the last of
+// a repeated key win, so {"roomId":"a","ROOMID":"b"} would be read as room
+// b while a misspelt key is refused. checkSendKeys holds a send body to
+// the keys as documented: exact case, each at most once.
+
+// Keys of a send body and of one of its messages.
+var (
+	sendKeys    = []string{"roomId", "userId", "userName", "messages"}
+	messageKeys = []string{"content", "msgId"}
+)
+
+// checkSendKeys checks the keys of a send body that encoding/json already
+// decoded (so b is valid JSON): a key in another case than documented, or
+// a key given twice, is an EINVALID error naming it.
+func checkSendKeys(b []byte) error {
+	k := keyScan{b: b}
+	k.space()
+	return k.object("", sendKeys, func(key string) error {
+		if key != "messages" || k.peek() != '[' {
+			k.skip()
+			return nil
+		}
+		return k.array(func(i int) error {
+			if k.peek() != '{' {
+				k.skip()
+				return nil
+			}
+			return k.object("messages["+strconv.Itoa(i)+"].", messageKeys, func(string) error {
+				k.skip()
+				return nil
+			})
+		})
+	})
+}
+
+// keyScan walks valid JSON.
+type keyScan struct {
+	b []byte
+	i int
+}
+
+func (k *keyScan) peek() byte { return k.b[k.i] }
+
+func (k *keyScan) space() {
+	for k.i < len(k.b) && (k.b[k.i] == ' ' || k.b[k.i] == '\t' || k.b[k.i] == '\n' || k.b[k.i] == '\r') {
+		k.i++
+	}
+}
+
+// object reads the object at k.i, checking each key against allowed (field
+// names are prefix + key) and calling value with k.i at its value, which
+// value must consume.
+func (k *keyScan) object(prefix string, allowed []string, value func(key string) error) error {
+	k.i++ // {
+	var seen uint64
+	for {
+		k.space()
+		if k.peek() == '}' {
+			k.i++
+			return nil
+		}
+		key := k.key()
+		if err := checkKey(prefix, key, allowed, &seen); err != nil {
+			return err
+		}
+		k.space()
+		k.i++ // :
+		k.space()
+		if err := value(key); err != nil {
+			return err
+		}
+		k.space()
+		if k.peek() == ',' {
+			k.i++
+		}
+	}
+}
+
+// checkKey refuses key when it is an allowed key in another case, or one
+// already seen (a bit per allowed key in seen).
+func checkKey(prefix, key string, allowed []string, seen *uint64) error {
+	for j, a := range allowed {
+		switch {
+		case key == a && *seen&(1<<j) != 0:
+			return danmaku.Errorf(danmaku.EINVALID, prefix+key, "given twice")
+		case key == a:
+			*seen |= 1 << j
+			return nil
+		case strings.EqualFold(key, a):
+			return danmaku.Errorf(danmaku.EINVALID, prefix+key, "unknown field; keys are case-sensitive: %s", a)
+		}
+	}
+	return nil
+}
+
+// array reads the array at k.i, calling elem with k.i at each element,
+// which elem must consume.
+func (k *keyScan) array(elem func(i int) error) error {
+	k.i++ // [
+	for n := 0; ; n++ {
+		k.space()
+		if k.peek() == ']' {
+			k.i++
+			return nil
+		}
+		if err := elem(n); err != nil {
+			return err
+		}
+		k.space()
+		if k.peek() == ',' {
+			k.i++
+		}
+	}
+}
+
+// key reads the string at k.i as a key, unescaped.
+func (k *keyScan) key() string {
+	start := k.i
+	k.str()
+	raw := k.b[start:k.i]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	json.Unmarshal(raw, &s)
+	return s
+}
+
+// str skips the string at k.i.
+func (k *keyScan) str() {
+	for k.i++; k.b[k.i] != '"'; k.i++ {
+		if k.b[k.i] == '\\' {
+			k.i++
+		}
+	}
+	k.i++
+}
+
+// skip skips the value at k.i.
+func (k *keyScan) skip() {
+	switch k.peek() {
+	case '"':
+		k.str()
+	case '{':
+		k.object("", nil, func(string) error { k.skip(); return nil })
+	case '[':
+		k.array(func(int) error { k.skip(); return nil })
+	default: // number, true, false, null
+		for k.i < len(k.b) && !strings.ContainsRune(",}] \t\n\r", rune(k.b[k.i])) {
+			k.i++
+		}
+	}
+}
