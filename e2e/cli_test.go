@@ -124,18 +124,8 @@ func TestConfigInitRolesWithAuth(t *testing.T) {
 	if code, b := send(tok); code != http.StatusAccepted {
 		t.Fatalf("send with the minted token: %d %s", code, b)
 	}
-	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		_, data, err := ws.ReadMessage()
-		if err != nil {
-			t.Fatalf("the message did not arrive: %v", err)
-		}
-		if s := string(data); strings.Contains(s, `"op":"msgs"`) && strings.Contains(s, "with a minted token") {
-			if !strings.Contains(s, `"uid":42`) || !strings.Contains(s, `"name":"Ann"`) {
-				t.Errorf("the message is not the token's user's: %s", s)
-			}
-			break
-		}
+	if s := readMsgs(t, ws, "with a minted token"); !strings.Contains(s, `"uid":42`) || !strings.Contains(s, `"name":"Ann"`) {
+		t.Errorf("the message is not the token's user's: %s", s)
 	}
 	logicP.Stop(t)
 }

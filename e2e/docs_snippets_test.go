@@ -93,7 +93,7 @@ func TestDocSnippets(t *testing.T) {
 			snippet(t, root, "docs/running.md", "token") + "echo\n" +
 			snippet(t, root, "docs/integrate.md", "backend"))
 		for _, want := range []string{"valid configuration of comet", `"msgIds":["`, `"roomId":"lobby"`,
-			"accepted: [u42-welcome-1]", "notice: [to42-gift-981]"} {
+			"accepted: [u42-welcome-1]", "notice: [to42-gift-981]", "http://localhost:8080/?room=lobby#token=eyJ"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("no %q in the output:\n%s", want, out)
 			}
@@ -295,14 +295,21 @@ func viewerGetsMessage(t *testing.T, wsURL, token, text string) {
 	if out, err := exec.Command("curl", args...).CombinedOutput(); err != nil || !bytes.Contains(out, []byte("msgIds")) {
 		t.Fatalf("send: %v %s", err, out)
 	}
+	readMsgs(t, ws, text)
+}
+
+// readMsgs reads ws until a msgs frame holding text, for at most 30 s, and
+// returns that frame.
+func readMsgs(t *testing.T, ws *websocket.Conn, text string) string {
+	t.Helper()
 	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
-			t.Fatalf("the message did not reach the viewer: %v", err)
+			t.Fatalf("the message %q did not reach the viewer: %v", text, err)
 		}
-		if strings.Contains(string(data), `"op":"msgs"`) && strings.Contains(string(data), text) {
-			return
+		if s := string(data); strings.Contains(s, `"op":"msgs"`) && strings.Contains(s, text) {
+			return s
 		}
 	}
 }

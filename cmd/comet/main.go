@@ -15,6 +15,7 @@ import (
 
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/cometconfig"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/internal/telemetry"
@@ -28,10 +29,10 @@ func main() {
 }
 
 // Config is the whole configuration of the comet binary.
-type Config = comet.BinaryConfig
+type Config = cometconfig.Config
 
 // DefaultConfig returns the defaults of every section.
-func DefaultConfig() Config { return comet.DefaultBinaryConfig() }
+func DefaultConfig() Config { return cometconfig.Default() }
 
 // Main is the comet process: Run starts it, Close stops it.
 type Main struct {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/cometconfig"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/process"
 	"github.com/danmaku/danmaku/job"
@@ -139,7 +139,7 @@ func roleConfig(role string) (any, bool) {
 		c := job.DefaultBinaryConfig()
 		return &c, true
 	case "comet":
-		c := comet.DefaultBinaryConfig()
+		c := cometconfig.Default()
 		return &c, true
 	case "danmaku":
 		c := DefaultConfig()

@@ -43,14 +43,30 @@
     try { if (v == null) store.removeItem(key); else store.setItem(key, v); } catch (e) { /* ignore */ }
   }
   var local = window.localStorage, session = window.sessionStorage;
+  // A token in the page's address (#token=JWT, from the site's backend or
+  // `danmaku token`) signs the page in where the servers require tokens and
+  // offer none (the role binaries with auth on): its sub and name are the
+  // page's user. The fragment never reaches a server.
+  var urlToken = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+  var tokenUser = urlToken ? claimsOf(urlToken) : null;
+  function claimsOf(tok) {
+    try {
+      var b64 = tok.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      var bytes = Uint8Array.from(atob(b64), function (c) { return c.charCodeAt(0); });
+      return JSON.parse(new TextDecoder().decode(bytes));
+    } catch (e) { return null; }
+  }
   var chosenName = load(local, "danmaku.chosenName");
   var userId = Number((chosenName && load(local, "danmaku.chosenUid")) || load(session, "danmaku.uid") || 0);
-  if (!(userId > 0)) {
+  if (tokenUser && Number(tokenUser.sub) > 0) {
+    userId = Number(tokenUser.sub);
+  } else if (!(userId > 0)) {
     userId = 1 + Math.floor(Math.random() * 2147483646);
     save(session, "danmaku.uid", String(userId));
   }
-  $("name").value = chosenName || "Guest" + String(userId % 10000).padStart(4, "0");
+  $("name").value = (tokenUser && tokenUser.name) || chosenName || "Guest" + String(userId % 10000).padStart(4, "0");
   $("name").addEventListener("change", function () {
+    if (tokenUser) return; // the token names the user
     var v = this.value.trim();
     save(local, "danmaku.chosenName", v || null);
     save(local, "danmaku.chosenUid", v ? String(userId) : null);
@@ -77,6 +93,7 @@
   var client = new DanmakuClient({
     room: room,
     uid: userId,
+    token: urlToken,
     baseUrl: apiBase,
     onMessage: function (m, meta) { show(m, meta.replay); },
     onState: function (state, info) { setConn(state, info); },
@@ -401,7 +418,9 @@
       .then(function (r) { return r.json(); })
       .then(function (b) { client.opts.token = b.token; });
   }
-  if (devToken && devToken.content) {
+  if (urlToken) {
+    client.connect();
+  } else if (devToken && devToken.content) {
     $("name").addEventListener("change", fetchToken);
     fetchToken().then(function () { client.connect(); }, function (e) { hint("no token: " + e.message, true); });
   } else {

@@ -1,26 +1,29 @@
-package comet
+// Package cometconfig is the whole configuration of the comet binary
+// (cmd/comet): the comet section, the demo page's and the shared sections
+// it reads. It is a package of its own, not in the binary, so that
+// `danmaku config check` validates a file exactly as the binary does at
+// start; and not in package comet, which must not link the page.
+package cometconfig
 
 import (
+	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/web"
 )
 
-// BinaryConfig is the whole configuration of the comet binary (cmd/comet):
-// the comet section, the demo page's and the shared sections it reads. It
-// lives here, not in the binary, so that `danmaku config check` validates
-// a file exactly as the binary does at start.
-type BinaryConfig struct {
+// Config is the configuration of the comet binary.
+type Config struct {
 	Log   config.Log   `yaml:"log"`
 	Redis config.Redis `yaml:"redis"`
 	Auth  auth.Section `yaml:"auth"`
-	Comet Config       `yaml:"comet"`
+	Comet comet.Config `yaml:"comet"`
 	Page  web.Config   `yaml:"page"`
 }
 
-// DefaultBinaryConfig returns the defaults of every section.
-func DefaultBinaryConfig() BinaryConfig {
-	c := BinaryConfig{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: DefaultConfig()}
+// Default returns the defaults of every section.
+func Default() Config {
+	c := Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
 	// Small per-connection Redis buffers: the pool is a fixed cost the
 	// comet pays next to thousands of idle viewers.
 	c.Redis.BufferSize = 4 << 10
@@ -30,7 +33,7 @@ func DefaultBinaryConfig() BinaryConfig {
 // Validate checks what the binary needs beyond its sections' own rules: a
 // Redis address, a push secret of the deployment's own (no placeholder, 16
 // bytes or more) and, with comet.auth jwt, the auth section.
-func (c *BinaryConfig) Validate() error {
+func (c *Config) Validate() error {
 	if err := config.RequireRedis(c.Redis); err != nil {
 		return err
 	}
