@@ -343,6 +343,26 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 			t.Errorf("user id 2^53: field %q", big.Error.Field)
 		}
 	})
+	t.Run("delete of ids that never existed", func(t *testing.T) {
+		room := testkit.Uniq("nodel_")
+		ws := r.dialAs(t, room, 90, "")
+		readOp(t, ws, "welcome")
+		del := `{"roomId":"` + room + `","ids":["u9-never","06h02t59h3tna000"],"actor":"mod-3"}`
+		expect(t, "delete", r.post(t, "/logic/admin/delete", adminSecret, "192.0.2.90", del), 404, "not_found")
+		expect(t, "send", r.post(t, "/logic/send", k.Token(t, 91, "", nil), "192.0.2.91", sendBody(room, 0, "", "after")), 202, "")
+		for {
+			f, err := next(t, ws, 20*time.Second)
+			if err != nil {
+				t.Fatalf("waiting for the message: %v", err)
+			}
+			if f.Op == "del" {
+				t.Fatalf("viewers got a del for ids that never existed: %+v", f)
+			}
+			if f.Op == "msgs" {
+				break
+			}
+		}
+	})
 	t.Run("blocked word", func(t *testing.T) {
 		a := r.post(t, "/logic/send", k.Token(t, 46, "", nil), "192.0.2.10", sendBody(room, 0, "", "fine", "so BadWord here"))
 		expect(t, "blocked word", a, 400, "content_blocked")

@@ -65,9 +65,13 @@ type AdminResponse struct {
 	Until int64 `json:"until,omitempty"`
 	// Removed says whether unmute or unban found something to lift.
 	Removed *bool `json:"removed,omitempty"`
-	// IDs are the messages a delete removes; EventID names its event (in
-	// job's and the comets' logs).
+	// IDs are the messages a delete removes, Found their number, Missing
+	// the ids asked for that are no message of the room (never sent there,
+	// already deleted, or older than the history holds); EventID names its
+	// event (in job's and the comets' logs).
 	IDs     []string `json:"ids,omitempty"`
+	Found   int      `json:"found,omitempty"`
+	Missing []string `json:"missing,omitempty"`
 	EventID string   `json:"eventId,omitempty"`
 	// Mode and Words describe the blocked-word list after a reload.
 	Mode  string `json:"mode,omitempty"`

@@ -54,7 +54,10 @@ func (s *Server) adminUnban(r *http.Request, req *AdminRequest) (AdminResponse, 
 }
 
 // adminDelete deletes messages of a room: it answers once Kafka has the
-// del event; viewers see the messages go within a delivery window.
+// del event; viewers see the messages go within a delivery window. Only
+// the ids that are messages of the room go into the event (messagesOf);
+// the answer counts them and lists the others, and when there are none it
+// is 404 with no event.
 func (s *Server) adminDelete(r *http.Request, req *AdminRequest) (AdminResponse, error) {
 	if req.RoomID == "" {
 		return AdminResponse{}, danmaku.Errorf(danmaku.EINVALID, "roomId", "must not be empty")
@@ -67,11 +70,61 @@ func (s *Server) adminDelete(r *http.Request, req *AdminRequest) (AdminResponse,
 			return AdminResponse{}, err
 		}
 	}
-	ev := danmaku.Event{Op: danmaku.OpDel, Room: req.RoomID, ID: s.ids.next(), IDs: req.IDs}
+	found, missing, err := s.messagesOf(r, req.RoomID, req.IDs)
+	if err != nil {
+		return AdminResponse{}, err
+	}
+	if len(found) == 0 {
+		return AdminResponse{}, danmaku.Errorf(danmaku.ENOTFOUND, "ids",
+			"none of the ids is a message of room %s (in its history, not deleted, or accepted in the last %v)", req.RoomID, delInFlight)
+	}
+	ev := danmaku.Event{Op: danmaku.OpDel, Room: req.RoomID, ID: s.ids.next(), IDs: found}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("kafka unavailable, nothing deleted; retry", err)
 	}
-	return AdminResponse{RoomID: req.RoomID, IDs: req.IDs, EventID: ev.ID}, nil
+	return AdminResponse{RoomID: req.RoomID, IDs: found, Found: len(found), Missing: missing, EventID: ev.ID}, nil
+}
+
+// A delete looks for its ids among the newest delScan messages of the
+// room's history; a generated id stamped within delInFlight counts as
+// found too, since its message may still be on its way to the history.
+const (
+	delScan     = 20000
+	delInFlight = time.Minute
+)
+
+// messagesOf splits ids into the messages of room a delete can reach
+// (found) and the others: never sent to the room, already deleted, or older
+// than the history holds.
+func (s *Server) messagesOf(r *http.Request, room string, ids []string) (found, missing []string, err error) {
+	ctx, cancel := s.redisCtx(r)
+	defer cancel()
+	h, err := s.store.History(ctx, room, -1, delScan)
+	if err != nil {
+		return nil, nil, s.redisError("history", err)
+	}
+	// seen: 0 not in the history, 1 a message, 2 a deleted one.
+	seen := make(map[string]int8, len(ids))
+	for _, id := range ids {
+		seen[id] = 0
+	}
+	for _, m := range h.Msgs {
+		if _, asked := seen[m.ID]; asked {
+			seen[m.ID] = 1
+			if m.Deleted {
+				seen[m.ID] = 2
+			}
+		}
+	}
+	for _, id := range ids {
+		t, generated := idTime(id)
+		if seen[id] == 1 || seen[id] == 0 && generated && time.Since(t) < delInFlight {
+			found = append(found, id)
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return found, missing, nil
 }
 
 func requireUserRoom(req *AdminRequest) error {

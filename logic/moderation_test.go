@@ -2,8 +2,10 @@ package logic
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,41 @@ func TestHistoryLeavesDeletedOut(t *testing.T) {
 	}
 	if h, _ := e.history(t, "roomId="+room+"&since=5"); len(h.Messages) != 0 || h.Through != 0 {
 		t.Fatalf("up to date: %+v", h)
+	}
+}
+
+// A delete sends a del only for ids that are messages of the room: in its
+// history, or generated and accepted a moment ago (on their way). The
+// answer counts them and lists the others; none found is 404, no event.
+func TestAdminDeleteFindsMessages(t *testing.T) {
+	e, admin := adminEnv(t)
+	room, uid := testkit.Uniq("r"), newUser()
+	sent := e.send(t, sendReq(room, uid, "one"))
+	if sent.status != http.StatusAccepted {
+		t.Fatalf("send: %d %s", sent.status, sent.body)
+	}
+	recent := sent.ids(t)[0]
+	old := encodeID(uint64(time.Now().Add(-time.Hour).UnixMilli()), 1, 1)
+	r := admin("/logic/admin/delete", fmt.Sprintf(`{"roomId":"%s","ids":["%s","%s","u7-never","nope"]}`, room, recent, old))
+	var resp AdminResponse
+	json.Unmarshal(r.body, &resp)
+	if r.status != http.StatusOK || resp.Found != 1 || len(resp.IDs) != 1 || resp.IDs[0] != recent ||
+		!slices.Equal(resp.Missing, []string{old, "u7-never", "nope"}) {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	r = admin("/logic/admin/delete", fmt.Sprintf(`{"roomId":"%s","ids":["%s","u7-never"]}`, room, old))
+	if r.status != http.StatusNotFound || r.errorBody(t).Field != "ids" {
+		t.Fatalf("delete of no message: %d %s", r.status, r.body)
+	}
+	// A later delete's event follows the first: the 404 wrote none.
+	if r := admin("/logic/admin/delete", fmt.Sprintf(`{"roomId":"%s","ids":["%s"]}`, room, recent)); r.status != http.StatusOK {
+		t.Fatalf("second delete: %d %s", r.status, r.body)
+	}
+	recs := readRoom(t, e, room, 3)
+	for _, rec := range recs[1:] {
+		env, err := danmaku.UnmarshalEnvelope(rec.Value)
+		if err != nil || env.Event == nil || !slices.Equal(env.Event.IDs, []string{recent}) {
+			t.Fatalf("del record: %+v %v", env.Event, err)
+		}
 	}
 }
