@@ -269,3 +269,19 @@ func TestInvisibleAndBidiText(t *testing.T) {
 		})
 	}
 }
+
+// With auth off the body's userId namespaces msgIds, so a client claiming
+// user 42 takes 42's key first and 42's own send with it gets the same id
+// (202, deduplicated by job: never shown). Documented in
+// docs/integrate.md; logic.auth jwt namespaces keys by the token instead
+// (TestSendWithToken).
+func TestMsgIDSquatWithAuthOff(t *testing.T) {
+	e := newEnv(t)
+	room, victim := testkit.Uniq("r"), newUser()
+	squat := e.send(t, SendRequest{RoomID: room, UserID: victim, UserName: "mallory", Messages: []SendMessage{{Content: "squatted", MsgID: "k1"}}})
+	own := e.send(t, SendRequest{RoomID: room, UserID: victim, UserName: "ann", Messages: []SendMessage{{Content: "the real one", MsgID: "k1"}}})
+	want := fmt.Sprintf("u%d-k1", victim)
+	if squat.status != http.StatusAccepted || own.status != http.StatusAccepted || squat.ids(t)[0] != want || own.ids(t)[0] != want {
+		t.Fatalf("squat %d %s, own %d %s; want both 202 with %s", squat.status, squat.body, own.status, own.body, want)
+	}
+}

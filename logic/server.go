@@ -78,17 +78,8 @@ type Server struct {
 // does no network I/O: the producer connects on first use, and EnsureTopic
 // creates the topic when asked to.
 func New(cfg Config, d Deps) (*Server, error) {
-	if d.Store == nil {
-		return nil, errors.New("logic: Deps.Store is nil")
-	}
-	if len(d.Kafka.Brokers) == 0 {
-		return nil, errors.New("logic: Deps.Kafka has no brokers")
-	}
-	if err := config.Validate(&d.Kafka); err != nil {
-		return nil, fmt.Errorf("logic: Deps.Kafka: %w", err)
-	}
-	if cfg.authOn() && d.Verifier == nil {
-		return nil, errors.New("logic: logic.auth is jwt but Deps.Verifier is nil")
+	if err := checkDeps(cfg, &d); err != nil {
+		return nil, err
 	}
 	log := d.Log
 	if log == nil {
@@ -136,6 +127,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 	} else {
 		log.Warn("logic.auth is off: senders are not authenticated, /logic/send trusts the userId and userName of the body; set logic.auth=jwt to require tokens")
 	}
+	s.routes()
+	return s, nil
+}
+
+// routes registers every endpoint on the public mux and, with
+// Config.AdminAddr, the admin ones on the admin mux.
+func (s *Server) routes() {
 	s.handle("/logic/send", "send", s.serveSend)
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/logic/history", "history", s.serveHistory)
@@ -148,7 +146,23 @@ func New(cfg Config, d Deps) (*Server, error) {
 		s.handleOn(s.adminMux, "/healthz", "healthz", s.serveHealthz)
 		s.handleOn(s.adminMux, "/", "other", serveNotFound)
 	}
-	return s, nil
+}
+
+// checkDeps checks that d has what a Server of cfg needs.
+func checkDeps(cfg Config, d *Deps) error {
+	if d.Store == nil {
+		return errors.New("logic: Deps.Store is nil")
+	}
+	if len(d.Kafka.Brokers) == 0 {
+		return errors.New("logic: Deps.Kafka has no brokers")
+	}
+	if err := config.Validate(&d.Kafka); err != nil {
+		return fmt.Errorf("logic: Deps.Kafka: %w", err)
+	}
+	if cfg.authOn() && d.Verifier == nil {
+		return errors.New("logic: logic.auth is jwt but Deps.Verifier is nil")
+	}
+	return nil
 }
 
 // Handler serves the public API (/logic/send, /logic/online,
