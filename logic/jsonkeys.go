@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/danmaku/danmaku"
 )
@@ -25,22 +24,21 @@ var (
 // a key given twice, is an EINVALID error naming it.
 func checkSendKeys(b []byte) error {
 	k := keyScan{b: b}
-	k.space()
-	return k.object("", sendKeys, func(key string) error {
-		if key != "messages" || k.peek() != '[' {
+	skip := func([]byte) error { k.skip(); return nil }
+	message := func(i int) error {
+		if k.peek() != '{' {
 			k.skip()
 			return nil
 		}
-		return k.array(func(i int) error {
-			if k.peek() != '{' {
-				k.skip()
-				return nil
-			}
-			return k.object("messages["+strconv.Itoa(i)+"].", messageKeys, func(string) error {
-				k.skip()
-				return nil
-			})
-		})
+		return k.object(i, messageKeys, skip)
+	}
+	k.space()
+	return k.object(-1, sendKeys, func(key []byte) error {
+		if string(key) != "messages" || k.peek() != '[' {
+			k.skip()
+			return nil
+		}
+		return k.array(message)
 	})
 }
 
@@ -58,10 +56,10 @@ func (k *keyScan) space() {
 	}
 }
 
-// object reads the object at k.i, checking each key against allowed (field
-// names are prefix + key) and calling value with k.i at its value, which
-// value must consume.
-func (k *keyScan) object(prefix string, allowed []string, value func(key string) error) error {
+// object reads the object at k.i, checking each key against allowed, and
+// calls value with k.i at each value, which value must consume. msg is the
+// index of the message the object is (-1: the body), for error fields.
+func (k *keyScan) object(msg int, allowed []string, value func(key []byte) error) error {
 	k.i++ // {
 	var seen uint64
 	for {
@@ -71,7 +69,7 @@ func (k *keyScan) object(prefix string, allowed []string, value func(key string)
 			return nil
 		}
 		key := k.key()
-		if err := checkKey(prefix, key, allowed, &seen); err != nil {
+		if err := checkKey(msg, key, allowed, &seen); err != nil {
 			return err
 		}
 		k.space()
@@ -89,19 +87,27 @@ func (k *keyScan) object(prefix string, allowed []string, value func(key string)
 
 // checkKey refuses key when it is an allowed key in another case, or one
 // already seen (a bit per allowed key in seen).
-func checkKey(prefix, key string, allowed []string, seen *uint64) error {
+func checkKey(msg int, key []byte, allowed []string, seen *uint64) error {
 	for j, a := range allowed {
 		switch {
-		case key == a && *seen&(1<<j) != 0:
-			return danmaku.Errorf(danmaku.EINVALID, prefix+key, "given twice")
-		case key == a:
+		case string(key) == a && *seen&(1<<j) != 0:
+			return danmaku.Errorf(danmaku.EINVALID, keyField(msg, key), "given twice")
+		case string(key) == a:
 			*seen |= 1 << j
 			return nil
-		case strings.EqualFold(key, a):
-			return danmaku.Errorf(danmaku.EINVALID, prefix+key, "unknown field; keys are case-sensitive: %s", a)
+		case bytes.EqualFold(key, []byte(a)):
+			return danmaku.Errorf(danmaku.EINVALID, keyField(msg, key), "unknown field; keys are case-sensitive: %s", a)
 		}
 	}
 	return nil
+}
+
+// keyField names key of message msg (-1: of the body).
+func keyField(msg int, key []byte) string {
+	if msg < 0 {
+		return string(key)
+	}
+	return "messages[" + strconv.Itoa(msg) + "]." + string(key)
 }
 
 // array reads the array at k.i, calling elem with k.i at each element,
@@ -125,16 +131,16 @@ func (k *keyScan) array(elem func(i int) error) error {
 }
 
 // key reads the string at k.i as a key, unescaped.
-func (k *keyScan) key() string {
+func (k *keyScan) key() []byte {
 	start := k.i
 	k.str()
 	raw := k.b[start:k.i]
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1])
+		return raw[1 : len(raw)-1]
 	}
 	var s string
 	json.Unmarshal(raw, &s)
-	return s
+	return []byte(s)
 }
 
 // str skips the string at k.i.
@@ -153,11 +159,11 @@ func (k *keyScan) skip() {
 	case '"':
 		k.str()
 	case '{':
-		k.object("", nil, func(string) error { k.skip(); return nil })
+		k.object(-1, nil, func([]byte) error { k.skip(); return nil })
 	case '[':
 		k.array(func(int) error { k.skip(); return nil })
 	default: // number, true, false, null
-		for k.i < len(k.b) && !strings.ContainsRune(",}] \t\n\r", rune(k.b[k.i])) {
+		for k.i < len(k.b) && bytes.IndexByte([]byte(",}] \t\n\r"), k.b[k.i]) < 0 {
 			k.i++
 		}
 	}
