@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/danmaku/danmaku/internal/devbroker"
 )
@@ -21,7 +20,7 @@ const expiryTick = 10 * time.Millisecond
 // are configured.
 type embedded struct {
 	redis *miniredis.Miniredis
-	kafka *kfake.Cluster
+	kafka *devbroker.Broker
 	quit  chan struct{}
 	wg    sync.WaitGroup
 }
@@ -60,12 +59,12 @@ func (e *embedded) startRedis() (string, error) {
 // The job's consumer group may use a one-second session timeout against
 // it, as tests do; topics are created by logic at start-up.
 func (e *embedded) startKafka() (string, error) {
-	c, addr, err := devbroker.Start(devbroker.Options{})
+	b, err := devbroker.Start(devbroker.Options{})
 	if err != nil {
 		return "", err
 	}
-	e.kafka = c
-	return addr, nil
+	e.kafka = b
+	return b.Addr(), nil
 }
 
 // stop closes whatever was started. Safe to call when nothing was.
@@ -76,7 +75,7 @@ func (e *embedded) stop() {
 		e.quit = nil
 	}
 	if e.kafka != nil {
-		e.kafka.Close()
+		e.kafka.Stop()
 		e.kafka = nil
 	}
 	if e.redis != nil {

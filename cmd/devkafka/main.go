@@ -24,16 +24,16 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:9092", "listen address, the IP of one interface (the broker gives it to clients); port 0 picks a free one")
 	data := flag.String("data", "", "directory keeping topics, records and offsets across restarts; empty: memory only")
 	flag.Parse()
-	c, bound, err := devbroker.Start(devbroker.Options{Addr: *addr, DataDir: *data})
+	b, err := devbroker.Start(devbroker.Options{Addr: *addr, DataDir: *data})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devkafka:", err)
 		os.Exit(1)
 	}
 	// One line a script can wait for and read the address from.
-	fmt.Fprintf(os.Stderr, "devkafka: Kafka-protocol broker listening on %s (in memory: for development only)\n", bound)
+	fmt.Fprintf(os.Stderr, "devkafka: Kafka-protocol broker listening on %s (in memory: for development only)\n", b.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
-	c.Close()
+	b.Stop()
 	fmt.Fprintln(os.Stderr, "devkafka: stopped")
 }

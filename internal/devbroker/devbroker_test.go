@@ -14,11 +14,12 @@ import (
 // loopback address other than the default. A wildcard or a name is
 // refused: the broker must name one address clients can dial.
 func TestListensOnGivenAddress(t *testing.T) {
-	c, addr, err := Start(Options{Addr: "127.0.0.2:0", Topic: "t", Partitions: 2})
+	b, err := Start(Options{Addr: "127.0.0.2:0", Topics: []Topic{{"t", 2}}, AutoCreate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer b.Stop()
+	addr := b.Addr()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +38,8 @@ func TestListensOnGivenAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"0.0.0.0:0", "localhost:0", "127.0.0.1"} {
-		if c, _, err := Start(Options{Addr: bad}); err == nil {
-			c.Close()
+		if b, err := Start(Options{Addr: bad}); err == nil {
+			b.Stop()
 			t.Errorf("Start(%q) accepted", bad)
 		}
 	}

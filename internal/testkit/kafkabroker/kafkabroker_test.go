@@ -170,7 +170,7 @@ func count(t *testing.T, b *kafkabroker.Broker, topic string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.WaitReady(ctx, topic); err != nil {
+	if err := kafkabroker.WaitReady(ctx, b.Addr(), topic); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := kafka.DialContext(ctx, "tcp", b.Addr())

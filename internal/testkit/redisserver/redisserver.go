@@ -373,18 +373,6 @@ func tail(path string) string {
 	return strings.Join(lines, "\n")
 }
 
-// Poll calls cond every 10 ms until it returns true, failing tb after d.
-func Poll(tb testing.TB, d time.Duration, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // CommandCalls reads INFO commandstats of the server rdb talks to, or of
 // every master of a cluster, summed: the calls of each command so far
 // ("set", "evalsha", "client|setinfo"), commands run by scripts included.

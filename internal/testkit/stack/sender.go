@@ -73,8 +73,8 @@ type Sent struct {
 }
 
 // Sender posts messages to one room at a steady rate and records the ids
-// logic accepted. A refused request (Redis or Kafka down) is counted and
-// its messages are not accepted; the sender goes on.
+// logic accepted. A refused request (Redis or Kafka down) is recorded
+// (RefusedAt) and its messages are not accepted; the sender goes on.
 type Sender struct {
 	room string
 	done chan struct{}
@@ -82,9 +82,7 @@ type Sender struct {
 
 	mu        sync.Mutex
 	accepted  []Sent
-	refused   int
 	refusedAt []time.Time
-	lastErr   error
 }
 
 // Send starts posting n messages to room at rate messages a second, in
@@ -111,9 +109,7 @@ func (sd *Sender) run(s *Stack, n int, rate float64) {
 			ids, err := s.post(sd.room, "msg", k)
 			sd.mu.Lock()
 			if err != nil {
-				sd.refused += k
 				sd.refusedAt = append(sd.refusedAt, time.Now())
-				sd.lastErr = err
 			} else {
 				for _, id := range ids {
 					sd.accepted = append(sd.accepted, Sent{ID: id, At: at})
@@ -181,12 +177,4 @@ func (sd *Sender) RefusedAt() []time.Time {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	return append([]time.Time(nil), sd.refusedAt...)
-}
-
-// Refused returns how many messages logic did not accept, and the last
-// error.
-func (sd *Sender) Refused() (int, error) {
-	sd.mu.Lock()
-	defer sd.mu.Unlock()
-	return sd.refused, sd.lastErr
 }

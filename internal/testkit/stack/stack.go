@@ -1,18 +1,18 @@
 package stack
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/tools/promtext"
 
 	"github.com/redis/go-redis/v9"
 
@@ -288,26 +288,19 @@ func (s *Stack) Keys(pattern string) ([]string, error) {
 	return keys, err
 }
 
-// Metric returns the value of one series of the Prometheus text exposition
-// at http://addr/metrics, series written as exposed, for example
+// Metric returns the value of one series of the /metrics page at
+// http://addr/metrics, series written as exposed, for example
 // `danmaku_comet_registry_repairs_total{kind="reregister"}`.
 func Metric(addr, series string) (float64, error) {
-	resp, err := httpClient.Get("http://" + addr + "/metrics")
+	s, err := promtext.Scrape(context.Background(), "http://"+addr+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
+	v, err := s.Value(series)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", addr, err)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%s: no series %s", addr, series)
+	return v, nil
 }
 
 // DevKafka starts cmd/devkafka on a free port and returns its address.

@@ -396,13 +396,6 @@ func (v *Viewer) Shown() []Shown {
 	return append([]Shown(nil), v.shown...)
 }
 
-// Has reports whether the viewer showed id.
-func (v *Viewer) Has(id string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.seen[id]
-}
-
 // Missing returns the ids of ids the viewer has not shown.
 func (v *Viewer) Missing(ids []string) []string {
 	v.mu.Lock()

@@ -1,12 +1,8 @@
 package loadtest
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -85,47 +81,6 @@ func sampleProc(pid string) procSample {
 		s.rss, s.hwm, s.err = procMem(pid)
 	}
 	return s
-}
-
-// scrapeCounter sums the samples of a Prometheus counter family by label
-// set, e.g. danmaku_job_dropped_total{reason="cooldown"}.
-func scrapeCounter(ctx context.Context, url, name string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		labels := ""
-		if strings.HasPrefix(rest, "{") {
-			j := strings.IndexByte(rest, '}')
-			if j < 0 {
-				continue
-			}
-			labels, rest = rest[1:j], rest[j+1:]
-		} else if !strings.HasPrefix(rest, " ") {
-			continue // another metric sharing the prefix
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err == nil {
-			out[labels] += v
-		}
-	}
-	return out, sc.Err()
 }
 
 // machineCPU returns busy and total jiffies of all CPUs from /proc/stat.

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/tools/promtext"
 )
 
 // Step is one stage of the ingest mode: an open-loop rate or a closed loop
@@ -505,12 +507,12 @@ func sampleAll(ps []Proc) []procSample {
 func scrapeJobs(ctx context.Context, urls []string) map[string]float64 {
 	out := map[string]float64{}
 	for _, u := range urls {
-		m, err := scrapeCounter(ctx, u, "danmaku_job_dropped_total")
+		m, err := promtext.Scrape(ctx, u)
 		if err != nil {
 			continue
 		}
-		for k, v := range m {
-			out[strings.TrimSuffix(strings.TrimPrefix(k, `reason="`), `"`)] += v
+		for reason, v := range m.ByLabel("danmaku_job_dropped_total", "reason") {
+			out[reason] += v
 		}
 	}
 	return out
