@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -76,20 +75,6 @@ func TestConfigValidate(t *testing.T) {
 		c := Config{APIBase: base}
 		if err := c.Validate(); (err == nil) != ok {
 			t.Errorf("api_base %q: %v", base, err)
-		}
-	}
-}
-
-// The comet serves the page only through its binary: package comet must
-// not link the page's assets.
-func TestCometDoesNotImportWeb(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/danmaku/danmaku/comet").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "github.com/danmaku/danmaku/web" {
-			t.Fatal("package comet depends on package web")
 		}
 	}
 }
