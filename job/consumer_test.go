@@ -30,7 +30,6 @@ type testConsumer struct {
 	mu      sync.Mutex
 	batches int
 	got     []record
-	read    chan struct{} // closed once reading starts (see hold)
 }
 
 func newTestBroker(t *testing.T, opts ...kafkabroker.Option) (*kafkabroker.Broker, config.Kafka) {
