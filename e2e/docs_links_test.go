@@ -1,4 +1,4 @@
-package cmd_test
+package e2e_test
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // Every relative link of the README and the guides names a file of the
 // tree and, for a Markdown file, a heading it has.
 func TestDocLinks(t *testing.T) {
-	const root = ".." // the tests of package cmd run in cmd/
+	const root = ".." // the tests of package e2e run in e2e/
 	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "deploy", "README.md"))
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
