@@ -8,6 +8,7 @@ package danmaku
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // EnvelopeVersion is the version written into every message Envelope,
@@ -66,6 +67,19 @@ type Envelope struct {
 	Notice *Notice `json:"notice,omitempty"`
 	User   string  `json:"user,omitempty"`
 	All    bool    `json:"all,omitempty"`
+	// MsgJSON is Msg as the record carries it, set by UnmarshalEnvelope
+	// when those bytes can stand for Msg in the room's history and in
+	// pushes (an object whose first field is the id, without a position or
+	// a tombstone mark): job stores and pushes them instead of encoding Msg
+	// again.
+	MsgJSON []byte `json:"-"`
+}
+
+// envelopeWire decodes an Envelope with its message's bytes kept: its Msg
+// hides Envelope.Msg.
+type envelopeWire struct {
+	Envelope
+	Msg json.RawMessage `json:"msg"`
 }
 
 // MarshalEnvelope encodes one message of room as a Kafka record value.
@@ -90,9 +104,18 @@ func MarshalEvent(ev Event) ([]byte, error) {
 // an empty message id, an invalid event or an invalid notice is an EINVALID
 // error: it can never be delivered and the consumer counts and skips it.
 func UnmarshalEnvelope(b []byte) (Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
+	var w envelopeWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return w.Envelope, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
+	}
+	e := w.Envelope
+	if len(w.Msg) > 0 && string(w.Msg) != "null" {
+		if err := json.Unmarshal(w.Msg, &e.Msg); err != nil {
+			return e, Errorf(EINVALID, "envelope.msg", "decode envelope: %v", err)
+		}
+		if e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(w.Msg, e.Msg.ID) {
+			e.MsgJSON = w.Msg
+		}
 	}
 	if e.V < 1 || e.V > NoticeEnvelopeVersion {
 		return e, Errorf(EINVALID, "envelope.v", "unsupported envelope version %d", e.V)
@@ -142,6 +165,68 @@ type Batch struct {
 
 // OpMsgs is the op of a frame carrying messages.
 const OpMsgs = "msgs"
+
+// idFirst reports whether raw, a JSON object, starts with the field "id"
+// holding id as it is, unescaped.
+func idFirst(raw []byte, id string) bool {
+	const p = `{"id":"`
+	n := len(p) + len(id)
+	return len(raw) > n && string(raw[:len(p)]) == p && string(raw[len(p):n]) == id && raw[n] == '"'
+}
+
+// AppendBatchJSON appends to dst the JSON of b with its messages given
+// encoded: msgs[i] is the JSON of a message without its position, as
+// Envelope.MsgJSON and the room's history hold it, and pos[i] its position
+// (b.Msgs is not read). The bytes are those json.Marshal gives for b with
+// those messages in Msgs, so a message encoded once is stored and pushed
+// as it is.
+func AppendBatchJSON(dst []byte, b Batch, msgs [][]byte, pos []int64) []byte {
+	dst = append(dst, `{"op":`...)
+	dst = appendJSONString(dst, b.Op)
+	dst = append(dst, `,"room":`...)
+	dst = appendJSONString(dst, b.Room)
+	if b.Epoch != "" {
+		dst = append(dst, `,"epoch":`...)
+		dst = appendJSONString(dst, b.Epoch)
+	}
+	if b.Replay {
+		dst = append(dst, `,"replay":true`...)
+	}
+	dst = append(dst, `,"msgs":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if pos[i] == 0 {
+			dst = append(dst, m...)
+			continue
+		}
+		dst = append(dst, m[:len(m)-1]...) // without its closing brace
+		dst = append(dst, `,"pos":`...)
+		dst = strconv.AppendInt(dst, pos[i], 10)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if b.Dels != 0 {
+		dst = append(dst, `,"dels":`...)
+		dst = strconv.AppendInt(dst, b.Dels, 10)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s as a JSON string, escaped as json.Marshal
+// escapes it.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			js, _ := json.Marshal(s)
+			return append(dst, js...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
 
 // NewBatch returns the batch frame for msgs of room.
 func NewBatch(room string, msgs []Message) Batch {

@@ -91,7 +91,7 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 		return d.deliverNotices(ctx, req)
 	}
 	msgs, idx, repeats := distinct(req.msgs)
-	b, err := d.begin(ctx, req, msgs)
+	b, err := d.begin(ctx, req, msgs, idx)
 	if err != nil {
 		d.log.Debug("delivery postponed: redis", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("redis").Inc()
@@ -186,8 +186,13 @@ func contiguousTail(ps []placed) []placed {
 	return ps[max(k, 0):]
 }
 
-// begin runs BeginBroadcast for msgs, the distinct messages of req.
-func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Message) (route.Begin, error) {
+// begin runs BeginBroadcast for msgs, the distinct messages of req
+// (msgs[k] is req.msgs[idx[k]]), with their encoded JSON.
+func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Message, idx []int) (route.Begin, error) {
+	encoded := make([][]byte, len(idx))
+	for k, i := range idx {
+		encoded[k] = req.msgs[i].encoded()
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RedisTimeout)
 	defer cancel()
 	// The Redis window is a little shorter than the scheduler's: the key is
@@ -199,7 +204,7 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
 		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,
-		HistorySize: req.historySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known,
+		HistorySize: req.historySize, HistoryTTL: d.cfg.HistoryTTL, Known: req.known, Encoded: encoded,
 		Replicas: d.cfg.WaitReplicas, ReplicaTimeout: d.cfg.ReplicaTimeout})
 }
 
@@ -212,15 +217,18 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin, send []placed) bool {
 	tail := contiguousTail(send)
 	msgs := make([]danmaku.Message, len(tail))
+	encoded := make([][]byte, len(tail))
+	pos := make([]int64, len(tail))
 	for k, p := range tail {
 		msgs[k] = req.msgs[p.i].msg
 		msgs[k].Pos = p.pos
+		encoded[k], pos[k] = req.msgs[p.i].encoded(), p.pos
 	}
 	locked := time.Now()
-	batch := danmaku.NewBatch(req.room, msgs)
+	batch := danmaku.NewBatch(req.room, nil)
 	batch.Epoch, batch.Dels = b.Epoch, b.Dels
-	body, err := json.Marshal(batch)
-	ok := err == nil && d.push(ctx, b.Lock, body, len(msgs), b.Comets, req.giveUp)
+	body := danmaku.AppendBatchJSON(nil, batch, encoded, pos)
+	ok := d.push(ctx, b.Lock, body, len(msgs), b.Comets, req.giveUp)
 	unlocked := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)
 	defer cancel()
@@ -241,6 +249,17 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 		d.hook(req.room, locked, unlocked, msgs)
 	}
 	return true
+}
+
+// encoded returns the message's JSON without a position: the envelope's
+// bytes, or the message encoded here when the envelope's could not be kept.
+func (p pending) encoded() []byte {
+	if p.raw != nil {
+		return p.raw
+	}
+	p.msg.Pos = 0
+	b, _ := json.Marshal(p.msg) // a Message always encodes
+	return b
 }
 
 // distinct returns the messages of ps without repeated ids, the index in

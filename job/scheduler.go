@@ -109,6 +109,10 @@ func (h knownHead) historySize(n int, cfg Config) int {
 // room's delivery.
 type pending struct {
 	msg danmaku.Message
+	// raw is msg's JSON without a position as its envelope carried it
+	// (Envelope.MsgJSON), stored and pushed as it is; nil when it has to
+	// be encoded.
+	raw []byte
 	// ev is set on an event. An event is delivered on its own, after the
 	// room's messages before it and before those after it.
 	ev *danmaku.Event
@@ -280,7 +284,7 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
-	r.queue = append(r.queue, pending{msg: rec.env.Msg, part: rec.part, off: rec.off, waited: busy})
+	r.queue = append(r.queue, pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy})
 	s.buffered++
 	if !r.inflight {
 		s.schedule(r, s.dueAt(r, now))

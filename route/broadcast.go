@@ -119,6 +119,10 @@ type BeginOptions struct {
 	// on to push.
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// Encoded, when not nil, holds the JSON of each message of the batch
+	// without its position, id first (danmaku.Envelope.MsgJSON), stored in
+	// the history as it is; otherwise each message is encoded here.
+	Encoded [][]byte
 }
 
 // Begin is the outcome of BeginBroadcast; Status says which fields are set.
@@ -166,7 +170,7 @@ func (b Begin) Head() Head {
 // instead of a new one. One round trip for the cooldown, the claims, the
 // lock, the route lookup and the history; it never opens a window, claims
 // ids or assigns positions while another owner holds the lock. The ids of
-// msgs must be distinct.
+// msgs must be distinct (job removes repeats before).
 func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.Message, o BeginOptions) (Begin, error) {
 	var b Begin
 	keys, args, err := beginArgs(room, msgs, &o)
@@ -254,13 +258,15 @@ func beginArgs(room string, msgs []danmaku.Message, o *BeginOptions) (keys []str
 	if o.HistorySize < 0 || o.HistoryTTL < time.Millisecond {
 		return nil, nil, danmaku.Errorf(danmaku.EINVALID, "history", "history size and TTL must be positive")
 	}
-	seen := make(map[string]struct{}, len(ids))
+	if o.Encoded != nil && len(o.Encoded) != len(msgs) {
+		return nil, nil, danmaku.Errorf(danmaku.EINVALID, "encoded", "%d encoded messages for %d messages", len(o.Encoded), len(msgs))
+	}
 	args = make([]any, len(msgs))
 	for i, m := range msgs {
-		if _, dup := seen[m.ID]; dup {
-			return nil, nil, danmaku.Errorf(danmaku.EINVALID, "msgId", "message id %s repeated in one batch", m.ID)
+		if o.Encoded != nil {
+			args[i] = o.Encoded[i]
+			continue
 		}
-		seen[m.ID] = struct{}{}
 		m.Pos = 0 // a stored element's position follows from its place
 		js, err := json.Marshal(m)
 		if err != nil {
