@@ -32,6 +32,11 @@ type Config struct {
 	// window brings
 	// beyond it waits for the next window (no loss, more delay).
 	Budget int `yaml:"budget" help:"most messages in one room batch"`
+	// MaxBatchBytes is the most bytes of one room batch's push body: a
+	// batch of large messages is split below it, as a batch of many is at
+	// Budget. A comet refuses a push over its comet.max_push_bytes (4 MiB
+	// by default), so keep this below that limit of every comet.
+	MaxBatchBytes int `yaml:"max_batch_bytes" help:"most bytes in one room batch's push body; keep it below every comet's comet.max_push_bytes"`
 	// MaxPending caps a room's waiting messages. Beyond it, while the room
 	// is being delivered normally, newly arriving messages of that room are
 	// dropped and counted (reason "overflow"). While deliveries fail (Redis
@@ -160,6 +165,7 @@ func DefaultConfig() Config {
 		Policy:              PolicyCoalesce,
 		Window:              time.Second,
 		Budget:              5000,
+		MaxBatchBytes:       3 << 20,
 		MaxPending:          20000,
 		MaxBuffered:         200000,
 		ProcessedTTL:        60 * time.Second,
@@ -207,6 +213,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("window", "must be at least 10ms, got %v", c.Window)
 	case c.Budget < 1:
 		return config.Invalid("budget", "must be at least 1")
+	case c.MaxBatchBytes < 64<<10:
+		return config.Invalid("max_batch_bytes", "must be at least 64KiB (65536), got %d", c.MaxBatchBytes)
 	case c.MaxPending < c.Budget:
 		return config.Invalid("max_pending", "must be at least the budget (%d)", c.Budget)
 	case c.MaxBuffered < c.MaxPending:

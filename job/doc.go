@@ -19,7 +19,9 @@
 // Cooldown, policy coalesce (default): the first message of a quiet room
 // goes out at once and opens the room's window; messages arriving inside
 // the window wait in the room's buffer and go out together, as one batch,
-// when it ends. A batch holds at most Budget messages; the rest waits for
+// when it ends. A batch holds at most Budget messages, and no more than
+// keep its push body within MaxBatchBytes (below the comets' push limit,
+// comet.max_push_bytes, which refuses a larger body); the rest waits for
 // the next window, in order (counted as deferred). A room buffer over
 // MaxPending drops newly arriving messages (counted, reason "overflow")
 // while deliveries succeed; while they fail (Redis or comets down) the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -359,6 +360,61 @@ func TestBudgetDefersToNextWindow(t *testing.T) {
 	if c := counter(t, j.reg, "danmaku_job_dropped_total"); c != 0 {
 		t.Fatalf("dropped = %v", c)
 	}
+}
+
+// TestLargeMessagesSplitBelowPushLimit: a room batch of large messages
+// whose push body would pass the comet's limit (comet.max_push_bytes,
+// 4 MiB) is split by bytes (job.max_batch_bytes), as a batch of many
+// messages is split at the budget: no push is refused, nothing is counted
+// dropped or undelivered, and the viewer gets every message once, in
+// frames below the limit.
+func TestLargeMessagesSplitBelowPushLimit(t *testing.T) {
+	e := newEnv(t, 1)
+	room := testkit.Uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+
+	// 300 messages of 30 KB: 9 MB, twice the comet's limit, in Kafka
+	// before the job starts, so its first windows gather megabytes.
+	content := strings.Repeat("x", 30000)
+	msgs := make([]danmaku.Message, 300)
+	want := make([]string, len(msgs))
+	for i := range msgs {
+		want[i] = testkit.Uniq("big")
+		msgs[i] = danmaku.Message{ID: want[i], UID: 1, Name: "n", Content: content, TS: time.Now().UnixMilli()}
+	}
+	e.produce(room, msgs...)
+	cfg := jobConfig()
+	cfg.Window = 5 * time.Second
+	cfg.GiveUpAfter = 2
+	// A push of megabytes may take a while under the race detector; a
+	// timeout is not what this test is about. A refused push is an error
+	// of either reason: the comet answers 400 or, when it answers before
+	// reading the whole body, the connection is reset.
+	cfg.PushTimeout, cfg.ClaimTTL = 10*time.Second, time.Minute
+	j := e.startJob(cfg, nil)
+
+	refused := func() float64 {
+		return counter(t, j.reg, "danmaku_job_push_errors_total") +
+			counter(t, j.reg, "danmaku_job_dropped_total")
+	}
+	testkit.SucceedsSoon(t, 60*time.Second, func() error {
+		if n := refused(); n > 0 {
+			t.Fatalf("%v pushes refused or messages dropped", n)
+		}
+		if have, _ := v.count(want); have < len(want) {
+			return fmt.Errorf("viewer has %d of %d messages", have, len(want))
+		}
+		return nil
+	})
+	waitAll(t, time.Second, []*viewer{v}, map[string][]string{room: want})
+	if n := refused() + counter(t, j.reg, "danmaku_job_undelivered_total"); n > 0 {
+		t.Fatalf("%v pushes refused, messages dropped or undelivered", n)
+	}
+	if sizes := v.frameSizes(); len(sizes) < 3 {
+		t.Fatalf("9 MB of messages in %d frames %v, want them split below 4 MiB", len(sizes), sizes)
+	}
+	t.Logf("frames of %v messages", v.frameSizes())
 }
 
 // TestShutdownBoundedByContext: a delivery hangs on a comet that never

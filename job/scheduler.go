@@ -284,7 +284,9 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
-	r.queue = append(r.queue, pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy})
+	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy}
+	p.raw = p.encoded() // its size counts toward the batch's bytes
+	r.queue = append(r.queue, p)
 	s.buffered++
 	if !r.inflight {
 		s.schedule(r, s.dueAt(r, now))
@@ -339,7 +341,7 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		if r.inflight || len(r.queue) == 0 {
 			continue
 		}
-		n := batchLen(r.queue, s.cfg.Budget)
+		n := batchLen(r.queue, s.cfg.Budget, s.cfg.MaxBatchBytes)
 		h := s.heads[r.name]
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
 			giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head}
@@ -369,19 +371,29 @@ func (s *scheduler) dispatchReady(now time.Time) {
 
 // batchLen is how many entries of a room's queue go in its next delivery:
 // an event at the head alone, else the messages before the first event, at
-// most budget.
-func batchLen(q []pending, budget int) int {
+// most budget, and no more than keep the push body within maxBytes (at
+// least one message).
+func batchLen(q []pending, budget, maxBytes int) int {
 	if q[0].ev != nil {
 		return 1
 	}
 	n := min(len(q), budget)
+	size := batchOverhead + len(q[0].raw) + msgOverhead
 	for i := 1; i < n; i++ {
-		if q[i].ev != nil {
+		size += len(q[i].raw) + msgOverhead
+		if q[i].ev != nil || size > maxBytes {
 			return i
 		}
 	}
 	return n
 }
+
+// What a push body adds to its messages' JSON: the frame's fields (op,
+// room, epoch, dels) and, per message, its position and a comma.
+const (
+	batchOverhead = 256
+	msgOverhead   = len(`,"pos":9223372036854775807,`)
+)
 
 // complete applies a delivery's outcome: finished offsets, messages back to
 // the front of the room's queue, backoff after a failure.
