@@ -1,7 +1,7 @@
 # The one test command: make test (what CI runs).
 GO ?= go
 
-.PHONY: test fmt-check imports-check vet staticcheck unit fuzz build bench netns
+.PHONY: test fmt-check imports-check vet staticcheck unit fuzz build bench netns valkey
 
 test: fmt-check imports-check vet staticcheck fuzz unit
 
@@ -52,3 +52,11 @@ bench:
 # test.
 netns:
 	scripts/netns.sh
+
+# The Redis-facing tests again on Valkey (Debian bookworm-backports:
+# valkey-server 8): route's tests, the test server's own check that it runs
+# Valkey, and one end-to-end test of the role binaries. A missing
+# valkey-server fails the run. CI runs it after test.
+valkey:
+	DANMAKU_TEST_REDIS_SERVER=valkey-server $(GO) test -race -count=1 ./route/ ./internal/testkit/redisserver/
+	DANMAKU_TEST_REDIS_SERVER=valkey-server $(GO) test -count=1 -run '^TestRolesSeparately$$' ./e2e/

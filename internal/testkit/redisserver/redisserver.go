@@ -5,6 +5,9 @@
 // A missing redis-server (or redis-cli for the cluster) fails the test: the
 // suite never silently skips the Redis half of what it claims to test.
 //
+// DANMAKU_TEST_REDIS_SERVER (ServerEnv) chooses another server binary, for
+// example valkey-server; every server started is checked to be that kind.
+//
 //	func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 //
 //	func TestX(t *testing.T) {
@@ -174,12 +177,13 @@ func Each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Run("cluster", func(t *testing.T) { fn(t, ClusterClient(t)) })
 }
 
-// StartServer starts a standalone redis-server with extra config arguments
-// (for example "--cluster-enabled", "yes") and waits until it answers PING.
+// StartServer starts a standalone redis-server (or the server ServerEnv
+// names) with extra config arguments (for example "--cluster-enabled",
+// "yes") and waits until it answers PING.
 func StartServer(extra ...string) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := serverBinary()
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not found in PATH (Debian: apt-get install redis-server): %w", err)
+		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -205,6 +209,10 @@ func StartServer(extra ...string) (*Server, error) {
 			lastErr = fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "redis.log")))
 			s.Stop()
 			continue // most likely the port was taken meanwhile
+		}
+		if err := checkFlavour(s.Addr, bin); err != nil {
+			s.Stop()
+			return nil, err
 		}
 		startedMu.Lock()
 		started = append(started, s)
