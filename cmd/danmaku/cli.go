@@ -53,7 +53,7 @@ func runVerb(args []string, stdout, stderr io.Writer) (int, bool) {
 func tokenVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("danmaku token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("config", "", "configuration file whose auth section the servers use (required unless -key is given)")
+	file := fs.String("config", "", "configuration file whose auth section the servers use (DANMAKU_AUTH_* variables apply too)")
 	uid := fs.Int64("uid", 0, "user id (the sub claim), positive")
 	name := fs.String("name", "", "display name (the name claim)")
 	rooms := fs.String("rooms", "", "comma-separated rooms or prefix* patterns the token may use; empty: any room")
@@ -125,6 +125,9 @@ func configVerb(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stderr, "usage: danmaku config init [-auth jwt|off] [-force] DIR\n       danmaku config check [-role logic|job|comet|danmaku] FILE")
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		return 0
+	}
 	return process.ExitConfig
 }
 
