@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 )
 
@@ -340,5 +341,25 @@ func TestDocGoExample(t *testing.T) {
 		if strings.HasPrefix(dep, "github.com/danmaku/danmaku") && dep != "github.com/danmaku/danmaku/docs/examples/backend" {
 			t.Errorf("docs/examples/backend imports %s, which another module cannot", dep)
 		}
+	}
+}
+
+// The shell recipe of docs/protocol.md mints a token the servers' verifier
+// accepts, with the claims it shows.
+func TestDocShellToken(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef"
+	cmd := exec.Command("bash", "-e", "-c", snippet(t, "..", "docs/protocol.md", "openssl-token"))
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SECRET=" + secret}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the recipe: %v\n%s", err, out)
+	}
+	v, err := auth.New(auth.Config{HMACSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.Verify(strings.TrimSpace(string(out)))
+	if err != nil || c.UID != 42 || c.Name != "alice" || time.Until(c.ExpiresAt) < 59*time.Minute {
+		t.Fatalf("the recipe's token %q: %+v %v", out, c, err)
 	}
 }
