@@ -16,6 +16,29 @@ const (
 	EINTERNAL    = "internal"
 )
 
+// More codes of HTTP error bodies and WebSocket error frames: every code a
+// client can receive is declared in this file (docs/protocol.md lists
+// them). The HTTP layer gives each its status in the same table as the
+// codes above.
+const (
+	// HTTP requests.
+	CodeTooLarge  = "payload_too_large"
+	CodeMediaType = "unsupported_media_type"
+	CodeMethod    = "method_not_allowed"
+	CodeForbidden = "permission_denied" // e.g. a browser origin not allowed, a room the token does not allow
+	CodeMuted     = "muted"             // the sender is muted (moderation)
+	CodeBanned    = "banned"            // the sender is banned from the room; also a viewer's error frame
+	CodeBlocked   = "content_blocked"   // a comment with a blocked word (reject mode); Field names it
+
+	// WebSocket error frames ({"op":"error","code":...}).
+	CodeBadJSON        = "bad_json"       // the frame is not a JSON object
+	CodeBadFrame       = "bad_frame"      // a binary frame
+	CodeUnknownOp      = "unknown_op"     // op missing or not known
+	CodeBadRoom        = "bad_room"       // the room id fails CheckID
+	CodeTooManyRooms   = "too_many_rooms" // a sub beyond the connection's room limit
+	CodeFrameForbidden = "forbidden"      // the token does not allow the room
+)
+
 // Error is the one error type of the service. Code is machine readable,
 // Field names the offending input (dotted path, may be empty), Message is
 // for humans.

@@ -90,7 +90,7 @@ func (s *Server) admit(r *http.Request) (uid string, claims *auth.Claims, err er
 	}
 	if !originAllowed(s.cfg.AllowedOrigins, r) {
 		s.metrics.rejected("origin")
-		return "", nil, danmaku.Errorf(httpx.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
+		return "", nil, danmaku.Errorf(danmaku.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
 	}
 	return s.viewer(r)
 }

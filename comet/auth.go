@@ -14,7 +14,7 @@ import (
 
 // codeForbidden is the error frame of a join the viewer's token does not
 // allow; the viewer stays in its room.
-const codeForbidden = "forbidden"
+const codeForbidden = danmaku.CodeFrameForbidden
 
 // viewer authenticates a /ws request and returns the viewer's user id and,
 // with auth on, its verified claims (nil with auth off). With auth off the
@@ -45,7 +45,7 @@ func (s *Server) viewer(r *http.Request) (uid string, claims *auth.Claims, err e
 	}
 	if uid != "" && uid != c.Subject() {
 		s.metrics.rejected("token")
-		return "", nil, danmaku.Errorf(httpx.CodeForbidden, "uid", "does not match the token's user")
+		return "", nil, danmaku.Errorf(danmaku.CodeForbidden, "uid", "does not match the token's user")
 	}
 	return c.Subject(), &c, nil
 }

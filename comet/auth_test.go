@@ -9,7 +9,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
@@ -48,7 +47,7 @@ func TestTokenAuth(t *testing.T) {
 		{"RS256", "room=" + room + "&token=" + keys.RS256(t, 42), "", http.StatusSwitchingProtocols, ""},
 		{"Authorization header", "room=" + room, "Bearer " + good, http.StatusSwitchingProtocols, ""},
 		{"no token", "room=" + room + "&uid=42", "", http.StatusUnauthorized, danmaku.EUNAUTH},
-		{"other uid", "room=" + room + "&uid=43&token=" + good, "", http.StatusForbidden, httpx.CodeForbidden},
+		{"other uid", "room=" + room + "&uid=43&token=" + good, "", http.StatusForbidden, danmaku.CodeForbidden},
 	}
 	for _, a := range keys.Attacks(t, 42) {
 		cases = append(cases, struct {

@@ -62,7 +62,7 @@ func (s *Server) HandlePublic(pattern string, h http.Handler) {
 func handshakeError(w http.ResponseWriter, r *http.Request, status int, reason error) {
 	if status == http.StatusMethodNotAllowed || r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "%s not allowed, /ws takes a GET WebSocket handshake", r.Method))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, /ws takes a GET WebSocket handshake", r.Method))
 		return
 	}
 	httpx.WriteError(w, danmaku.Errorf(danmaku.EINVALID, "",

@@ -119,7 +119,7 @@ func TestBadInput(t *testing.T) {
 		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("dial with bad origin: %v %v", err, resp)
 		}
-		expectErrorBody(t, resp, httpx.CodeForbidden)
+		expectErrorBody(t, resp, danmaku.CodeForbidden)
 		h = http.Header{"Origin": {"https://good.example"}}
 		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
 		if err != nil {

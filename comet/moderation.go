@@ -43,7 +43,7 @@ import (
 const CloseBanned = 4003
 
 // codeBanned is the error frame sent before CloseBanned.
-const codeBanned = "banned"
+const codeBanned = danmaku.CodeBanned
 
 // goneMax bounds the deleted ids a room remembers.
 const goneMax = 1024

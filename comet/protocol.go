@@ -21,14 +21,15 @@ const (
 	opError        = "error"
 )
 
-// Error codes carried by error frames.
+// Error codes carried by error frames (declared with every other code in
+// the root package).
 const (
-	codeBadJSON     = "bad_json"       // frame is not a JSON object
-	codeBadFrame    = "bad_frame"      // binary frame
-	codeUnknownOp   = "unknown_op"     // op missing or not known
-	codeBadRoom     = "bad_room"       // room id fails danmaku.CheckID
-	codeUnavailable = "unavailable"    // the registry (Redis) did not answer
-	codeTooMany     = "too_many_rooms" // a sub beyond max_rooms_per_conn
+	codeBadJSON     = danmaku.CodeBadJSON
+	codeBadFrame    = danmaku.CodeBadFrame
+	codeUnknownOp   = danmaku.CodeUnknownOp
+	codeBadRoom     = danmaku.CodeBadRoom
+	codeUnavailable = danmaku.EUNAVAILABLE // the registry (Redis) did not answer
+	codeTooMany     = danmaku.CodeTooManyRooms
 )
 
 // Close codes beyond RFC 6455's.

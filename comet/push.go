@@ -22,7 +22,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "", "use POST"))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "", "use POST"))
 		return
 	}
 	if s.isClosing() {

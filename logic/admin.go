@@ -139,7 +139,7 @@ func (s *Server) adminAllowed(w http.ResponseWriter, r *http.Request, action str
 // either). No secret configured: the API is off for everybody (403).
 func (s *Server) checkAdmin(r *http.Request) (result string, err error) {
 	if s.cfg.AdminSecret == "" {
-		return "disabled", danmaku.Errorf(httpx.CodeForbidden, "Authorization", "the admin API is off: set logic.admin_secret")
+		return "disabled", danmaku.Errorf(danmaku.CodeForbidden, "Authorization", "the admin API is off: set logic.admin_secret")
 	}
 	tok := auth.BearerToken(r)
 	if tok == "" {

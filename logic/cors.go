@@ -24,7 +24,7 @@ func (s *Server) withCORS(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Add("Vary", "Origin")
 		if !httpx.OriginAllowed(s.cfg.AllowedOrigins, r) {
-			httpx.WriteError(w, danmaku.Errorf(httpx.CodeForbidden, "origin",
+			httpx.WriteError(w, danmaku.Errorf(danmaku.CodeForbidden, "origin",
 				"origin %q not allowed; list it in logic.allowed_origins", origin))
 			return
 		}

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/unitext"
 )
 
@@ -178,11 +177,11 @@ func decodeItem(raw json.RawMessage, i int, limit int64, v any) error {
 
 func checkJSONType(ct string) error {
 	if ct == "" {
-		return danmaku.Errorf(httpx.CodeMediaType, "Content-Type", "missing; use application/json")
+		return danmaku.Errorf(danmaku.CodeMediaType, "Content-Type", "missing; use application/json")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return danmaku.Errorf(httpx.CodeMediaType, "Content-Type", "%q is not application/json", ct)
+		return danmaku.Errorf(danmaku.CodeMediaType, "Content-Type", "%q is not application/json", ct)
 	}
 	return nil
 }
@@ -214,7 +213,7 @@ func decodeError(err error, prefix string, limit int64) error {
 	case errors.As(err, &utf8Err):
 		return danmaku.Errorf(danmaku.EINVALID, field(utf8Err.field), "not valid UTF-8")
 	case errors.As(err, &maxErr):
-		return danmaku.Errorf(httpx.CodeTooLarge, "body", "larger than %d bytes", limit)
+		return danmaku.Errorf(danmaku.CodeTooLarge, "body", "larger than %d bytes", limit)
 	case errors.As(err, &syntaxErr):
 		return danmaku.Errorf(danmaku.EINVALID, "body", "malformed JSON at offset %d", syntaxErr.Offset)
 	case errors.As(err, &typeErr):

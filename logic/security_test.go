@@ -218,7 +218,7 @@ func TestAdminAPI(t *testing.T) {
 	if r := admin("/logic/admin/words/reload", secret, ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"words":2`) {
 		t.Fatalf("reload: %d %s", r.status, r.body)
 	}
-	if r := e.send(t, sendReq(room, uid, "a second try")); r.status != http.StatusBadRequest || r.errorBody(t).Code != wordfilter.CodeBlocked {
+	if r := e.send(t, sendReq(room, uid, "a second try")); r.status != http.StatusBadRequest || r.errorBody(t).Code != danmaku.CodeBlocked {
 		t.Fatalf("after reload: %d %s", r.status, r.body)
 	}
 	if n := e.counter(t, "danmaku_logic_admin_actions_total"); n != 7 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
-	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/wordfilter"
 )
 
@@ -44,7 +43,7 @@ func (s *Server) authorizeRead(r *http.Request, room string) error {
 	}
 	if !c.AllowsRoom(room) {
 		s.m.observeRefused("forbidden")
-		return danmaku.Errorf(httpx.CodeForbidden, "roomId", "the token does not allow this room")
+		return danmaku.Errorf(danmaku.CodeForbidden, "roomId", "the token does not allow this room")
 	}
 	return nil
 }
@@ -57,11 +56,11 @@ func (s *Server) authorizeRead(r *http.Request, room string) error {
 func (s *Server) applyClaims(req *SendRequest, c *auth.Claims) error {
 	if req.UserID != 0 && req.UserID != c.UID {
 		s.m.observeRefused("forbidden")
-		return danmaku.Errorf(httpx.CodeForbidden, "userId", "does not match the token's user")
+		return danmaku.Errorf(danmaku.CodeForbidden, "userId", "does not match the token's user")
 	}
 	if req.RoomID != "" && !c.AllowsRoom(req.RoomID) {
 		s.m.observeRefused("forbidden")
-		return danmaku.Errorf(httpx.CodeForbidden, "roomId", "the token does not allow this room")
+		return danmaku.Errorf(danmaku.CodeForbidden, "roomId", "the token does not allow this room")
 	}
 	req.UserID = c.UID
 	req.UserName = c.Name

@@ -251,7 +251,7 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 		return true
 	}
 	w.Header().Set("Allow", method)
-	httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "%s not allowed, use %s", r.Method, method))
+	httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, use %s", r.Method, method))
 	return false
 }
 
@@ -322,13 +322,13 @@ func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryA
 	switch {
 	case v.Banned:
 		s.m.observeRefused("banned")
-		return 0, danmaku.Errorf(httpx.CodeBanned, "roomId", "banned from this room for another %d s", secs)
+		return 0, danmaku.Errorf(danmaku.CodeBanned, "roomId", "banned from this room for another %d s", secs)
 	case v.Muted && v.Everywhere:
 		s.m.observeRefused("muted")
-		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted everywhere (in every room) for another %d s", secs)
+		return 0, danmaku.Errorf(danmaku.CodeMuted, "userId", "muted everywhere (in every room) for another %d s", secs)
 	case v.Muted:
 		s.m.observeRefused("muted")
-		return 0, danmaku.Errorf(httpx.CodeMuted, "userId", "muted in this room for another %d s", secs)
+		return 0, danmaku.Errorf(danmaku.CodeMuted, "userId", "muted in this room for another %d s", secs)
 	case v.Limit == "ip":
 		s.m.observeRefused("ip")
 		return secs, danmaku.Errorf(danmaku.ERATELIMIT, "",

@@ -87,7 +87,7 @@ func Handler(c Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "%s not allowed, use GET", r.Method))
+			httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, use GET", r.Method))
 			return
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/")

@@ -69,7 +69,7 @@ func (m *Main) devTokenHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
-			httpx.WriteError(w, danmaku.Errorf(httpx.CodeMethod, "method", "use GET"))
+			httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "use GET"))
 			return
 		}
 		q := r.URL.Query()

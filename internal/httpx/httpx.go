@@ -11,36 +11,24 @@ import (
 	"strconv"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/wordfilter"
-)
-
-// HTTP-only error codes: failures with no domain meaning but a distinct
-// status a client should see.
-const (
-	CodeTooLarge  = "payload_too_large"
-	CodeMediaType = "unsupported_media_type"
-	CodeMethod    = "method_not_allowed"
-	CodeForbidden = "permission_denied" // e.g. a browser origin not allowed
-	CodeMuted     = "muted"             // the sender is muted (moderation)
-	CodeBanned    = "banned"            // the sender is banned from the room (moderation)
 )
 
 // statusOf is the one table from error code to HTTP status.
 var statusOf = map[string]int{
-	danmaku.EINVALID:       http.StatusBadRequest,
-	danmaku.ENOTFOUND:      http.StatusNotFound,
-	danmaku.ECONFLICT:      http.StatusConflict,
-	danmaku.ERATELIMIT:     http.StatusTooManyRequests,
-	danmaku.EUNAVAILABLE:   http.StatusServiceUnavailable,
-	danmaku.EUNAUTH:        http.StatusUnauthorized,
-	danmaku.EINTERNAL:      http.StatusInternalServerError,
-	CodeTooLarge:           http.StatusRequestEntityTooLarge,
-	CodeMediaType:          http.StatusUnsupportedMediaType,
-	CodeMethod:             http.StatusMethodNotAllowed,
-	CodeForbidden:          http.StatusForbidden,
-	CodeMuted:              http.StatusForbidden,
-	CodeBanned:             http.StatusForbidden,
-	wordfilter.CodeBlocked: http.StatusBadRequest, // field names the input
+	danmaku.EINVALID:      http.StatusBadRequest,
+	danmaku.ENOTFOUND:     http.StatusNotFound,
+	danmaku.ECONFLICT:     http.StatusConflict,
+	danmaku.ERATELIMIT:    http.StatusTooManyRequests,
+	danmaku.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	danmaku.EUNAUTH:       http.StatusUnauthorized,
+	danmaku.EINTERNAL:     http.StatusInternalServerError,
+	danmaku.CodeTooLarge:  http.StatusRequestEntityTooLarge,
+	danmaku.CodeMediaType: http.StatusUnsupportedMediaType,
+	danmaku.CodeMethod:    http.StatusMethodNotAllowed,
+	danmaku.CodeForbidden: http.StatusForbidden,
+	danmaku.CodeMuted:     http.StatusForbidden,
+	danmaku.CodeBanned:    http.StatusForbidden,
+	danmaku.CodeBlocked:   http.StatusBadRequest, // field names the input
 }
 
 // Status returns the HTTP status for err's code.

@@ -17,10 +17,10 @@ func TestWriteError(t *testing.T) {
 		want   ErrorDetail
 	}{
 		{danmaku.Errorf(danmaku.EINVALID, "roomId", "bad"), 400, ErrorDetail{"invalid_argument", "roomId", "bad"}},
-		{danmaku.Errorf(CodeMethod, "method", "use POST"), 405, ErrorDetail{"method_not_allowed", "method", "use POST"}},
+		{danmaku.Errorf(danmaku.CodeMethod, "method", "use POST"), 405, ErrorDetail{"method_not_allowed", "method", "use POST"}},
 		{danmaku.Unavailable("", errors.New("dial 10.0.0.1:6379")), 503, ErrorDetail{"unavailable", "", "service unavailable"}},
 		{errors.New("secret internal detail"), 500, ErrorDetail{"internal", "", "internal error"}},
-		{danmaku.Errorf(CodeMuted, "userId", "muted"), 403, ErrorDetail{"muted", "userId", "muted"}},
+		{danmaku.Errorf(danmaku.CodeMuted, "userId", "muted"), 403, ErrorDetail{"muted", "userId", "muted"}},
 		{danmaku.Errorf("content_blocked", "messages[1].content", "contains a blocked word"), 400,
 			ErrorDetail{"content_blocked", "messages[1].content", "contains a blocked word"}},
 	}
@@ -35,7 +35,7 @@ func TestWriteError(t *testing.T) {
 			t.Errorf("%v: %d %+v, want %d %+v", tc.err, rec.Code, b.Error, tc.status, tc.want)
 		}
 	}
-	if Status(danmaku.Errorf(CodeForbidden, "origin", "no")) != http.StatusForbidden {
+	if Status(danmaku.Errorf(danmaku.CodeForbidden, "origin", "no")) != http.StatusForbidden {
 		t.Error("forbidden")
 	}
 }

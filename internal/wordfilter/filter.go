@@ -35,13 +35,9 @@ import (
 // Modes of a Filter.
 const (
 	ModeOff    = "off"    // no check
-	ModeReject = "reject" // Apply fails with CodeBlocked
+	ModeReject = "reject" // Apply fails with danmaku.CodeBlocked (HTTP 400)
 	ModeMask   = "mask"   // Apply replaces each rune of a blocked word by '*'
 )
-
-// CodeBlocked is the error code of a comment refused in reject mode; the
-// HTTP layer answers it with 400.
-const CodeBlocked = "content_blocked"
 
 // Filter checks text against a blocked-word list.
 type Filter struct {
@@ -123,7 +119,7 @@ func (f *Filter) Apply(field, s string) (string, error) {
 	switch f.Mode() {
 	case ModeReject:
 		if _, ok := f.Match(s); ok {
-			return s, danmaku.Errorf(CodeBlocked, field, "contains a blocked word")
+			return s, danmaku.Errorf(danmaku.CodeBlocked, field, "contains a blocked word")
 		}
 	case ModeMask:
 		s, _ = f.Mask(s)

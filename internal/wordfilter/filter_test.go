@@ -87,7 +87,7 @@ func TestApply(t *testing.T) {
 		{"", "no SPOILER please", ""},
 		{ModeOff, "no SPOILER please", ""},
 		{ModeMask, "no ******* please", ""},
-		{ModeReject, "no SPOILER please", CodeBlocked},
+		{ModeReject, "no SPOILER please", danmaku.CodeBlocked},
 	} {
 		f := mustFilter(t, Config{Mode: tc.mode, Words: words})
 		out, err := f.Apply("messages[2].content", "no SPOILER please")
