@@ -268,9 +268,9 @@ func (c *conn) readMessage() bool {
 	case opPing:
 		c.send(pongFrame, pongFrameLen)
 	case opJoin:
-		c.join(f.joinReq())
+		c.join(joinReqOf(f))
 	case opSub:
-		c.subscribe(f.joinReq())
+		c.subscribe(joinReqOf(f))
 	case opUnsub:
 		c.unsubscribe(f.Room)
 	}

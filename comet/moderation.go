@@ -48,13 +48,6 @@ const codeBanned = danmaku.CodeBanned
 // goneMax bounds the deleted ids a room remembers.
 const goneMax = 1024
 
-// delFrame is the del frame: the ids of the room's deleted messages.
-type delFrame struct {
-	Op   string   `json:"op"`
-	Room string   `json:"room"`
-	IDs  []string `json:"ids"`
-}
-
 // idSet is a bounded set of ids: once it holds its size of them, adding
 // one forgets the oldest. The zero value is empty and allocates on the
 // first add. It is a room's memory of deleted message ids (timeline.gone)

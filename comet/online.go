@@ -3,17 +3,13 @@ package comet
 import (
 	"context"
 	"time"
+
+	"github.com/danmaku/danmaku"
 )
 
 // opOnline is the frame carrying a room's viewer count:
 // {"op":"online","room":"lobby","online":42}.
-const opOnline = "online"
-
-type onlineFrame struct {
-	Op     string `json:"op"`
-	Room   string `json:"room"`
-	Online int64  `json:"online"`
-}
+const opOnline = danmaku.OpOnline
 
 // onlineLoop keeps viewers' online counts current without clients polling
 // the API: once per OnlinePeriod each room with local viewers has its count

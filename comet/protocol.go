@@ -9,16 +9,17 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-// Ops of the WebSocket protocol (docs/protocol.md).
+// Ops of the WebSocket protocol (docs/protocol.md; declared in the root
+// package with the frames).
 const (
-	opJoin         = "join"
-	opSub          = "sub"
-	opUnsub        = "unsub"
-	opPing         = "ping"
-	opPong         = "pong"
-	opWelcome      = "welcome"
-	opUnsubscribed = "unsubscribed"
-	opError        = "error"
+	opJoin         = danmaku.OpJoin
+	opSub          = danmaku.OpSub
+	opUnsub        = danmaku.OpUnsub
+	opPing         = danmaku.OpPing
+	opPong         = danmaku.OpPong
+	opWelcome      = danmaku.OpWelcome
+	opUnsubscribed = danmaku.OpUnsubscribed
+	opError        = danmaku.OpError
 )
 
 // Error codes carried by error frames (declared with every other code in
@@ -40,15 +41,15 @@ const (
 	CloseUnavailable = websocket.CloseTryAgainLater
 )
 
-// clientFrame is a parsed client frame.
-type clientFrame struct {
-	Op   string `json:"op"`
-	Room string `json:"room,omitempty"`
-	// Since and Epoch ask a join to resume: every message of the room's
-	// timeline Epoch after position Since.
-	Since *int64 `json:"since,omitempty"`
-	Epoch string `json:"epoch,omitempty"`
-}
+// The frames of the protocol, as the root package declares them.
+type (
+	clientFrame       = danmaku.ClientFrame
+	welcomeFrame      = danmaku.Welcome
+	errorFrame        = danmaku.ErrorFrame
+	unsubscribedFrame = danmaku.Unsubscribed
+	delFrame          = danmaku.DelFrame
+	onlineFrame       = danmaku.OnlineFrame
+)
 
 // maxEpochLen bounds the epoch a client may send back; epochs are short
 // random ids.
@@ -103,8 +104,8 @@ func parseFrame(b []byte) (clientFrame, error) {
 	}
 }
 
-// joinReq is the join or sub f asks for.
-func (f clientFrame) joinReq() joinReq {
+// joinReqOf is the join or sub f asks for.
+func joinReqOf(f clientFrame) joinReq {
 	req := joinReq{room: f.Room, epoch: f.Epoch}
 	if f.Since != nil {
 		req.resume, req.since = true, *f.Since
@@ -115,41 +116,6 @@ func (f clientFrame) joinReq() joinReq {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// welcomeFrame is sent after every successful join.
-type welcomeFrame struct {
-	Op          string `json:"op"`
-	ConnID      string `json:"connId"`
-	Room        string `json:"room"`
-	Online      int64  `json:"online"`
-	HeartbeatMs int64  `json:"heartbeatMs"`
-	// Epoch and Pos are the room's timeline head as this comet knows it
-	// when the viewer joined: the last position it was given (in the
-	// history frame that follows, or before). "" and 0: no timeline yet.
-	Epoch string `json:"epoch"`
-	Pos   int64  `json:"pos"`
-	// Recovered answers a join with since: true when every message after
-	// since follows, false when the comet sends the recent history instead
-	// (another epoch, or since older than the kept history).
-	Recovered *bool `json:"recovered,omitempty"`
-}
-
-// errorFrame reports a client frame that could not be served; the
-// connection stays open unless a close follows. Room names the room the
-// refused join, sub or event was about (absent when there is none, or the
-// room id itself was invalid).
-type errorFrame struct {
-	Op      string `json:"op"`
-	Room    string `json:"room,omitempty"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// unsubscribedFrame confirms an unsub: no frame of the room follows it.
-type unsubscribedFrame struct {
-	Op   string `json:"op"`
-	Room string `json:"room"`
 }
 
 // prepare encodes v once as a text frame.
