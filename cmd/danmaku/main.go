@@ -367,6 +367,22 @@ func (m *Main) ensureTopic(ctx context.Context) error {
 	return m.logic.EnsureTopic(ctx)
 }
 
+// stopHTTP shuts srv down within logic.shutdown_timeout and waits until
+// its Serve returned (served closed); nil srv: never started.
+func (m *Main) stopHTTP(srv *http.Server, served chan struct{}, what string) error {
+	if srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	<-served
+	if err != nil {
+		return fmt.Errorf("%s shutdown: %w", what, err)
+	}
+	return nil
+}
+
 // Close shuts down in dependency order: stop taking requests, flush the
 // producer, let the job deliver what it buffered (the comet is still up to
 // take it), close viewers with 1001 and remove routes, then close the
@@ -375,22 +391,7 @@ func (m *Main) ensureTopic(ctx context.Context) error {
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
 		var errs []error
-		if m.http != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
-			if err := m.http.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			}
-			cancel()
-			<-m.served
-		}
-		if m.admin != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Logic.ShutdownTimeout)
-			if err := m.admin.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("admin http shutdown: %w", err))
-			}
-			cancel()
-			<-m.adminServed
-		}
+		errs = append(errs, m.stopHTTP(m.http, m.served, "http"), m.stopHTTP(m.admin, m.adminServed, "admin http"))
 		if m.logic != nil {
 			errs = append(errs, m.logic.Shutdown(context.Background()))
 		}
