@@ -37,6 +37,7 @@ const (
 	CodeBadRoom        = "bad_room"       // the room id fails CheckID
 	CodeTooManyRooms   = "too_many_rooms" // a sub beyond the connection's room limit
 	CodeFrameForbidden = "forbidden"      // the token does not allow the room
+	CodeTokenExpired   = "token_expired"  // a join or sub after the connection's token expired
 )
 
 // Error is the one error type of the service. Code is machine readable,

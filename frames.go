@@ -53,6 +53,9 @@ type ErrorFrame struct {
 	Room    string `json:"room,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfterMs tells a client whose op was rate_limited when the next
+	// one may come.
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 }
 
 // Unsubscribed confirms an unsub: no frame of the room follows it.

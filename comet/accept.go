@@ -21,16 +21,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	rooms := roomsOfURL(r)
+	rooms := roomsOfURL(r, s.cfg.MaxRoomsPerConn)
 	ip := remoteIP(r)
-	if !s.limiter.acquire(ip) {
+	key, ok := s.limiter.acquire(ip)
+	if !ok {
 		s.metrics.rejected("ip_limit")
-		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", ip))
+		httpx.WriteError(w, danmaku.Errorf(danmaku.ERATELIMIT, "", "too many connections from %s", s.limiter.key(ip)))
 		return
 	}
-	c := s.upgrade(w, r, uid, ip)
+	c := s.upgrade(w, r, uid, key)
 	if c == nil {
-		s.limiter.release(ip)
+		s.limiter.release(key)
 		return
 	}
 	c.claims = claims
@@ -39,19 +40,24 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	go c.readLoop(rooms)
 }
 
-// urlRooms are the rooms of a /ws URL: the joins to make, in order, and
-// the invalid room ids (each answered by an error frame).
+// urlRooms are the rooms of a /ws URL: the joins to make, in order, the
+// invalid room ids (each answered by an error frame), and the rooms beyond
+// the connection's limit: the first of them and how many (answered
+// together by one error frame).
 type urlRooms struct {
-	reqs []joinReq
-	bad  []error
+	reqs  []joinReq
+	bad   []error
+	over  string
+	nOver int
 }
 
 // roomsOfURL reads the rooms of the URL: every room parameter, in order,
-// once. A room resumes after since.ROOM of epoch.ROOM when those are given;
-// the plain since and epoch belong to the first room, so the one-room form
-// ?room=R&since=P&epoch=E keeps its meaning. A since that is not a
-// non-negative integer makes a fresh join.
-func roomsOfURL(r *http.Request) urlRooms {
+// once, up to limit; the rest are counted, not looked at. A room resumes
+// after since.ROOM of epoch.ROOM when those are given; the plain since and
+// epoch belong to the first room, so the one-room form ?room=R&since=P&
+// epoch=E keeps its meaning. A since that is not a non-negative integer
+// makes a fresh join.
+func roomsOfURL(r *http.Request, limit int) urlRooms {
 	q := r.URL.Query()
 	var u urlRooms
 	seen := map[string]bool{}
@@ -60,6 +66,13 @@ func roomsOfURL(r *http.Request) urlRooms {
 			continue
 		}
 		seen[room] = true
+		if len(u.reqs)+len(u.bad) >= limit {
+			if u.nOver == 0 {
+				u.over = room
+			}
+			u.nOver++
+			continue
+		}
 		if err := danmaku.CheckID("room", room); err != nil {
 			u.bad = append(u.bad, err)
 			continue
@@ -88,7 +101,7 @@ func (s *Server) admit(r *http.Request) (uid string, claims *auth.Claims, err er
 		s.metrics.rejected("shutting_down")
 		return "", nil, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "comet is shutting down")
 	}
-	if !originAllowed(s.cfg.AllowedOrigins, r) {
+	if !s.originAllowed(r) {
 		s.metrics.rejected("origin")
 		return "", nil, danmaku.Errorf(danmaku.CodeForbidden, "origin", "origin %q not allowed", r.Header.Get("Origin"))
 	}
@@ -99,14 +112,14 @@ func (s *Server) admit(r *http.Request) (uid string, claims *auth.Claims, err er
 // counted among the readers Shutdown waits for. It returns nil when the
 // handshake failed or the comet started shutting down meanwhile (that
 // viewer is closed with 1001).
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ip string) *conn {
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey string) *conn {
 	hj := &hijacker{ResponseWriter: w}
 	ws, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		s.metrics.rejected("handshake")
 		return nil
 	}
-	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ip: ip, seq: s.seq.Add(1)}
+	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ipKey: ipKey, seq: s.seq.Add(1)}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
 		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
@@ -131,7 +144,7 @@ func (s *Server) release(c *conn) {
 	c.ws.Close()
 	c.leaveAll()
 	s.hub.removeConn(c)
-	s.limiter.release(c.ip)
+	s.limiter.release(c.ipKey)
 	s.readers.Done()
 }
 

@@ -28,7 +28,7 @@ func TestRoomsOfURL(t *testing.T) {
 		{"room=b%3Ac&room=c&since=4&epoch=E", "c bad:1"},
 	}
 	for _, tc := range cases {
-		u := roomsOfURL(httptest.NewRequest("GET", "/ws?"+tc.query, nil))
+		u := roomsOfURL(httptest.NewRequest("GET", "/ws?"+tc.query, nil), 8)
 		var parts []string
 		for _, r := range u.reqs {
 			p := r.room

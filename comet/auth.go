@@ -4,24 +4,32 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/httpx"
 )
 
-// codeForbidden is the error frame of a join the viewer's token does not
-// allow; the viewer stays in its room.
-const codeForbidden = danmaku.CodeFrameForbidden
+// Error frames of a join the viewer's token does not allow; the viewer
+// stays in its rooms.
+const (
+	codeForbidden    = danmaku.CodeFrameForbidden // the room is not in the token's rooms
+	codeTokenExpired = danmaku.CodeTokenExpired   // the token expired after the socket opened
+)
 
-// viewer authenticates a /ws request and returns the viewer's user id and,
-// with auth on, its verified claims (nil with auth off). With auth off the
-// uid query parameter is taken as given (it only groups a user's tabs).
-// With auth on the token comes from the token query parameter (browsers
-// cannot set headers on a WebSocket) or "Authorization: Bearer"; the user
-// is the token's sub, and a uid parameter naming somebody else is refused.
+// viewer authenticates a /ws request and returns the viewer's user id and
+// its verified claims (nil when it showed no token). The token comes from
+// the token query parameter (browsers cannot set headers on a WebSocket)
+// or "Authorization: Bearer"; the user is then the token's sub, and a uid
+// parameter naming somebody else is refused. With auth on a token is
+// required. With auth off it is optional and checked when the comet has
+// keys: a token proves the uid, while a bare uid parameter is a claim,
+// which only groups a user's tabs and names the connection in Redis; user
+// notices go only to proven uids (see proven).
 func (s *Server) viewer(r *http.Request) (uid string, claims *auth.Claims, err error) {
 	q := r.URL.Query()
 	uid = q.Get("uid")
@@ -31,12 +39,12 @@ func (s *Server) viewer(r *http.Request) (uid string, claims *auth.Claims, err e
 			return "", nil, err
 		}
 	}
-	if s.verifier == nil {
-		return uid, nil, nil
-	}
 	tok := q.Get("token")
 	if tok == "" {
 		tok = auth.BearerToken(r)
+	}
+	if s.verifier == nil || (tok == "" && !s.authOn) {
+		return uid, nil, nil
 	}
 	c, err := s.verifier.Verify(tok)
 	if err != nil {
@@ -50,10 +58,28 @@ func (s *Server) viewer(r *http.Request) (uid string, claims *auth.Claims, err e
 	return c.Subject(), &c, nil
 }
 
-// mayJoin reports whether the connection's token allows room (always, with
-// auth off or a token without a rooms claim).
+// proven reports whether the connection's user id was proven by a token,
+// so it may receive the user's notices.
+func (c *conn) proven() bool { return c.claims != nil }
+
+// mayJoin checks that the connection's token allows room: always with
+// no token or a token without a rooms claim; never once the token has
+// expired (the socket keeps the rooms it holds, it joins no more). It
+// answers a refusal with an error frame about room and counts it.
 func (c *conn) mayJoin(room string) bool {
-	return c.claims == nil || c.claims.AllowsRoom(room)
+	switch {
+	case c.claims == nil:
+		return true
+	case !c.claims.ExpiresAt.IsZero() && time.Now().After(c.claims.ExpiresAt):
+		c.s.metrics.rejected("token_expired")
+		c.sendRoomError(room, codeTokenExpired, "room "+room+": the token has expired; reconnect with a fresh one to join rooms")
+		return false
+	case !c.claims.AllowsRoom(room):
+		c.s.metrics.rejected("forbidden_room")
+		c.sendRoomError(room, codeForbidden, "room "+room+": not allowed by the token")
+		return false
+	}
+	return true
 }
 
 // checkBearer compares the request's bearer token with secret in constant
@@ -68,10 +94,37 @@ func checkBearer(r *http.Request, secret string) bool {
 }
 
 // originAllowed applies Config.AllowedOrigins. Without an Origin header the
-// client is not a browser (no cross-site risk) and is allowed. With an
-// empty list only the page's own host may connect.
-func originAllowed(allowed []string, r *http.Request) bool {
-	return httpx.OriginAllowed(allowed, r)
+// client is not a browser (no cross-site risk) and is allowed. A listed
+// origin must match exactly, scheme included. With an empty list only the
+// page's own host may connect: an http or https origin (https when the
+// request came over TLS) naming the Host header. A Host that is a DNS name
+// passes only with Config.AllowHostOrigin: in a DNS rebinding attack the
+// attacker's name resolves to this comet, so Host and Origin both name the
+// attacker's site; IP addresses and localhost cannot be rebound.
+func (s *Server) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || len(s.cfg.AllowedOrigins) > 0 {
+		return httpx.OriginAllowed(s.cfg.AllowedOrigins, r)
+	}
+	u, err := url.Parse(origin)
+	if err != nil || !strings.EqualFold(u.Host, r.Host) || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if !strings.EqualFold(u.Scheme, scheme) {
+		return false
+	}
+	return s.cfg.AllowHostOrigin || unbindable(u.Hostname())
+}
+
+// unbindable reports whether host is an IP address or localhost, names
+// that DNS rebinding cannot point elsewhere.
+func unbindable(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // remoteIP is the connection's peer address without the port. Proxies are
@@ -84,38 +137,53 @@ func remoteIP(r *http.Request) string {
 	return host
 }
 
-// ipLimiter counts open connections per remote IP.
+// ipLimiter counts open connections per client: per IPv4 address, per
+// IPv6 network of the configured prefix length.
 type ipLimiter struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
+	max  int
+	mask net.IPMask // for IPv6 addresses
+	mu   sync.Mutex
+	n    map[string]int
 }
 
-func newIPLimiter(max int) *ipLimiter { return &ipLimiter{max: max, n: map[string]int{}} }
+func newIPLimiter(max, v6prefix int) *ipLimiter {
+	return &ipLimiter{max: max, mask: net.CIDRMask(v6prefix, 128), n: map[string]int{}}
+}
 
-// acquire takes a slot for ip, or reports false when ip is at its limit.
-func (l *ipLimiter) acquire(ip string) bool {
-	if l.max == 0 {
-		return true
+// key is what ip counts against: itself, or its IPv6 network.
+func (l *ipLimiter) key(ip string) string {
+	a := net.ParseIP(ip)
+	if a == nil || a.To4() != nil {
+		return ip
 	}
+	return (&net.IPNet{IP: a.Mask(l.mask), Mask: l.mask}).String()
+}
+
+// acquire takes a slot for ip and returns the key to release, or reports
+// false when ip's key is at its limit.
+func (l *ipLimiter) acquire(ip string) (string, bool) {
+	if l.max == 0 {
+		return "", true
+	}
+	k := l.key(ip)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n[ip] >= l.max {
-		return false
+	if l.n[k] >= l.max {
+		return "", false
 	}
-	l.n[ip]++
-	return true
+	l.n[k]++
+	return k, true
 }
 
-func (l *ipLimiter) release(ip string) {
+func (l *ipLimiter) release(k string) {
 	if l.max == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n[ip] <= 1 {
-		delete(l.n, ip)
+	if l.n[k] <= 1 {
+		delete(l.n, k)
 		return
 	}
-	l.n[ip]--
+	l.n[k]--
 }

@@ -37,10 +37,27 @@ type Config struct {
 	// AllowedOrigins lists the Origin values a browser may connect from
 	// ("https://example.com", or "*" for any). Empty means same host only;
 	// requests without an Origin header (non-browser clients) are accepted.
-	AllowedOrigins []string `yaml:"allowed_origins" help:"empty: same host only; [\"*\"]: any; or exact origins"`
+	AllowedOrigins []string `yaml:"allowed_origins" help:"empty: same host only (see allow_host_origin); [\"*\"]: any; or exact origins (scheme included)"`
+	// AllowHostOrigin lets the same-host check (AllowedOrigins empty)
+	// accept a page whose Origin names the request's Host by a DNS name.
+	// Off, only pages on an IP address or localhost pass it: a DNS name may
+	// be rebound to this comet's address by its owner (DNS rebinding), so a
+	// deployment under a name lists its origin in AllowedOrigins instead.
+	AllowHostOrigin bool `yaml:"allow_host_origin" help:"with allowed_origins empty: also accept a page whose origin is the Host header's DNS name (off: only IP addresses and localhost; list named origins in allowed_origins, which refuses DNS rebinding)"`
 	// MaxConnsPerIP bounds the open connections of one remote IP; 0 means
 	// no limit.
-	MaxConnsPerIP int `yaml:"max_conns_per_ip" help:"0: no limit"`
+	MaxConnsPerIP int `yaml:"max_conns_per_ip" help:"0: no limit; IPv6 addresses count per network of ipv6_prefix"`
+	// IPv6Prefix is the prefix length of the IPv6 networks MaxConnsPerIP
+	// counts: a client holds a whole /64 as a rule, so counting single
+	// addresses would not bound it (logic's address limits count /64s).
+	IPv6Prefix int `yaml:"ipv6_prefix" help:"max_conns_per_ip counts IPv6 clients per network of this prefix length (like logic's address limits: 64); 128: per address"`
+	// OpsRate and OpsBurst bound the room ops one connection sends (join,
+	// sub, unsub; a resume is a join or sub): a token bucket of OpsBurst
+	// refilled at OpsRate a second. An op beyond it gets the error frame
+	// rate_limited with retryAfterMs; the connection stays. The rooms of
+	// the URL do not count.
+	OpsRate  float64 `yaml:"ops_rate" help:"room ops (join, sub, unsub) one connection may send per second after its burst; beyond: error frame rate_limited with retryAfterMs; 0: no limit"`
+	OpsBurst int     `yaml:"ops_burst" help:"room ops one connection may send at once before ops_rate applies"`
 	// MaxFrameBytes is the largest client frame; a bigger one closes the
 	// connection with 1009.
 	MaxFrameBytes int64 `yaml:"max_frame_bytes" help:"larger client frame: close 1009"`
@@ -118,6 +135,9 @@ func DefaultConfig() Config {
 		InternalListen:    "127.0.0.1:8081",
 		Auth:              config.AuthOff,
 		MaxConnsPerIP:     256,
+		IPv6Prefix:        64,
+		OpsRate:           5,
+		OpsBurst:          20,
 		MaxFrameBytes:     4096,
 		MaxPushBytes:      4 << 20,
 		QueueSize:         64,
@@ -153,6 +173,12 @@ func (c *Config) Validate() error {
 		return config.CheckSecretLen("secret", c.Secret)
 	case c.MaxConnsPerIP < 0:
 		return config.Invalid("max_conns_per_ip", "must not be negative")
+	case c.IPv6Prefix < 1 || c.IPv6Prefix > 128:
+		return config.Invalid("ipv6_prefix", "must be between 1 and 128")
+	case c.OpsRate < 0:
+		return config.Invalid("ops_rate", "must not be negative")
+	case c.OpsRate > 0 && c.OpsBurst < 1:
+		return config.Invalid("ops_burst", "must be at least 1")
 	case c.MaxFrameBytes < 64:
 		return config.Invalid("max_frame_bytes", "must be at least 64")
 	case c.MaxPushBytes < 1024:

@@ -3,6 +3,7 @@ package comet
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -25,11 +26,15 @@ type conn struct {
 	fc   *frameConn // nil when the connection is not a socket
 	id   string
 	user string
-	ip   string
-	seq  uint64
-	// claims are the viewer's token (nil: auth off); set before the reader
-	// starts, read only by it.
+	// ipKey is what the connection counts against in the per-address
+	// limit (its address, or its IPv6 network).
+	ipKey string
+	seq   uint64
+	// claims are the viewer's token (nil: it showed none); set before the
+	// reader starts, read only by it and by the notice index.
 	claims *auth.Claims
+	// ops is the connection's budget of room ops; only the reader uses it.
+	ops opBucket
 
 	// mu guards members and nextReg (see rooms.go).
 	mu sync.Mutex
@@ -205,6 +210,11 @@ func (c *conn) start(u urlRooms) {
 		}
 		c.subscribe(req)
 	}
+	if u.nOver > 0 {
+		c.s.metrics.rejected("too_many_rooms")
+		c.sendRoomError(u.over, codeTooMany, fmt.Sprintf("room %s and %d more of the URL: a connection holds at most %d rooms",
+			u.over, u.nOver-1, c.s.cfg.MaxRoomsPerConn))
+	}
 }
 
 // alive extends the read deadline: the viewer showed it is there.
@@ -262,6 +272,9 @@ func (c *conn) readMessage() bool {
 		fe := err.(*frameError)
 		s.metrics.badFrame(fe.Code)
 		c.sendError(fe.Code, fe.Message)
+		return true
+	}
+	if f.Op != opPing && !c.mayOp(f.Room) {
 		return true
 	}
 	switch f.Op {

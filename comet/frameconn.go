@@ -67,6 +67,10 @@ type frameHeader struct {
 	hdrLen   int   // header bytes, masking key included
 	opcode   byte
 	masked   bool
+	// final is set for a frame with FIN and no RSV bit: the only form of
+	// a control frame RFC 6455 allows (control frames are never
+	// fragmented).
+	final bool
 }
 
 // payloadLen is the length of the frame's payload.
@@ -85,6 +89,7 @@ func parseHeader(b []byte) (h frameHeader, ok bool) {
 		return frameHeader{}, false
 	}
 	h.opcode = b[0] & 0x0f
+	h.final = b[0]&0xf0 == 0x80
 	h.masked = b[1]&0x80 != 0
 	n := uint64(b[1] & 0x7f)
 	h.hdrLen = 2
@@ -113,8 +118,9 @@ func parseHeader(b []byte) (h frameHeader, ok bool) {
 // consumeControl consumes the complete masked ping or pong frames at the
 // start of the buffer. It reports whether the buffer (at a frame boundary)
 // now starts with something for gorilla: a complete header of any other
-// frame, or of a control frame gorilla must reject (unmasked, or with a
-// payload over 125 bytes).
+// frame, or of a control frame gorilla must reject (unmasked, fragmented
+// or with RSV bits, or with a payload over 125 bytes), which it closes with
+// 1002.
 func (f *frameConn) consumeControl() (dataReady bool) {
 	for f.remain == 0 && f.r < f.w {
 		b := f.buf[f.r:f.w]
@@ -122,7 +128,7 @@ func (f *frameConn) consumeControl() (dataReady bool) {
 		if !ok {
 			return false
 		}
-		if (h.opcode != opcodePing && h.opcode != opcodePong) || !h.masked || h.payloadLen() > maxControlPayload {
+		if (h.opcode != opcodePing && h.opcode != opcodePong) || !h.masked || !h.final || h.payloadLen() > maxControlPayload {
 			return true // gorilla reads (or rejects) it
 		}
 		if int64(len(b)) < h.frameLen {

@@ -29,17 +29,18 @@ func TestParseHeader(t *testing.T) {
 	}{
 		{"empty", nil, frameHeader{}, false},
 		{"one byte", []byte{0x81}, frameHeader{}, false},
-		{"unmasked 7-bit", []byte{0x81, 5}, frameHeader{frameLen: 7, hdrLen: 2, opcode: 1}, true},
-		{"masked 7-bit", cat([]byte{0x89, 0x80 | 3}, key), frameHeader{frameLen: 9, hdrLen: 6, opcode: 9, masked: true}, true},
+		{"unmasked 7-bit", []byte{0x81, 5}, frameHeader{frameLen: 7, hdrLen: 2, opcode: 1, final: true}, true},
+		{"masked 7-bit", cat([]byte{0x89, 0x80 | 3}, key), frameHeader{frameLen: 9, hdrLen: 6, opcode: 9, masked: true, final: true}, true},
 		{"masked without its key", []byte{0x89, 0x80 | 3, 1, 2}, frameHeader{}, false},
 		{"16-bit short", []byte{0x82, 126, 1}, frameHeader{}, false},
-		{"16-bit", []byte{0x82, 126, 1, 0}, frameHeader{frameLen: 4 + 256, hdrLen: 4, opcode: 2}, true},
-		{"16-bit masked", cat([]byte{0x81, 0x80 | 126, 0, 200}, key), frameHeader{frameLen: 8 + 200, hdrLen: 8, opcode: 1, masked: true}, true},
+		{"16-bit", []byte{0x82, 126, 1, 0}, frameHeader{frameLen: 4 + 256, hdrLen: 4, opcode: 2, final: true}, true},
+		{"16-bit masked", cat([]byte{0x81, 0x80 | 126, 0, 200}, key), frameHeader{frameLen: 8 + 200, hdrLen: 8, opcode: 1, masked: true, final: true}, true},
 		{"64-bit short", []byte{0x82, 127, 0, 0, 0, 0, 0, 1, 0}, frameHeader{}, false},
-		{"64-bit", []byte{0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0}, frameHeader{frameLen: 10 + 65536, hdrLen: 10, opcode: 2}, true},
-		{"64-bit masked", cat([]byte{0x80, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 9}, key), frameHeader{frameLen: 14 + 9, hdrLen: 14, opcode: 0, masked: true}, true},
-		{"64-bit capped", []byte{0x82, 127, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, frameHeader{frameLen: 10 + maxFrameLen, hdrLen: 10, opcode: 2}, true},
+		{"64-bit", []byte{0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0}, frameHeader{frameLen: 10 + 65536, hdrLen: 10, opcode: 2, final: true}, true},
+		{"64-bit masked", cat([]byte{0x80, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 9}, key), frameHeader{frameLen: 14 + 9, hdrLen: 14, opcode: 0, masked: true, final: true}, true},
+		{"64-bit capped", []byte{0x82, 127, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, frameHeader{frameLen: 10 + maxFrameLen, hdrLen: 10, opcode: 2, final: true}, true},
 		{"flags ignored", []byte{0xf8, 0}, frameHeader{frameLen: 2, hdrLen: 2, opcode: 8}, true},
+		{"fragment", []byte{0x09, 0}, frameHeader{frameLen: 2, hdrLen: 2, opcode: 9}, true},
 	}
 	for _, tc := range cases {
 		h, ok := parseHeader(tc.in)
@@ -64,9 +65,10 @@ func maskedFrame16(opcode byte, payload []byte) []byte {
 // refSplit is an independent reading of RFC 6455 framing for frameConn's
 // contract: the bytes it must hand to gorilla, one segment per frame, and
 // the payloads of the pings it must consume. Masked ping and pong frames
-// with at most 125 bytes of payload are consumed once complete; every
-// other frame goes to gorilla whole, or up to the end of the stream; an
-// incomplete header or consumed frame at the end is never handed on.
+// with FIN, no RSV bit and at most 125 bytes of payload are consumed once
+// complete; every other frame goes to gorilla whole, or up to the end of
+// the stream; an incomplete header or consumed frame at the end is never
+// handed on.
 func refSplit(stream []byte) (segs, pings [][]byte) {
 	for pos := 0; pos < len(stream); {
 		b := stream[pos:]
@@ -97,7 +99,7 @@ func refSplit(stream []byte) (segs, pings [][]byte) {
 		}
 		total := uint64(hdr) + plen
 		op := b[0] & 0x0f
-		if (op == 0x9 || op == 0xA) && masked && plen <= 125 {
+		if (op == 0x9 || op == 0xA) && masked && plen <= 125 && b[0]&0xf0 == 0x80 {
 			if uint64(len(b)) < total {
 				break
 			}
@@ -238,6 +240,32 @@ func TestExtendedLengthPing(t *testing.T) {
 	mustReadOp(t, c, opPong)
 	if p := <-pongs; p != "ten bytes!" {
 		t.Fatalf("pong payload %q", p)
+	}
+}
+
+// A fragmented ping (FIN not set) is a protocol error (RFC 6455: control
+// frames are never fragmented): it is not answered, the connection is
+// closed with 1002.
+func TestFragmentedPingCloses1002(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	c := mustDial(t, s, "")
+	pongs := make(chan string, 1)
+	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+	frag := maskedFrame(0x9, []byte("part"))
+	frag[0] &^= 0x80 // FIN off
+	if _, err := c.UnderlyingConn().Write(frag); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err := c.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseProtocolError {
+		t.Fatalf("after a fragmented ping: %v, want close 1002", err)
+	}
+	select {
+	case p := <-pongs:
+		t.Fatalf("the fragmented ping was answered (%q)", p)
+	default:
 	}
 }
 

@@ -100,17 +100,19 @@ func mustDial(tb testing.TB, s *Server, query string) *websocket.Conn {
 
 // frame is any server frame, decoded loosely.
 type frame struct {
-	Op      string            `json:"op"`
-	ConnID  string            `json:"connId"`
-	Room    string            `json:"room"`
-	Online  int64             `json:"online"`
-	Heart   int64             `json:"heartbeatMs"`
-	Code    string            `json:"code"`
-	Message string            `json:"message"`
-	Msgs    []danmaku.Message `json:"msgs"`
-	Epoch   string            `json:"epoch"`
-	Pos     int64             `json:"pos"`
-	Replay  bool              `json:"replay"`
+	Op      string `json:"op"`
+	ConnID  string `json:"connId"`
+	Room    string `json:"room"`
+	Online  int64  `json:"online"`
+	Heart   int64  `json:"heartbeatMs"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// RetryAfterMs is the wait a rate_limited error frame names.
+	RetryAfterMs int64             `json:"retryAfterMs"`
+	Msgs         []danmaku.Message `json:"msgs"`
+	Epoch        string            `json:"epoch"`
+	Pos          int64             `json:"pos"`
+	Replay       bool              `json:"replay"`
 	// Recovered is nil when the welcome has no recovered field.
 	Recovered *bool `json:"recovered"`
 	// IDs are the deleted ids of a del frame.

@@ -151,8 +151,11 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 		switch {
 		case t.covers(req.epoch, req.since):
 			p.ring = true
-		case req.epoch == t.epoch && req.since >= t.last:
-			// Up to or ahead of what Redis and this comet hold: nothing to send.
+		case req.epoch == t.epoch && req.since == t.last:
+			// Up to what Redis and this comet hold: nothing to send. A
+			// since beyond the head (read from Redis for this join) names
+			// positions the room never had: not recovered, and the viewer
+			// is served from the head like a fresh join.
 		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
 			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.from:
 			p.msgs = append(t.visible(d.h.Msgs), t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)
@@ -219,6 +222,7 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	c.w.setGot(r, t.epoch, p.base)
 	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
 	r.addLocked(m)
+	m.online = w.Online
 	var items []item
 	switch {
 	case p.ring:

@@ -41,6 +41,7 @@ type metrics struct {
 	events         *prometheus.CounterVec
 	deletedMsgs    prometheus.Counter
 	notices        *prometheus.CounterVec
+	opsLimited     prometheus.Counter
 }
 
 // Reasons a room's history is read and gaps are repaired (label values).
@@ -77,6 +78,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		writeErrors:    counter("write_errors_total", "Writes to viewers that failed; the viewer is disconnected."),
 		slowConsumers:  counter("slow_consumer_disconnects_total", "Viewers disconnected (4008) because their send queue overflowed and the ring no longer held what they missed."),
 		accepted:       counter("connections_accepted_total", "WebSocket connections accepted."),
+		opsLimited:     counter("ops_rate_limited_total", "Room ops (join, sub, unsub) refused with rate_limited: the connection sent more than ops_burst at once or ops_rate a second."),
 		rejectedConns:  counterVec("connections_rejected_total", "Connections refused or closed for a policy reason.", "reason"),
 		badFrames:      counterVec("bad_frames_total", "Client frames answered with an error frame, by code.", "code"),
 		pushBatches:    counterVec("push_batches_total", "Batches received on the internal push endpoint, by result.", "result"),
@@ -129,7 +131,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
 		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
-		conns, rooms, held, registered)
+		m.opsLimited, conns, rooms, held, registered)
 	return m
 }
 
@@ -141,6 +143,7 @@ func (m *metrics) wrote(size int) {
 func (m *metrics) writeError()            { m.writeErrors.Inc() }
 func (m *metrics) slowConsumer()          { m.slowConsumers.Inc() }
 func (m *metrics) accept()                { m.accepted.Inc() }
+func (m *metrics) opLimited()             { m.opsLimited.Inc() }
 func (m *metrics) rejected(reason string) { m.rejectedConns.WithLabelValues(reason).Inc() }
 func (m *metrics) badFrame(code string)   { m.badFrames.WithLabelValues(code).Inc() }
 func (m *metrics) registryError()         { m.registryErrors.Inc() }

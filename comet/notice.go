@@ -55,7 +55,9 @@ func (s *noticeSeen) fresh(msgs []danmaku.Notice) []danmaku.Notice {
 }
 
 // userIndex is the comet's connections by user id, in shards picked like
-// the rooms'. Connections without a user id are not in it.
+// the rooms'. Only connections whose user id a token proved are in it: a
+// uid parameter alone is a claim anybody can make, and user notices are
+// private.
 type userIndex struct {
 	shards [numShards]struct {
 		mu    sync.RWMutex
@@ -64,7 +66,7 @@ type userIndex struct {
 }
 
 func (u *userIndex) add(c *conn) {
-	if c.user == "" {
+	if c.user == "" || !c.proven() {
 		return
 	}
 	sh := &u.shards[shardIndex(c.user)]
@@ -77,7 +79,7 @@ func (u *userIndex) add(c *conn) {
 }
 
 func (u *userIndex) remove(c *conn) {
-	if c.user == "" {
+	if c.user == "" || !c.proven() {
 		return
 	}
 	sh := &u.shards[shardIndex(c.user)]

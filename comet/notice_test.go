@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/route"
 )
 
 // noticeFrame is a user or all frame as a viewer decodes it.
@@ -60,17 +64,20 @@ func pushNotices(t *testing.T, s *Server, p danmaku.NoticePush) int {
 // notices' content and data, and nobody else; a redelivered notice is not
 // sent again; a closed tab leaves the user's connections.
 func TestNoticeToUser(t *testing.T) {
-	s, _ := mustStart(t, nil)
-	u, other := testkit.Uniq("u"), testkit.Uniq("u")
+	keys := tokens.New(t)
+	s := startWithKeys(t, keys, nil)
+	uid, other := uniqUID(), uniqUID()
+	u := strconv.FormatInt(uid, 10)
+	tok := "&token=" + keys.Token(t, uid, "", nil)
 	r1, r2 := testkit.Uniq("r"), testkit.Uniq("r")
 	tabs := []*websocket.Conn{
-		mustDial(t, s, "room="+r1+"&uid="+u),
-		mustDial(t, s, "room="+r2+"&uid="+u),
-		mustDial(t, s, "uid="+u),
+		mustDial(t, s, "room="+r1+"&uid="+u+tok),
+		mustDial(t, s, "room="+r2+tok),
+		mustDial(t, s, "uid="+u+tok),
 	}
 	mustReadOp(t, tabs[0], opWelcome)
 	mustReadOp(t, tabs[1], opWelcome)
-	bystanders := []*websocket.Conn{mustDial(t, s, "room="+r1+"&uid="+other), mustDial(t, s, "room="+r1)}
+	bystanders := []*websocket.Conn{mustDial(t, s, "room="+r1+"&token="+keys.Token(t, other, "", nil)), mustDial(t, s, "room="+r1)}
 	for _, ws := range bystanders {
 		mustReadOp(t, ws, opWelcome)
 	}
@@ -124,6 +131,71 @@ func TestNoticeToUser(t *testing.T) {
 	if got := pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n4}}}}); got != 2 {
 		t.Fatalf("after a tab closed: delivered %d, want 2", got)
 	}
+}
+
+// With auth off a uid parameter is a claim anybody can make: a viewer that
+// names user 42 without a token proving it gets none of user 42's notices,
+// whether or not the comet has keys; the user's own tab, with a token,
+// gets them. A token that fails verification is refused at the door even
+// with auth off.
+func TestUserNoticesNeedProof(t *testing.T) {
+	keys := tokens.New(t)
+	withKeys := startWithKeys(t, keys, nil)
+	noKeys, _ := mustStart(t, nil)
+	uid := uniqUID()
+	u := strconv.FormatInt(uid, 10)
+	for name, s := range map[string]*Server{"keys": withKeys, "no keys": noKeys} {
+		t.Run(name, func(t *testing.T) {
+			room := testkit.Uniq("r")
+			thief := mustDial(t, s, "room="+room+"&uid="+u)
+			mustReadOp(t, thief, opWelcome)
+			var owner *websocket.Conn
+			if s == withKeys {
+				owner = mustDial(t, s, "room="+room+"&token="+keys.Token(t, uid, "", nil))
+				mustReadOp(t, owner, opWelcome)
+				_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&token="+keys.Attacks(t, uid)[0].Token), nil)
+				if err == nil || resp == nil || resp.StatusCode != 401 {
+					t.Fatalf("expired token with auth off: %v %v, want 401", resp, err)
+				}
+			}
+			n := danmaku.Notice{ID: testkit.Uniq("n"), Content: "your order shipped to 1 Main St"}
+			got := pushNotices(t, s, danmaku.NoticePush{Op: danmaku.OpUser, Users: []danmaku.UserNotices{{User: u, Msgs: []danmaku.Notice{n}}}})
+			if owner != nil {
+				if ids := noticeIDs(readNotices(t, owner, danmaku.OpUser)); got != 1 || !slices.Equal(ids, []string{n.ID}) {
+					t.Fatalf("owner got %v (delivered %d)", ids, got)
+				}
+			} else if got != 0 {
+				t.Fatalf("delivered to %d connections, want 0", got)
+			}
+			expectNoFrame(t, thief, 300*time.Millisecond)
+		})
+	}
+}
+
+var lastUID atomic.Int64
+
+// uniqUID returns a user id no other test of the process uses.
+func uniqUID() int64 {
+	return time.Now().UnixMilli()%1_000_000_000*1000 + lastUID.Add(1)%1000
+}
+
+// startWithKeys starts a comet with auth off (unless mutate turns it on)
+// and a verifier of keys, so viewers may prove their uid with a token.
+func startWithKeys(t *testing.T, keys *tokens.Keys, mutate func(*Config)) *Server {
+	t.Helper()
+	cfg := testConfig(t)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s, err := New(cfg, Deps{Store: route.New(redisserver.Client(t)), Verifier: keys.Verifier(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
 }
 
 // TestNoticeToAll: a broadcast reaches every connection once, in a room or

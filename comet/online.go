@@ -13,9 +13,10 @@ const opOnline = danmaku.OpOnline
 
 // onlineLoop keeps viewers' online counts current without clients polling
 // the API: once per OnlinePeriod each room with local viewers has its count
-// over all comets read (one SCARD) and, when it changed since the last
-// round, sent to its local viewers as one prepared frame. One hub shard is
-// swept per tick, so the Redis calls spread over the period.
+// over all comets read (one SCARD) and sent, as one prepared frame, to the
+// local viewers that were not told that count yet (by their welcome or an
+// earlier frame). One hub shard is swept per tick, so the Redis calls
+// spread over the period.
 func (s *Server) onlineLoop() {
 	defer s.bg.Done()
 	if s.cfg.OnlinePeriod <= 0 {
@@ -23,7 +24,6 @@ func (s *Server) onlineLoop() {
 	}
 	t := time.NewTicker(max(s.cfg.OnlinePeriod/numShards, time.Millisecond))
 	defer t.Stop()
-	var last [numShards]map[string]int64 // count last sent, per shard and room
 	var rooms []string
 	next := 0
 	for {
@@ -32,40 +32,48 @@ func (s *Server) onlineLoop() {
 			return
 		case <-t.C:
 			rooms = s.hub.roomIDs(next, rooms[:0])
-			last[next] = s.sendOnline(rooms, last[next])
+			s.sendOnline(rooms)
 			next = (next + 1) % numShards
 		}
 	}
 }
 
-// sendOnline sends the count of each room whose count differs from prev,
-// and returns the counts now known (rooms gone since are forgotten).
-func (s *Server) sendOnline(rooms []string, prev map[string]int64) map[string]int64 {
-	if len(rooms) == 0 {
-		return nil
-	}
-	now := make(map[string]int64, len(rooms))
+// sendOnline reads the count of each of rooms and announces it.
+func (s *Server) sendOnline(rooms []string) {
 	for _, id := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 		n, err := s.rt.Online(ctx, id)
 		cancel()
 		if err != nil {
-			if old, ok := prev[id]; ok {
-				now[id] = old
-			}
 			continue
 		}
-		now[id] = n
-		if old, ok := prev[id]; ok && old == n {
+		s.cut(s.hub.announceOnline(id, n))
+	}
+}
+
+// announceOnline sends the count n of room id to its local viewers that
+// were told another one, and returns the viewers to cut.
+func (h *hub) announceOnline(id string, n int64) (slow []*conn) {
+	r := h.room(id)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var it item
+	for _, m := range r.members {
+		if m.online == n {
 			continue
 		}
-		f := onlineFrame{Op: opOnline, Room: id, Online: n}
-		_, slow := s.hub.deliver(id, item{pm: prepare(f), size: len(id) + 40, lossy: true}, nil)
-		for _, c := range slow {
-			c.slowConsumer()
+		if it.pm == nil {
+			it = item{pm: prepare(onlineFrame{Op: opOnline, Room: id, Online: n}), size: len(id) + 40, lossy: true}
+		}
+		m.online = n
+		if m.c.enqueue(it) == queueFull {
+			slow = append(slow, m.c)
 		}
 	}
-	return now
+	return slow
 }
 
 // roomIDs appends the ids of the rooms of shard i with local viewers to

@@ -21,7 +21,7 @@ func TestOnlinePerRoom(t *testing.T) {
 	if f := mustReadOp(t, y, opWelcome); f.Online != 2 {
 		t.Fatalf("welcome %+v, want 2 online", f)
 	}
-	expectOnlineFrames(t, x, map[string]int64{a: 1, b: 2})
+	expectOnlineFrames(t, x, map[string]int64{b: 2})
 	mustSend(t, y, map[string]string{"op": "unsub", "room": b})
 	expectOnlineFrames(t, x, map[string]int64{b: 1})
 }

@@ -33,9 +33,11 @@ type member struct {
 	// unregistration still under way cannot undo a later registration.
 	reg string
 	// r is the room once entered (nil before and after); idx is m's place
-	// in r.members, guarded by r.mu.
-	r   atomic.Pointer[room]
-	idx int
+	// in r.members and online the room's viewer count the viewer was last
+	// told (welcome or online frame), both guarded by r.mu.
+	r      atomic.Pointer[room]
+	idx    int
+	online int64
 }
 
 // member returns the connection's member of room, or nil.
@@ -123,15 +125,14 @@ func (c *conn) leave(m *member) {
 // or what a resume missed), and only then starts delivering the room's
 // batches, so the welcome is always the first frame of a room. A room the
 // connection holds already is answered with a welcome only. A room the
-// token does not allow gets the error frame forbidden, a room beyond
+// token does not allow gets the error frame forbidden (token_expired once
+// the token expired), a room beyond
 // MaxRoomsPerConn the error frame too_many_rooms; the connection keeps its
 // rooms. A room the user is banned from, or a registry that does not
 // answer, is handled by refused.
 func (c *conn) subscribe(req joinReq) {
 	s := c.s
 	if !c.mayJoin(req.room) {
-		s.metrics.rejected("forbidden_room")
-		c.sendRoomError(req.room, codeForbidden, "room "+req.room+": not allowed by the token")
 		return
 	}
 	w := welcomeFrame{Op: opWelcome, ConnID: c.id, Room: req.room, HeartbeatMs: s.cfg.PingPeriod.Milliseconds()}
@@ -140,6 +141,7 @@ func (c *conn) subscribe(req joinReq) {
 		if r := m.r.Load(); r != nil {
 			r.mu.Lock()
 			w.Epoch, w.Pos = r.tl.epoch, r.tl.last
+			m.online = w.Online
 			r.mu.Unlock()
 		}
 		c.sendItem(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
@@ -185,8 +187,6 @@ func (c *conn) refused(m *member, err error) {
 // room the token does not allow is refused before anything is left.
 func (c *conn) join(req joinReq) {
 	if !c.mayJoin(req.room) {
-		c.s.metrics.rejected("forbidden_room")
-		c.sendRoomError(req.room, codeForbidden, "room "+req.room+": not allowed by the token")
 		return
 	}
 	for _, m := range c.takeMembers(req.room) {

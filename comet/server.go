@@ -90,7 +90,8 @@ type Server struct {
 	joins     joinLines
 	limiter   *ipLimiter
 	upgrader  websocket.Upgrader
-	verifier  *auth.Verifier // nil: auth off
+	verifier  *auth.Verifier // nil: tokens are not checked (auth off, no keys)
+	authOn    bool           // comet.auth jwt: every viewer shows a token
 	connIDPfx string
 	seq       atomic.Uint64
 	started   time.Time
@@ -136,6 +137,8 @@ type Deps struct {
 	// own metrics.
 	Registerer prometheus.Registerer
 	// Verifier checks viewers' tokens; required when Config.Auth is jwt.
+	// With auth off it is optional: given, a viewer may prove its uid with
+	// a token and so receive the user's notices.
 	Verifier *auth.Verifier
 }
 
@@ -159,16 +162,15 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log:       log,
 		gatherer:  gatherer,
 		hub:       newHub(cfg),
-		limiter:   newIPLimiter(cfg.MaxConnsPerIP),
+		limiter:   newIPLimiter(cfg.MaxConnsPerIP, cfg.IPv6Prefix),
+		verifier:  d.Verifier,
+		authOn:    cfg.Auth == config.AuthJWT,
 		connIDPfx: "c-" + hex.EncodeToString(rnd[:]) + "-",
 		quit:      make(chan struct{}),
 		leaseDone: make(chan struct{}),
 	}
-	if cfg.Auth == config.AuthJWT {
-		if d.Verifier == nil {
-			return nil, errors.New("comet: comet.auth is jwt but Deps.Verifier is nil")
-		}
-		s.verifier = d.Verifier
+	if s.authOn && d.Verifier == nil {
+		return nil, errors.New("comet: comet.auth is jwt but Deps.Verifier is nil")
 	}
 	s.metrics = newMetrics(reg, s.hub, s.registryCounts)
 	s.upgrader = websocket.Upgrader{

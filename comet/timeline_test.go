@@ -132,6 +132,36 @@ func TestResumeUnrecoverable(t *testing.T) {
 	expectRange(t, positions(readMsgs(t, ws, 100)), 61, 100)
 }
 
+// A resume from a position beyond the room's head (in Redis too) names
+// messages the room never had: it is answered recovered:false with the
+// recent history, and the viewer gets the room's next messages, whether
+// the comet held the room already or not.
+func TestResumeBeyondHead(t *testing.T) {
+	s, store := mustStart(t, nil)
+	p := push.NewClient(testSecret, 2*time.Second)
+	defer p.Close()
+	heldRoom, newRoom := newTLRoom(t, store), newTLRoom(t, store)
+	heldRoom.write(3)
+	newRoom.write(3)
+	held, _ := joinWelcome(t, s, heldRoom.id, "")
+	mustReadOp(t, held, "msgs")
+	for _, tc := range []struct {
+		w     *tlRoom
+		since int64
+	}{{heldRoom, 10}, {newRoom, 4}} {
+		ws, wel := joinWelcome(t, s, tc.w.id, resumeQuery(tc.w.head.Epoch, tc.since))
+		if wel.Recovered == nil || *wel.Recovered || wel.Pos != 3 {
+			t.Fatalf("since %d: welcome %+v, want recovered:false at pos 3", tc.since, wel)
+		}
+		expectRange(t, positions([]frame{mustReadOp(t, ws, "msgs")}), 1, 3)
+		if n := mustPush(t, p, s, tc.w.write(1)); n < 1 {
+			t.Fatalf("push reached %d", n)
+		}
+		expectRange(t, positions(readMsgs(t, ws, 4)), 4, 4)
+	}
+	expectValue(t, s.metrics.resumes.WithLabelValues("unrecoverable"), 2, "unrecoverable resumes")
+}
+
 // A push whose first position is beyond the last one delivered has the
 // missing range read from Redis and delivered first, in one frame.
 func TestPushGapRepaired(t *testing.T) {

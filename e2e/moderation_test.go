@@ -19,6 +19,7 @@ import (
 type wsFrame struct {
 	Op, Room, Code, Epoch string
 	Pos                   int64
+	RetryAfterMs          int64
 	Recovered             *bool
 	Replay                bool
 	IDs                   []string

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 )
 
 const noticeAdminSecret = "stack-admin-secret-0123"
@@ -26,9 +28,13 @@ type noticeTab struct {
 	ids []string
 }
 
-func dialNoticeTab(t *testing.T, c *stack.Comet, uid, room string) *noticeTab {
+func dialNoticeTab(t *testing.T, keys *tokens.Keys, c *stack.Comet, uid, room string) *noticeTab {
 	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(c.WS()+"?uid="+uid+"&room="+room, nil)
+	n, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, _, err := websocket.DefaultDialer.Dial(c.WS()+"?room="+room+"&token="+keys.Token(t, n, "", nil), nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -108,12 +114,14 @@ func pushToUser(s *stack.Stack, uid string, n int) ([]string, error) {
 // user (two per user, on both comets) ends with each of its user's
 // notices exactly once.
 func TestFaultJobKilledDuringNotices(t *testing.T) {
-	s := stack.New(t, stack.Options{Logic: []string{"-logic.admin_secret", noticeAdminSecret}})
+	keys := tokens.New(t) // the tabs prove their user with a token
+	s := stack.New(t, stack.Options{Logic: []string{"-logic.admin_secret", noticeAdminSecret},
+		Comet: []string{"-auth.hmac_secret", string(keys.Secret)}})
 	users := []string{"51001", "51002", "51003", "51004"}
 	var tabs []*noticeTab
 	for i, u := range users {
-		tabs = append(tabs, dialNoticeTab(t, s.Comets[i%2], u, testkit.Uniq("n-")),
-			dialNoticeTab(t, s.Comets[(i+1)%2], u, testkit.Uniq("n-")))
+		tabs = append(tabs, dialNoticeTab(t, keys, s.Comets[i%2], u, testkit.Uniq("n-")),
+			dialNoticeTab(t, keys, s.Comets[(i+1)%2], u, testkit.Uniq("n-")))
 	}
 	// Both tabs of every user registered: a notice sent now reaches both.
 	testkit.SucceedsSoon(t, 10*time.Second, func() error {

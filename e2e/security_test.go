@@ -1,16 +1,25 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/danmaku/danmaku/internal/auth"
 
 	"github.com/gorilla/websocket"
 
@@ -506,4 +515,232 @@ func (r *secureRoles) checkHistoryFlood(t *testing.T) {
 	}
 	a, _ := read("203.0.113.52", 0)
 	expect(t, "another address", a, 200, "")
+}
+
+// cometRoles runs logic, job and two comets on one Redis of their own:
+// open has comet.auth off (the default) with keys, so a viewer may prove
+// its uid with a token; strict has comet.auth jwt with the same keys.
+type cometRoles struct {
+	secureRoles    // keys and logicURL (logic has auth off); cometWS unused
+	rdb            *redis.Client
+	open, strict   *proc
+	openWS, openIn string // open's /ws URL and internal address
+	strictWS       string
+}
+
+func startCometRoles(t *testing.T) *cometRoles {
+	rs := redisserver.New(t)
+	kafka := stack.DevKafka(t)
+	keys := tokens.New(t)
+	logicAddr, openAddr, openIn, strictAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
+	secret := "comet-attacks-push-secret"
+	start(t, "logic", "-config", "configs/logic.yaml", "-redis.addrs", rs.Addr, "-kafka.brokers", kafka,
+		"-logic.listen", logicAddr, "-logic.admin_secret", adminSecret)
+	start(t, "job", "-config", "configs/job.yaml", "-redis.addrs", rs.Addr, "-kafka.brokers", kafka,
+		"-job.metrics_addr", testkit.FreeAddr(t), "-job.push_secret", secret, "-job.window", "50ms")
+	comet := func(listen, internal string, extra ...string) *proc {
+		return start(t, "comet", append([]string{"-config", "configs/comet.yaml", "-log.level", "debug",
+			"-redis.addrs", rs.Addr, "-auth.hmac_secret", string(keys.Secret), "-comet.listen", listen,
+			"-comet.internal_listen", internal, "-comet.secret", secret}, extra...)...)
+	}
+	r := &cometRoles{secureRoles: secureRoles{keys: keys, logicURL: "http://" + logicAddr},
+		open: comet(openAddr, openIn), strict: comet(strictAddr, testkit.FreeAddr(t), "-comet.auth", "jwt"),
+		openWS: "ws://" + openAddr + "/ws", openIn: openIn, strictWS: "ws://" + strictAddr + "/ws"}
+	r.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { r.rdb.Close() })
+	getOK(t, r.logicURL+"/readyz")
+	getOK(t, "http://"+openAddr+"/healthz")
+	getOK(t, "http://"+strictAddr+"/healthz")
+	return r
+}
+
+func dialWS(t *testing.T, url string, h http.Header) *websocket.Conn {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
+	if err != nil {
+		t.Fatalf("dial %s: %v %v", url, resp, err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+func redisCommands(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no total_commands_processed in INFO stats")
+	return 0
+}
+
+// The comet's attacks (auth off unless said): each against the running
+// binaries, with the answer the fix gives.
+func TestCometAttacks(t *testing.T) {
+	r := startCometRoles(t)
+	k := r.keys
+	t.Run("user notices to a claimed uid", func(t *testing.T) {
+		room := testkit.Uniq("h2_")
+		thief := dialWS(t, r.openWS+"?room="+room+"&uid=4242", nil)
+		owner := dialWS(t, r.openWS+"?room="+room+"&token="+k.Token(t, 4242, "", nil), nil)
+		readOp(t, thief, "welcome")
+		readOp(t, owner, "welcome")
+		expect(t, "push to user 4242", r.post(t, "/logic/push/user", adminSecret, "",
+			`{"userId":4242,"messages":[{"content":"your address: 1 Main St"}]}`), 202, "")
+		if f := readOp(t, owner, "user"); len(f.Msgs) != 1 {
+			t.Fatalf("owner got %+v", f)
+		}
+		thief.SetReadDeadline(time.Now().Add(time.Second))
+		if _, b, err := thief.ReadMessage(); err == nil {
+			t.Fatalf("a viewer claiming uid 4242 without a token got %s", b)
+		}
+	})
+	t.Run("room op flood", r.flood)
+	t.Run("stale token", func(t *testing.T) {
+		a, b := testkit.Uniq("l1_"), testkit.Uniq("l1_")
+		exp := time.Now().Add(2 * time.Second)
+		tok, err := auth.Mint(k.Secret, auth.Claims{UID: 77, Rooms: []string{a, b}, ExpiresAt: exp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := dialWS(t, r.strictWS+"?room="+a+"&token="+tok, nil)
+		readOp(t, ws, "welcome")
+		time.Sleep(time.Until(exp) + 200*time.Millisecond)
+		ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"sub","room":"`+b+`"}`))
+		if f := readOp(t, ws, "error"); f.Code != "token_expired" || f.Room != b {
+			t.Fatalf("sub after the token expired: %+v", f)
+		}
+	})
+	t.Run("resume beyond the head", func(t *testing.T) {
+		room := testkit.Uniq("l3_")
+		v1 := dialWS(t, r.openWS+"?room="+room, nil)
+		readOp(t, v1, "welcome")
+		expect(t, "send", r.post(t, "/logic/send", "", "192.0.2.30", `{"roomId":"`+room+`","userId":5,"userName":"eve","messages":[{"content":"one"},{"content":"two"}]}`), 202, "")
+		f := readOp(t, v1, "msgs")
+		head := f.Msgs[len(f.Msgs)-1].Pos
+		v2 := dialWS(t, fmt.Sprintf("%s?room=%s&since=%d&epoch=%s", r.openWS, room, head+100, f.Epoch), nil)
+		if w := readOp(t, v2, "welcome"); w.Recovered == nil || *w.Recovered || w.Pos != head {
+			t.Fatalf("resume from %d with the head at %d: %+v, want recovered:false at %d", head+100, head, w, head)
+		}
+		expect(t, "send", r.post(t, "/logic/send", "", "192.0.2.30", `{"roomId":"`+room+`","userId":5,"userName":"eve","messages":[{"content":"three"}]}`), 202, "")
+		for {
+			if f := readOp(t, v2, "msgs"); f.Msgs[len(f.Msgs)-1].Pos == head+1 {
+				break
+			}
+		}
+	})
+	t.Run("too many rooms in the URL", func(t *testing.T) {
+		var q []string
+		for i := range 300 {
+			q = append(q, fmt.Sprintf("room=%s%d", testkit.Uniq("l6_"), i))
+		}
+		ws := dialWS(t, r.openWS+"?"+strings.Join(q, "&"), nil)
+		if f := readOp(t, ws, "error"); f.Code != "too_many_rooms" {
+			t.Fatalf("error frame %+v", f)
+		}
+		ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`))
+		readOp(t, ws, "pong") // one error frame, not a cut (4008)
+	})
+	t.Run("origin", func(t *testing.T) {
+		host := strings.TrimPrefix(strings.TrimSuffix(r.openWS, "/ws"), "ws://")
+		_, port, _ := net.SplitHostPort(host)
+		for name, h := range map[string]http.Header{
+			"DNS rebinding": {"Host": {"attacker.example:" + port}, "Origin": {"http://attacker.example:" + port}},
+			"other scheme":  {"Origin": {"https://" + host}},
+		} {
+			_, resp, err := websocket.DefaultDialer.Dial(r.openWS, h)
+			if err == nil || resp == nil || resp.StatusCode != 403 {
+				t.Fatalf("%s: %v %v, want 403", name, resp, err)
+			}
+		}
+	})
+	t.Run("fragmented ping", func(t *testing.T) {
+		ws := dialWS(t, r.openWS, nil)
+		frame := []byte{0x09, 0x80, 1, 2, 3, 4} // ping, FIN off, masked, empty
+		ws.UnderlyingConn().Write(frame)
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err := ws.ReadMessage()
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.CloseProtocolError {
+			t.Fatalf("after a fragmented ping: %v, want close 1002", err)
+		}
+	})
+	t.Run("tokens stay out of the logs", func(t *testing.T) {
+		good := k.Token(t, 78, "", nil)
+		dialWS(t, r.strictWS+"?room=x&token="+good, nil)
+		for _, a := range k.Attacks(t, 78) {
+			websocket.DefaultDialer.Dial(r.strictWS+"?room=x&token="+a.Token, nil)
+		}
+		for _, p := range []*proc{r.open, r.strict} {
+			logs := p.Logs()
+			for _, tok := range append([]string{good}, strings.Split(good, ".")[2]) {
+				if strings.Contains(logs, tok) {
+					t.Fatalf("%s logged a token", p.Name)
+				}
+			}
+		}
+	})
+}
+
+// flood is the op flood: 16 sockets from one address alternate join a /
+// join b as fast as the network takes them for 3 s. The comet refuses
+// what exceeds each socket's budget (rate_limited with retryAfterMs,
+// counted), so Redis sees a few thousand commands, not hundreds of
+// thousands.
+func (r *cometRoles) flood(t *testing.T) {
+	a, b := testkit.Uniq("m1_"), testkit.Uniq("m1_")
+	var limited, sent atomic.Int64
+	var wg sync.WaitGroup
+	before := redisCommands(t, r.rdb)
+	stop := time.Now().Add(3 * time.Second)
+	for range 16 {
+		ws := dialWS(t, r.openWS, nil)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				room := a
+				if i%2 == 1 {
+					room = b
+				}
+				if ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"join","room":"`+room+`"}`)) != nil {
+					return
+				}
+				sent.Add(1)
+				if i%2 == 1 {
+					time.Sleep(time.Millisecond) // ~600 pairs a second a socket at most
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				ws.SetReadDeadline(stop.Add(2 * time.Second))
+				_, data, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				var f wsFrame
+				if json.Unmarshal(data, &f) == nil && f.Code == "rate_limited" && f.RetryAfterMs > 0 {
+					limited.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cmds := redisCommands(t, r.rdb) - before
+	t.Logf("%d ops sent, %d refused rate_limited, %d Redis commands", sent.Load(), limited.Load(), cmds)
+	if limited.Load() == 0 || cmds > 15000 {
+		t.Fatalf("%d ops sent: %d refused, %d Redis commands; want refusals and at most 15000 commands", sent.Load(), limited.Load(), cmds)
+	}
+	m := string(getOK(t, "http://"+r.openIn+"/metrics"))
+	if !strings.Contains(m, "danmaku_comet_ops_rate_limited_total") || strings.Contains(m, "danmaku_comet_ops_rate_limited_total 0\n") {
+		t.Fatal("ops_rate_limited_total not counted")
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
@@ -47,6 +48,9 @@ type env struct {
 	kafka  config.Kafka
 	comets []*comet.Server
 	logic  *httptest.Server
+	// keys sign the tokens with which tabs prove their user to the
+	// comets (user notices go only to proven users).
+	keys *tokens.Keys
 }
 
 func newEnv(t *testing.T, comets int) *env {
@@ -58,7 +62,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	t.Helper()
 	topic := testkit.Uniq("rooms")
 	b := kafkabroker.Start(t, kafkabroker.Topic(topic, 4), kafkabroker.MinSessionTimeout(time.Second))
-	e := &env{t: t, rdb: rdb, store: route.New(rdb), broker: b,
+	e := &env{t: t, rdb: rdb, store: route.New(rdb), broker: b, keys: tokens.New(t),
 		kafka: config.Kafka{Brokers: b.Brokers(), Topic: topic, Partitions: 4, Replication: 1, Group: testkit.Uniq("group")}}
 	for i := 0; i < comets; i++ {
 		e.addComet()
@@ -88,7 +92,7 @@ func (e *env) addComet() *comet.Server {
 	cfg.RingSize = 4096
 	cfg.LeaseRenew, cfg.LeaseTTL = time.Second, 10*time.Second
 	cfg.MaxConnsPerIP = 0
-	s, err := comet.New(cfg, comet.Deps{Store: e.store})
+	s, err := comet.New(cfg, comet.Deps{Store: e.store, Verifier: e.keys.Verifier(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

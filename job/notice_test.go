@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +21,8 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit"
 )
 
-// tab is one WebSocket connection of a user (uid), in a room or in none,
-// that records the notices it receives, by op.
+// tab is one WebSocket connection of a user (uid, proven by a token), in a
+// room or in none, that records the notices it receives, by op.
 type tab struct {
 	conn *websocket.Conn
 	mu   sync.Mutex
@@ -32,7 +33,11 @@ type tab struct {
 
 func (e *env) tab(c *comet.Server, uid, room string) *tab {
 	t := e.t
-	q := "?uid=" + uid
+	n, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil {
+		t.Fatalf("uid %q: %v", uid, err)
+	}
+	q := "?uid=" + uid + "&token=" + e.keys.Token(t, n, "", nil)
 	if room != "" {
 		q += "&room=" + room
 	}

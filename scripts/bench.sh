@@ -50,6 +50,9 @@ LOGIC_PORT=$((PB + 90))
 JOB_METRICS_PORT=$((PB + 82))
 SECRET=bench-push-secret
 ADMIN_SECRET=bench-admin-secret-0123456789
+# The comets' auth.hmac_secret: U1's viewers prove their user with a token
+# (comets send user notices only to proven users).
+TOKEN_SECRET=bench-token-secret-0123456789abcdef
 mkdir -p "$OUT"
 BIN="$OUT/bin"
 LOGS="$OUT/logs"
@@ -168,6 +171,7 @@ start_comets() { # N
 			-redis.addrs "$REDIS_ADDRS" -comet.id "bench-c$k" \
 			-comet.listen "127.0.0.1:$p" -comet.internal_listen "127.0.0.1:$ip" \
 			-comet.advertise "127.0.0.1:$ip" -comet.secret "$SECRET" -comet.max_conns_per_ip 0 \
+			-auth.hmac_secret "$TOKEN_SECRET" \
 			${COMET_ARGS:-} 2>"$LOGS/comet$k.log" &
 		PIDS+=($!)
 		PROCS+=("comet$k=$!")
@@ -363,7 +367,8 @@ scenario_U1() {
 	rooms=$(val U1_ROOMS "$(scale 100 5)")
 	lt U1 -viewers "$(val U1_VIEWERS "$(scale 10000 50)")" -rooms "$rooms" -hot "$(awk -v n="$rooms" 'BEGIN { print 1 / n }')" \
 		-rate 0 -user-rate "$(val U1_RATE "$(scale 2000 20)")" -broadcast-rate "$(val U1_BROADCAST 1)" \
-		-duration "$(val U1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -admin-secret "$ADMIN_SECRET"
+		-duration "$(val U1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -admin-secret "$ADMIN_SECRET" \
+		-token-secret "$TOKEN_SECRET"
 }
 
 # SC: scale-out at fixed load on a 3-shard Redis Cluster: comets 1 -> 2 ->

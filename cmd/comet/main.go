@@ -66,7 +66,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.log = log
 	var verifier *auth.Verifier
-	if c.Comet.Auth == config.AuthJWT {
+	if c.Comet.Auth == config.AuthJWT || c.HasKeys() {
 		if verifier, err = auth.New(auth.Config(c.Auth)); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/testkit"
 )
 
@@ -34,13 +35,19 @@ func bannerShows(kind, text string) string {
 		strconv.Quote(kind) + ` && document.querySelector("#banner-text").textContent === ` + strconv.Quote(text) + `; })()`
 }
 
-// TestBrowserNotices: a push to a user reaches that user's page, in its
+// TestBrowserNotices: a push to a user reaches that user's page (proven by
+// its token), in its
 // room, as a banner and through onUser, and not a page of another user in
 // another room; a broadcast reaches both pages through onBroadcast and
 // shows as a banner; each notice is handed over once.
 func TestBrowserNotices(t *testing.T) {
 	const secret = "browser-admin-secret-0123456789"
-	m := startMain(t, func(c *Config) { c.Logic.AdminSecret = secret })
+	// User notices go to users a token proved: the pages get theirs from
+	// /dev/token, which the all-in-one serves with auth on and no keys.
+	m := startMain(t, func(c *Config) {
+		c.Logic.AdminSecret = secret
+		c.Logic.Auth, c.Comet.Auth = config.AuthJWT, config.AuthJWT
+	})
 	browser := newBrowser(t)
 	a := openPage(t, browser, m.URL(), testkit.Uniq("notice_a_"), true)
 	b := openPage(t, browser, m.URL(), testkit.Uniq("notice_b_"), false)

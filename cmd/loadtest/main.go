@@ -102,6 +102,7 @@ func run(args []string) int {
 	fs.Float64Var(&c.UserRate, "user-rate", 0, "notices per second to users drawn at random among the viewers (POST /logic/push/user); every viewer connects as a user of its own")
 	fs.Float64Var(&c.BroadcastRate, "broadcast-rate", 0, "broadcasts per second (POST /logic/broadcast) to every viewer")
 	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate and -broadcast-rate")
+	fs.StringVar(&c.TokenSecret, "token-secret", "", "the comets' auth.hmac_secret, for -user-rate: each viewer proves its user with a token it signs (comets send user notices only to proven users)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "pause between the ramp and sending")
 	fs.DurationVar(&c.Warmup, "warmup", 30*time.Second, "before the ramp, wait at most this long for one message to go through each comet (0: skip)")

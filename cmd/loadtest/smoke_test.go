@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 // comets on a private redis-server and the embedded Kafka broker.
 type stack struct {
 	bin, suffix, logicURL, jobMetrics, adminSecret string
+	tokenSecret                                    string // the comets' auth.hmac_secret
 	comets                                         []string
 	procs                                          []loadtest.Proc
 }
@@ -82,6 +83,7 @@ func startStack(t *testing.T) *stack {
 	kb := kafkabroker.Start(t, kafkabroker.Topic(topic, 4))
 	secret := "smoke-secret-" + suffix
 	adminSecret := "smoke-admin-secret-" + suffix
+	tokenSecret := "smoke-token-secret-0123456789-" + suffix
 	common := []string{"-log.level", "warn", "-redis.addrs", rs.Addr}
 	kafka := []string{"-kafka.brokers", kb.Addr(), "-kafka.topic", topic, "-kafka.partitions", "4", "-kafka.group", "lt-smoke-" + suffix}
 
@@ -101,14 +103,14 @@ func startStack(t *testing.T) *stack {
 		pid := start(t, bin, "comet", append(common, "-config", "../../configs/comet.yaml",
 			"-comet.id", fmt.Sprintf("smoke-%s-%d", suffix, k), "-comet.listen", pub,
 			"-comet.internal_listen", internal, "-comet.advertise", internal, "-comet.secret", secret,
-			"-comet.max_conns_per_ip", "0")...)
+			"-comet.max_conns_per_ip", "0", "-auth.hmac_secret", tokenSecret)...)
 		procs = append(procs, loadtest.Proc{Name: fmt.Sprintf("comet%d", k), PID: strconv.Itoa(pid)})
 		comets = append(comets, pub)
 		waitHTTP(t, "http://"+pub+"/healthz")
 	}
 	waitHTTP(t, "http://"+jobAddr+"/healthz")
 	waitHTTP(t, "http://"+logicAddr+"/logic/online?roomId=smoke")
-	return &stack{bin: bin, suffix: suffix, logicURL: "http://" + logicAddr, adminSecret: adminSecret,
+	return &stack{bin: bin, suffix: suffix, logicURL: "http://" + logicAddr, adminSecret: adminSecret, tokenSecret: tokenSecret,
 		jobMetrics: "http://" + jobAddr + "/metrics", comets: comets, procs: procs}
 }
 
@@ -197,7 +199,7 @@ func jitter(t *testing.T, s *stack) {
 // viewer once, every broadcast every viewer once.
 func notices(t *testing.T, s *stack) {
 	c := s.config("notices")
-	c.Rate, c.UserRate, c.BroadcastRate, c.AdminSecret = 0, 100, 2, s.adminSecret
+	c.Rate, c.UserRate, c.BroadcastRate, c.AdminSecret, c.TokenSecret = 0, 100, 2, s.adminSecret, s.tokenSecret
 	rep := runLoad(t, c)
 	n := rep.Notices
 	if n == nil {

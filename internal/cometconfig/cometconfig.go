@@ -32,7 +32,7 @@ func Default() Config {
 
 // Validate checks what the binary needs beyond its sections' own rules: a
 // Redis address, a push secret of the deployment's own (no placeholder, 16
-// bytes or more) and, with comet.auth jwt, the auth section.
+// bytes or more) and, with comet.auth jwt or keys named, the auth section.
 func (c *Config) Validate() error {
 	if err := config.RequireRedis(c.Redis); err != nil {
 		return err
@@ -40,8 +40,14 @@ func (c *Config) Validate() error {
 	if err := config.CheckSecret("comet.secret", c.Comet.Secret); err != nil {
 		return err
 	}
-	if c.Comet.Auth == config.AuthJWT {
+	if c.Comet.Auth == config.AuthJWT || c.HasKeys() {
 		return c.Auth.Require()
 	}
 	return nil
+}
+
+// HasKeys reports whether the auth section names keys: with comet.auth off
+// they let a viewer prove its uid with a token (to receive user notices).
+func (c *Config) HasKeys() bool {
+	return c.Auth.HMACSecret != "" || len(c.Auth.PublicKeys) > 0
 }

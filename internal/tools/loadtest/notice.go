@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/auth"
 )
 
 // Notice runs (scenario U1): every viewer is a user of its own (viewer i
@@ -389,10 +391,20 @@ func userBaseFor(now time.Time) int64 {
 	return (now.UnixNano()/int64(time.Millisecond)%1_000_000 + 1) * 1_000_000
 }
 
-// uidQuery is the uid parameter of viewer idx, "" outside notice runs.
-func uidQuery(base int64, idx int) string {
+// uidQuery is the uid parameter of viewer idx, with a token signed by
+// secret that proves it; "" outside notice runs.
+func uidQuery(base int64, secret string, idx int) string {
 	if base == 0 {
 		return ""
 	}
-	return "&uid=" + strconv.FormatInt(base+int64(idx)+1, 10)
+	uid := base + int64(idx) + 1
+	q := "&uid=" + strconv.FormatInt(uid, 10)
+	if secret == "" {
+		return q
+	}
+	tok, err := auth.Mint([]byte(secret), auth.Claims{UID: uid, ExpiresAt: time.Now().Add(24 * time.Hour)})
+	if err != nil {
+		return q
+	}
+	return q + "&token=" + tok
 }

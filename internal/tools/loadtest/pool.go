@@ -64,6 +64,10 @@ type PoolSpec struct {
 	// UserBase > 0: viewer i connects as user UserBase+i+1 and accounts
 	// the notices it gets (notice.go).
 	UserBase int64 `json:"userBase,omitempty"`
+	// TokenSecret signs the token with which each such viewer proves its
+	// user to the comets (auth.hmac_secret); comets deliver user notices
+	// only to proven users.
+	TokenSecret string `json:"tokenSecret,omitempty"`
 }
 
 // Progress is a snapshot of the ramp.
@@ -290,7 +294,7 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + uidQuery(p.spec.UserBase, v.idx)}
+	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + uidQuery(p.spec.UserBase, p.spec.TokenSecret, v.idx)}
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
 		return nil, welcome{}, dialError(resp, err)

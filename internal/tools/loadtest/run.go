@@ -85,16 +85,19 @@ type Config struct {
 	UserRate      float64
 	BroadcastRate float64
 	AdminSecret   string
-	Senders       int
-	Users         int
-	Timeout       time.Duration
-	PerPost       int           // messages per request
-	Settle        time.Duration // pause between ramp and sending
-	Idle          time.Duration // idle measurement before sending
-	Drain         time.Duration // wait after the last send before counting
-	MaxDrain      time.Duration // then keep waiting while deliveries still arrive, up to this
-	Warmup        time.Duration // bound of the end-to-end check before the ramp; 0: skip
-	Steps         []Step        // ingest mode: replaces Rate/Duration
+	// TokenSecret is the comets' auth.hmac_secret: notice runs' viewers
+	// prove their user with a token it signs.
+	TokenSecret string
+	Senders     int
+	Users       int
+	Timeout     time.Duration
+	PerPost     int           // messages per request
+	Settle      time.Duration // pause between ramp and sending
+	Idle        time.Duration // idle measurement before sending
+	Drain       time.Duration // wait after the last send before counting
+	MaxDrain    time.Duration // then keep waiting while deliveries still arrive, up to this
+	Warmup      time.Duration // bound of the end-to-end check before the ramp; 0: skip
+	Steps       []Step        // ingest mode: replaces Rate/Duration
 
 	// Drops during sending (see PoolSpec): every viewer once for about
 	// Jitter; a Churn share of them ChurnDrops times, away up to
@@ -231,7 +234,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
 			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
 			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects,
-			Standby: c.Standby, UserBase: userBase}
+			Standby: c.Standby, UserBase: userBase, TokenSecret: c.TokenSecret}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
