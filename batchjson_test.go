@@ -62,6 +62,8 @@ func TestEnvelopeMsgJSONOnlyWhenReusable(t *testing.T) {
 		"with pos":   `{"v":1,"room":"r","msg":{"id":"m1","content":"c","pos":3}}`,
 		"tombstone":  `{"v":1,"room":"r","msg":{"id":"m1","deleted":true}}`,
 		"escaped id": `{"v":1,"room":"r","msg":{"id":"m\u0031","content":"c"}}`,
+		"room first": `{"room":"r","v":1,"msg":{"id":"m1","content":"c"}}`,
+		"spaced":     `{"v":1,"room":"r","msg": {"id":"m1","content":"c"}}`,
 	} {
 		env, err := danmaku.UnmarshalEnvelope([]byte(rec))
 		if err != nil || env.Msg.ID != "m1" {

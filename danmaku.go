@@ -6,8 +6,10 @@
 package danmaku
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -68,18 +70,12 @@ type Envelope struct {
 	User   string  `json:"user,omitempty"`
 	All    bool    `json:"all,omitempty"`
 	// MsgJSON is Msg as the record carries it, set by UnmarshalEnvelope
-	// when those bytes can stand for Msg in the room's history and in
+	// for a record laid out as MarshalEnvelope writes it when those bytes
+	// can stand for Msg in the room's history and in
 	// pushes (an object whose first field is the id, without a position or
 	// a tombstone mark): job stores and pushes them instead of encoding Msg
 	// again.
 	MsgJSON []byte `json:"-"`
-}
-
-// envelopeWire decodes an Envelope with its message's bytes kept: its Msg
-// hides Envelope.Msg.
-type envelopeWire struct {
-	Envelope
-	Msg json.RawMessage `json:"msg"`
 }
 
 // MarshalEnvelope encodes one message of room as a Kafka record value.
@@ -104,18 +100,12 @@ func MarshalEvent(ev Event) ([]byte, error) {
 // an empty message id, an invalid event or an invalid notice is an EINVALID
 // error: it can never be delivered and the consumer counts and skips it.
 func UnmarshalEnvelope(b []byte) (Envelope, error) {
-	var w envelopeWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return w.Envelope, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
 	}
-	e := w.Envelope
-	if len(w.Msg) > 0 && string(w.Msg) != "null" {
-		if err := json.Unmarshal(w.Msg, &e.Msg); err != nil {
-			return e, Errorf(EINVALID, "envelope.msg", "decode envelope: %v", err)
-		}
-		if e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(w.Msg, e.Msg.ID) {
-			e.MsgJSON = w.Msg
-		}
+	if raw := msgBytes(b, e.Room); raw != nil && e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(raw, e.Msg.ID) {
+		e.MsgJSON = bytes.Clone(raw) // b may be reused by the caller
 	}
 	if e.V < 1 || e.V > NoticeEnvelopeVersion {
 		return e, Errorf(EINVALID, "envelope.v", "unsupported envelope version %d", e.V)
@@ -166,6 +156,19 @@ type Batch struct {
 // OpMsgs is the op of a frame carrying messages.
 const OpMsgs = "msgs"
 
+// msgBytes returns the bytes of the message of b, a record value, when b
+// is laid out as MarshalEnvelope writes one, {"v":1,"room":"<room>",
+// "msg":{...}}; otherwise nil.
+func msgBytes(b []byte, room string) []byte {
+	const head, mid = `{"v":1,"room":"`, `","msg":{`
+	n := len(head) + len(room)
+	if len(b) < n+len(mid)+2 || string(b[:len(head)]) != head || string(b[len(head):n]) != room ||
+		string(b[n:n+len(mid)]) != mid || string(b[len(b)-2:]) != "}}" {
+		return nil
+	}
+	return b[n+len(mid)-1 : len(b)-1]
+}
+
 // idFirst reports whether raw, a JSON object, starts with the field "id"
 // holding id as it is, unescaped.
 func idFirst(raw []byte, id string) bool {
@@ -181,6 +184,11 @@ func idFirst(raw []byte, id string) bool {
 // those messages in Msgs, so a message encoded once is stored and pushed
 // as it is.
 func AppendBatchJSON(dst []byte, b Batch, msgs [][]byte, pos []int64) []byte {
+	n := 96 + len(b.Room) + len(b.Epoch)
+	for _, m := range msgs {
+		n += len(m) + 28 // ,"pos":<up to 19 digits>, and a comma
+	}
+	dst = slices.Grow(dst, n)
 	dst = append(dst, `{"op":`...)
 	dst = appendJSONString(dst, b.Op)
 	dst = append(dst, `,"room":`...)
