@@ -163,6 +163,13 @@ func TestHelmChart(t *testing.T) {
 				}
 				checkHPAs(t, m)
 				checkIngress(t, m)
+				// The page of the Ingress' name may open /ws and send.
+				for _, env := range []string{"DANMAKU_COMET_ALLOWED_ORIGINS", "DANMAKU_LOGIC_ALLOWED_ORIGINS"} {
+					r := strings.ToLower(strings.Split(env, "_")[1])
+					if e, _ := roles[r].env(env); e.Value != "https://live.example.com" {
+						t.Errorf("%s: %s = %q, want the Ingress' origin", r, env, e.Value)
+					}
+				}
 				for _, r := range []string{"logic", "comet"} {
 					if e, _ := roles[r].env("DANMAKU_" + strings.ToUpper(r) + "_AUTH"); e.Value != "jwt" {
 						t.Errorf("%s: auth %q, want jwt", r, e.Value)

@@ -226,3 +226,20 @@ spec:
       {{- include "danmaku.selector" (list (index . 0) (index . 1)) | nindent 6 }}
 {{- end }}
 {{- end -}}
+
+{{/* Browser origins a role accepts: its allowedOrigins, or with the Ingress
+on and none listed, the Ingress' origin (the comet refuses a page of a DNS
+name it was not told, to stop DNS rebinding). (list $ roleValues) */}}
+{{- define "danmaku.allowedOrigins" -}}
+{{- $ := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if $v.allowedOrigins -}}
+{{- join "," $v.allowedOrigins -}}
+{{- else if $.Values.ingress.enabled -}}
+{{- include "danmaku.ingressOrigin" $ -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "danmaku.ingressOrigin" -}}
+{{- printf "%s://%s" (ternary "https" "http" (not (empty .Values.ingress.tls))) .Values.ingress.host -}}
+{{- end -}}
