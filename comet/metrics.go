@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -121,6 +122,19 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		_, n := registry()
 		return float64(n)
 	})
+	// Every series a dashboard or alert reads exists from the start.
+	telemetry.Precreate(m.rejectedConns.MetricVec, []string{"ip_limit", "shutting_down", "origin", "handshake", "bad_uid",
+		"token", "frame_too_big", "bad_utf8", "banned", "forbidden_room", "too_many_rooms"})
+	telemetry.Precreate(m.badFrames.MetricVec, []string{codeBadJSON, codeBadRoom, codeUnknownOp})
+	telemetry.Precreate(m.pushBatches.MetricVec, []string{"ok", "shutting_down", "unauthorized", "bad_request"})
+	telemetry.Precreate(m.replays.MetricVec, []string{"ring", "redis"})
+	telemetry.Precreate(m.resumes.MetricVec, []string{"recovered", "unrecoverable"})
+	triggers := []string{repairPushGap, repairCheck, repairJoin, repairDels}
+	telemetry.Precreate(m.gapRepairs.MetricVec, triggers)
+	telemetry.Precreate(m.repairedMsgs.MetricVec, triggers)
+	telemetry.Precreate(m.historyReads.MetricVec, []string{"push", "check", "join", "backfill", "deletions"})
+	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban"})
+	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"})
 	for _, k := range []string{regReregister, regReconcile, regLeftover} {
 		m.repairs.WithLabelValues(k)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/telemetry"
 )
 
 // metrics are the job's Prometheus series, all named danmaku_job_*. Labels
@@ -100,6 +101,10 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		undeliveredUnavailable, undeliveredRejected, undeliveredUnauth} {
 		m.undelivered.WithLabelValues(c)
 	}
+	// Every series a dashboard or alert reads exists from the start.
+	telemetry.Precreate(m.retries.MetricVec, []string{"redis", "push", "busy_claim"})
+	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban"}, []string{"delivered", "duplicate"})
+	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"}, []string{"delivered", "no_route", "duplicate"})
 	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/danmaku/danmaku/internal/telemetry"
 )
 
 // metrics are the logic role's Prometheus series, all named
@@ -68,6 +70,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.historyLimited, m.historyCut, m.admin, m.notices, m.produce)
+	// Every series a dashboard or alert reads exists from the start.
+	telemetry.Precreate(m.requests.MetricVec, []string{"send"}, []string{"202", "400", "401", "403", "429", "503"})
+	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "push_user", "broadcast", "admin"}, []string{"200"})
+	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden"})
+	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload"},
+		[]string{"ok", "error", "unauthenticated", "disabled"})
+	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})
+	telemetry.Precreate(m.produce.MetricVec, []string{"ok", "error"})
 	return m
 }
 

@@ -5,6 +5,7 @@ package telemetry
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -19,7 +20,7 @@ import (
 )
 
 // NewLogger builds a logger from c writing to stderr: JSON for
-// production, a human-readable console format for development, with
+// production (the time as "ts" in RFC 3339 with milliseconds, UTC), a human-readable console format for development, with
 // sampling so a burst of identical lines costs little. The console format
 // is coloured only when stderr is a terminal (and NO_COLOR is unset), so
 // redirected logs hold no escape codes.
@@ -42,7 +43,9 @@ func newLogger(c config.Log, out zapcore.WriteSyncer, colour bool) (*zap.Logger,
 		ec.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly + ".000")
 		enc = zapcore.NewConsoleEncoder(ec)
 	} else {
-		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+		ec := zap.NewProductionEncoderConfig()
+		ec.EncodeTime = rfc3339Millis
+		enc = zapcore.NewJSONEncoder(ec)
 	}
 	core := zapcore.NewCore(enc, out, zap.NewAtomicLevelAt(level))
 	if c.SampleFirst > 0 {
@@ -51,9 +54,26 @@ func newLogger(c config.Log, out zapcore.WriteSyncer, colour bool) (*zap.Logger,
 	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(zapcore.Lock(os.Stderr))), nil
 }
 
+// rfc3339Millis writes a JSON line's "ts" as RFC 3339 in UTC with
+// milliseconds (2026-11-25T21:43:40.123Z), which log stores and people read
+// without converting a float epoch.
+func rfc3339Millis(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+	enc.AppendString(t.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
 // colourTerminal reports whether f is a terminal that should get colours.
 func colourTerminal(f *os.File) bool {
 	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+		return false
+	}
+	return Terminal(f)
+}
+
+// Terminal reports whether w is a terminal (a character device), where
+// output redrawn in place or coloured is read by a person, not stored.
+func Terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
 		return false
 	}
 	st, err := f.Stat()
@@ -122,4 +142,25 @@ func (t teeRegisterer) Unregister(c prometheus.Collector) bool {
 	a := t[0].Unregister(c)
 	b := t[1].Unregister(c)
 	return a || b
+}
+
+// Precreate creates vec's series for every combination of the given label
+// values (one list per label, in the vec's label order), each at zero. A
+// series that exists only after its first event shows "no data" on a
+// dashboard and never fires a rate alert, so every label value known in
+// advance (reasons, results, codes) is created at registration.
+func Precreate(vec *prometheus.MetricVec, values ...[]string) {
+	var walk func(prefix []string, rest [][]string)
+	walk = func(prefix []string, rest [][]string) {
+		if len(rest) == 0 {
+			if _, err := vec.GetMetricWithLabelValues(prefix...); err != nil {
+				panic(fmt.Sprintf("telemetry: precreate %v: %v", prefix, err))
+			}
+			return
+		}
+		for _, v := range rest[0] {
+			walk(append(prefix[:len(prefix):len(prefix)], v), rest[1:])
+		}
+	}
+	walk(nil, values)
 }

@@ -2,10 +2,13 @@ package telemetry
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
@@ -102,5 +105,39 @@ func TestMetrics(t *testing.T) {
 	}
 	if !reg.Unregister(c) || strings.Contains(scrape(t, outer), "tee_total") || strings.Contains(scrape(t, g), "tee_total") {
 		t.Fatal("unregister left the counter behind")
+	}
+}
+
+// A JSON line's ts is RFC 3339 in UTC with milliseconds, not a float epoch.
+func TestJSONTimeRFC3339(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(config.DefaultLog(), zapcore.AddSync(&buf), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	log.Info("x")
+	var line struct{ TS any }
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := line.TS.(string)
+	if !ok || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(s) {
+		t.Fatalf("ts = %#v, want RFC 3339 with milliseconds in UTC", line.TS)
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, s); err != nil || ts.Before(before) || time.Since(ts) > time.Minute {
+		t.Fatalf("ts %s: %v", s, err)
+	}
+}
+
+// Precreate makes every combination of the given label values a series.
+func TestPrecreate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "x"}, []string{"op", "result"})
+	reg.MustRegister(v)
+	Precreate(v.MetricVec, []string{"a", "b"}, []string{"ok", "error", "late"})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].Metric) != 6 {
+		t.Fatalf("gathered %v %v", mfs, err)
 	}
 }
