@@ -117,7 +117,13 @@ func startStack(t *testing.T) *stack {
 // steady: every accepted message must reach every viewer of its room
 // exactly once.
 func steady(t *testing.T, s *stack) {
-	rep := runLoad(t, s.config("smoke"))
+	c := s.config("smoke")
+	var progress strings.Builder // not a terminal: no bars, no \r
+	c.Progress = &progress
+	rep := runLoad(t, c)
+	if out := progress.String(); strings.Contains(out, "\r") || !strings.Contains(out, "connect 200/200") {
+		t.Errorf("progress off a terminal: %q", out)
+	}
 	if rep.Processes != 2 {
 		t.Errorf("viewer processes = %d, want 2", rep.Processes)
 	}

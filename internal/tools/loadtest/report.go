@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -237,12 +238,12 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	p("viewers %d on %d comet(s) in %d room(s), %d viewer process(es); ramp %.1fs", rep.Viewers, rep.Comets, rep.Rooms, rep.Processes, rep.RampS)
 	v := rep.ViewerStats
-	p("  connected %d  failed %d %v  closed early %d %v  whole-time %d exact + %d counted",
-		v.Connected, v.Failed, v.Failures, v.ClosedEarly, v.Closes, v.WholeTimeExact, v.WholeTimeCounted)
+	p("  connected %d  failed %d%s  closed early %d%s  whole-time %d exact + %d counted",
+		v.Connected, v.Failed, parts(v.Failures), v.ClosedEarly, parts(v.Closes), v.WholeTimeExact, v.WholeTimeCounted)
 	p("  accounting: %s", rep.Accounting)
 	s := rep.Send
-	p("send: sent %d accepted %d rejected %v errors %v (%.0f/s over %.1fs); late sends %d (max lag %.1f ms)",
-		s.Sent, s.Accepted, s.Rejected, s.Errors, s.AcceptedPerS, s.DurationS, s.LateSends, s.MaxLagMs)
+	p("send: sent %d accepted %d rejected %s errors %s (%.0f/s over %.1fs); late sends %d (max lag %.1f ms)",
+		s.Sent, s.Accepted, counts(s.Rejected), counts(s.Errors), s.AcceptedPerS, s.DurationS, s.LateSends, s.MaxLagMs)
 	if rep.DrainS > 0 {
 		p("  drain %.1fs (until deliveries stopped)", rep.DrainS)
 	}
@@ -251,8 +252,8 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	p("  POST latency p50 %.2f ms  p99 %.2f ms  max %.1f ms", s.PostP50Ms, s.PostP99Ms, s.PostMaxMs)
 	for _, st := range rep.Ingest {
-		p("  ingest %-22s accepted %8.0f msg/s (%6.0f req/s)  p50 %6.2f ms  p99 %7.2f ms  late %d  took %.1fs  rejected %v errors %v",
-			st.Step, st.AcceptedPerS, float64(st.Posts)/math.Max(st.DurationS, 1e-9), st.PostP50Ms, st.PostP99Ms, st.LateSends, st.DurationS, st.Rejected, st.Errors)
+		p("  ingest %-22s accepted %8.0f msg/s (%6.0f req/s)  p50 %6.2f ms  p99 %7.2f ms  late %d  took %.1fs  rejected %s errors %s",
+			st.Step, st.AcceptedPerS, float64(st.Posts)/math.Max(st.DurationS, 1e-9), st.PostP50Ms, st.PostP99Ms, st.LateSends, st.DurationS, counts(st.Rejected), counts(st.Errors))
 	}
 	if rep.MaxIngestPerS > 0 {
 		p("  max accepted msg/s with p99 < 50 ms: %.0f", rep.MaxIngestPerS)
@@ -262,8 +263,8 @@ func (rep *Report) Print(w io.Writer) {
 			rep.Delivered, rep.Expected, rep.ExactDelivered, rep.ExpectedExact)
 		p("  LOST %d  DUPLICATES %d  counted-missing %d  misrouted frames %d  unaccepted-but-delivered %d",
 			rep.Lost, rep.Duplicates, rep.CountedMissing, rep.Misrouted, rep.DeliveredUnaccepted)
-		p("  undelivered messages %d, of which job policy drops %d (%d deliveries); job dropped %v",
-			rep.UndeliveredMessages, rep.PolicyDroppedMessages, rep.PolicyDroppedDeliveries, rep.JobDropped)
+		p("  undelivered messages %d, of which job policy drops %d (%d deliveries); job dropped %s",
+			rep.UndeliveredMessages, rep.PolicyDroppedMessages, rep.PolicyDroppedDeliveries, counts(rep.JobDropped))
 		if rep.ReplayedAgain+rep.History > 0 {
 			p("  replayed again after a rejoin without recovery %d (not duplicates); history before the run %d", rep.ReplayedAgain, rep.History)
 		}
@@ -405,9 +406,15 @@ func (rep *Report) WriteSVG(path string) error {
 
 func axisLabel(v float64, unit string) string {
 	if unit == "ms" {
-		return fmt.Sprintf("%.0f ms", v)
+		return trimmed(v) + " ms"
 	}
 	return short(v) + unit
+}
+
+// trimmed writes v with at most two decimals and no trailing zeros: a
+// tick at 2.5 reads 2.5, not 2 or 3.
+func trimmed(v float64) string {
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
 
 func nice(v float64) float64 {
@@ -426,13 +433,39 @@ func nice(v float64) float64 {
 func short(v float64) string {
 	switch {
 	case v >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
+		return trimmed(v/1e6) + "M"
 	case v >= 1e3:
-		return fmt.Sprintf("%.0fk", v/1e3)
-	case v == math.Trunc(v):
-		return fmt.Sprintf("%.0f", v)
+		return trimmed(v/1e3) + "k"
 	}
-	return fmt.Sprintf("%.1f", v)
+	return trimmed(v)
+}
+
+// counts writes a tally as its total and its parts in key order,
+// "5 (429: 3, 503: 2)", or "0": never Go's map[...] notation.
+func counts[V int | int64 | float64](m map[string]V) string {
+	var total V
+	for _, v := range m {
+		total += v
+	}
+	return fmt.Sprint(total) + parts(m)
+}
+
+// parts writes a tally's parts in key order, " (429: 3, 503: 2)", or
+// nothing when it is empty.
+func parts[V int | int64 | float64](m map[string]V) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%s: %v", k, m[k])
+	}
+	return " (" + strings.Join(out, ", ") + ")"
 }
 
 func esc(s string) string {

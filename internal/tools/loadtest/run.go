@@ -24,7 +24,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -257,6 +256,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 		workers = append(workers, w)
 	}
+	prog := newProgress(c.Progress)
 	rampStart := time.Now()
 	for len(workers) > 0 {
 		var p Progress
@@ -268,7 +268,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			p.Closed += wp.Closed
 			done = done && wp.Done
 		}
-		bar(c.Progress, "connect", p.Connected+p.Failed, c.Viewers, fmt.Sprintf("ok %d failed %d closed %d %.0f/s",
+		prog.bar("connect", p.Connected+p.Failed, c.Viewers, fmt.Sprintf("ok %d failed %d closed %d %.0f/s",
 			p.Connected, p.Failed, p.Closed, float64(p.Connected+p.Failed)/time.Since(rampStart).Seconds()))
 		if done {
 			break
@@ -280,9 +280,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	rep.RampS = time.Since(rampStart).Seconds()
-	if c.Progress != nil && c.Viewers > 0 {
-		fmt.Fprintln(c.Progress)
-	}
+	prog.end()
 	var rdb *redisNodes
 	if c.RedisAddr != "" {
 		rdb = newRedisNodes(c.RedisAddr)
@@ -350,9 +348,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		for i, st := range c.Steps {
 			snd.reset()
 			t0 := time.Now()
-			if c.Progress != nil {
-				fmt.Fprintf(c.Progress, "ingest step %d/%d: %s\n", i+1, len(c.Steps), st)
-			}
+			prog.printf("ingest step %d/%d: %s", i+1, len(c.Steps), st)
 			if st.Conc > 0 {
 				snd.closedLoop(ctx, st.Conc, st.Dur)
 			} else {
@@ -402,13 +398,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 				snd.mu.Lock()
 				sent := snd.sent
 				snd.mu.Unlock()
-				bar(c.Progress, "send", int(el/time.Second), int(c.Duration/time.Second), fmt.Sprintf("sent %d", sent))
+				prog.bar("send", int(el/time.Second), int(c.Duration/time.Second), fmt.Sprintf("sent %d", sent))
 			}
 		}
 		tick.Stop()
-		if c.Progress != nil {
-			fmt.Fprintln(c.Progress)
-		}
+		prog.end()
 		sendStats = snd.stats(time.Since(sendStart))
 	}
 	sendEnd := time.Now()
@@ -519,14 +513,4 @@ func scrapeJobs(ctx context.Context, urls []string) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// bar draws a one-line progress bar.
-func bar(w io.Writer, what string, n, total int, extra string) {
-	if w == nil || total <= 0 {
-		return
-	}
-	const width = 30
-	k := min(width, n*width/total)
-	fmt.Fprintf(w, "\r%-8s [%s%s] %d/%d %s   ", what, strings.Repeat("#", k), strings.Repeat(" ", width-k), n, total, extra)
 }
