@@ -105,7 +105,10 @@
     },
     onOnline: function (n) { setOnline(n); },
     onGap: function (g) {
-      system(g.reason === "epoch" ? "the room's history was reset; some comments may be missing"
+      // Another epoch means the server lost the room's history (a restart
+      // without it, a failover): nothing was missed that could be shown.
+      var reset = g.reason === "epoch" || (g.epoch || "") !== (g.serverEpoch || "");
+      system(reset ? "the room's history was reset on the server (#" + g.room + "); comments from before may be missing"
         : "some comments of #" + g.room + " sent while offline could not be recovered");
     },
     onDelete: function (ids) { ids.forEach(unshow); },
@@ -115,6 +118,12 @@
   });
 
   function setConn(state, info) {
+    if (state === "open") {
+      probed = false;
+      if (netHint) hint(DEFAULT_HINT); // the server is back: the red hint is stale
+    }
+    if (state === "reconnecting" && !probed) probe();
+    if (signInNeeded) return;
     var el = $("conn"), text = state, open = state === "open";
     el.dataset.state = open ? "open" : state === "closed" ? "closed" : "connecting";
     if (open) text = "live";
@@ -130,6 +139,33 @@
     if (!open) $("online").textContent = "–";
   }
   function setOnline(n) { $("online").textContent = String(n); }
+
+  // A refused WebSocket handshake (401 without a valid token) looks to the
+  // page like a server that is down: the browser gives it no status. At the
+  // first failed connection after an open one (or the start), the page asks
+  // the same URL once over plain HTTP, where the comet answers a refusal as
+  // JSON; a refused token stops the reconnecting and says why.
+  var probed = false, signInNeeded = false;
+  function probe() {
+    probed = true;
+    var url = client._wsURL().replace(/^ws(s?):/, "http$1:");
+    fetch(url, { cache: "no-store" }).then(function (r) {
+      if (r.status !== 401 && r.status !== 403) return;
+      return r.json().then(function (b) {
+        var e = (b && b.error) || {};
+        if (e.code !== "unauthenticated" && e.field !== "uid") return;
+        signInNeeded = true;
+        client.close();
+        $("conn").dataset.state = "closed";
+        $("conn-text").textContent = "not signed in";
+        $("live").textContent = "OFFLINE";
+        $("live").classList.add("off");
+        hint(urlToken
+          ? "the server refused this page's token (" + (e.message || e.code) + "): open the page with a fresh #token="
+          : "this server requires a sign-in token (comet.auth: jwt) and this page has none: open it with #token=<JWT>", true);
+      });
+    }, function () { /* unreachable: a real outage, keep reconnecting */ });
+  }
 
   // ---- lanes -------------------------------------------------------------
   // Every comment crosses in FLIGHT_MS, so a long one moves faster than a
@@ -304,10 +340,14 @@
     bannerTimer = setTimeout(nextBanner, banners.length ? BANNER_QUEUED_MS : BANNER_MS);
   }
 
-  function hint(text, isError) {
+  // netHint: the hint says the server could not be reached; it goes once
+  // the connection is open again.
+  var netHint = false;
+  function hint(text, isError, isNet) {
     var el = $("hint");
     el.textContent = text;
     el.classList.toggle("error", !!isError);
+    netHint = !!isNet;
   }
 
   // ---- rooms --------------------------------------------------------------
@@ -368,11 +408,11 @@
     return client.send(contents, { userId: userId, userName: $("name").value.trim() || "anon" })
       .then(function () { hint(DEFAULT_HINT); })
       .catch(function (e) {
-        var msg = e.message;
-        if (e.code === "unavailable" && !e.status) msg = "cannot reach the server; check your connection and try again";
+        var msg = e.message, net = e.code === "unavailable" && !e.status;
+        if (net) msg = "cannot reach the server; check your connection and try again";
         else if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
         else if (e.field) msg = e.field + ": " + e.message;
-        hint(msg, true);
+        hint(msg, true, net);
         throw e;
       })
       .finally(function () { btn.disabled = false; });
@@ -394,6 +434,15 @@
 
   $("dm-toggle").addEventListener("change", function () {
     layer.classList.toggle("hidden", !this.checked);
+  });
+  // Names on the flying comments can be turned off (the chat log keeps
+  // them); the choice is kept for this browser.
+  var namesOff = load(local, "danmaku.namesOff") === "1";
+  $("names-toggle").checked = !namesOff;
+  layer.classList.toggle("no-names", namesOff);
+  $("names-toggle").addEventListener("change", function () {
+    layer.classList.toggle("no-names", !this.checked);
+    save(local, "danmaku.namesOff", this.checked ? null : "1");
   });
 
   // ---- clock --------------------------------------------------------------
