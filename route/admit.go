@@ -102,25 +102,32 @@ func (s *Store) admitBatch(ctx context.Context, reqs []*admitReq) ([]Verdict, er
 	}
 	vs := make([]Verdict, len(reqs))
 	for i := range reqs {
-		d := time.Duration(res[2*i+1]) * time.Millisecond
-		switch res[2*i] {
-		case 1:
-			vs[i] = Verdict{Allowed: true}
-		case -2:
-			vs[i] = Verdict{Banned: true, RetryAfter: d}
-		case -1:
-			vs[i] = Verdict{Muted: true, RetryAfter: d}
-		case -3:
-			vs[i] = Verdict{Muted: true, Everywhere: true, RetryAfter: d}
-		case 0:
-			vs[i] = Verdict{Limit: "user", RetryAfter: d}
-		case 2:
-			vs[i] = Verdict{Limit: "ip", RetryAfter: d}
-		default:
-			return nil, danmaku.Errorf(danmaku.EINTERNAL, "", "admit script returned verdict %d", res[2*i])
+		if vs[i], err = verdictOf(res[2*i], res[2*i+1]); err != nil {
+			return nil, err
 		}
 	}
 	return vs, nil
+}
+
+// verdictOf reads one answer of admit.lua: its code and the milliseconds
+// the refusal lasts.
+func verdictOf(code, ms int64) (Verdict, error) {
+	d := time.Duration(ms) * time.Millisecond
+	switch code {
+	case 1:
+		return Verdict{Allowed: true}, nil
+	case -2:
+		return Verdict{Banned: true, RetryAfter: d}, nil
+	case -1:
+		return Verdict{Muted: true, RetryAfter: d}, nil
+	case -3:
+		return Verdict{Muted: true, Everywhere: true, RetryAfter: d}, nil
+	case 0:
+		return Verdict{Limit: "user", RetryAfter: d}, nil
+	case 2:
+		return Verdict{Limit: "ip", RetryAfter: d}, nil
+	}
+	return Verdict{}, danmaku.Errorf(danmaku.EINTERNAL, "", "admit script returned verdict %d", code)
 }
 
 // setUntil sets a flag for d (at least 1 ms) with set_until.lua.
