@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku"
 )
 
 // Viewers resume like the browser client: each keeps its room's epoch and
@@ -107,18 +109,12 @@ func resumeQuery(room, epoch string, pos int64, joined bool) string {
 	return q + "&since=" + strconv.FormatInt(pos, 10) + "&epoch=" + url.QueryEscape(epoch)
 }
 
-// welcome is the part of the welcome frame a viewer uses (once per
-// connection, so decoded as JSON).
-type welcome struct {
-	Op        string `json:"op"`
-	Epoch     string `json:"epoch"`
-	Pos       int64  `json:"pos"`
-	Recovered *bool  `json:"recovered"`
-}
+// welcome is the welcome frame (once per connection, so decoded as JSON).
+type welcome = danmaku.Welcome
 
 func parseWelcome(b []byte) (welcome, bool) {
 	var w welcome
-	if json.Unmarshal(b, &w) != nil || w.Op != "welcome" {
+	if json.Unmarshal(b, &w) != nil || w.Op != danmaku.OpWelcome {
 		return w, false
 	}
 	return w, true
