@@ -138,7 +138,9 @@ func remoteIP(r *http.Request) string {
 }
 
 // ipLimiter counts open connections per client: per IPv4 address, per
-// IPv6 network of the configured prefix length.
+// IPv6 network of the configured prefix length. max and mask never
+// change; mu guards n, which the HTTP handlers (acquire) and the readers'
+// release (release) change.
 type ipLimiter struct {
 	max  int
 	mask net.IPMask // for IPv6 addresses

@@ -171,14 +171,6 @@ func (c *Config) Validate() error {
 		return config.Invalid("internal_listen", "must not be empty")
 	case config.CheckSecretLen("secret", c.Secret) != nil:
 		return config.CheckSecretLen("secret", c.Secret)
-	case c.MaxConnsPerIP < 0:
-		return config.Invalid("max_conns_per_ip", "must not be negative")
-	case c.IPv6Prefix < 1 || c.IPv6Prefix > 128:
-		return config.Invalid("ipv6_prefix", "must be between 1 and 128")
-	case c.OpsRate < 0:
-		return config.Invalid("ops_rate", "must not be negative")
-	case c.OpsRate > 0 && c.OpsBurst < 1:
-		return config.Invalid("ops_burst", "must be at least 1")
 	case c.MaxFrameBytes < 64:
 		return config.Invalid("max_frame_bytes", "must be at least 64")
 	case c.MaxPushBytes < 1024:
@@ -220,5 +212,23 @@ func (c *Config) Validate() error {
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	return config.CheckAuthMode("auth", c.Auth)
+}
+
+// validateLimits checks the per-client limits.
+func (c *Config) validateLimits() error {
+	switch {
+	case c.MaxConnsPerIP < 0:
+		return config.Invalid("max_conns_per_ip", "must not be negative")
+	case c.IPv6Prefix < 1 || c.IPv6Prefix > 128:
+		return config.Invalid("ipv6_prefix", "must be between 1 and 128")
+	case c.OpsRate < 0:
+		return config.Invalid("ops_rate", "must not be negative")
+	case c.OpsRate > 0 && c.OpsBurst < 1:
+		return config.Invalid("ops_burst", "must be at least 1")
+	}
+	return nil
 }

@@ -20,6 +20,11 @@ const closeGrace = time.Second
 // its writer drains the send queue on a goroutine that exists only while
 // the queue holds frames, so an idle viewer costs one parked goroutine and
 // no write buffer.
+//
+// Ownership: s, ws, fc, id, user, ipKey, seq and claims are set before
+// the reader starts and never change. ops belongs to the reader. mu guards
+// members and nextReg, which the reader changes and a ban or the release
+// may too. w locks for itself: any goroutine enqueues, its drain writes.
 type conn struct {
 	s    *Server
 	ws   *websocket.Conn

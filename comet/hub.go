@@ -18,6 +18,10 @@ const numShards = 64
 // while holding shard.mu or room.mu:
 // enqueueing is a non-blocking append, socket writes happen in the
 // connection's writer, Redis reads hold only room.sync.
+//
+// Ownership: the fields are set by newHub and never change; shards, users
+// and notices lock for themselves, so any goroutine (HTTP handlers,
+// readers, pushers, the loops) uses them.
 type hub struct {
 	shards   [numShards]shard
 	ringSize int
@@ -30,31 +34,13 @@ type hub struct {
 // shard is one bucket of rooms, picked by FNV-1a of the room id, plus the
 // connections whose sequence number falls into it (for pings, whether or
 // not they joined a room). A connection in several rooms is a member of
-// each room's list and once in its shard's connections.
+// each room's list and once in its shard's connections. mu guards both
+// maps: readers add and remove connections, joiners add rooms, the check
+// loop removes them, the ping, online and check loops read them.
 type shard struct {
 	mu    sync.RWMutex
 	rooms map[string]*room
 	conns map[*conn]struct{}
-}
-
-// room is the local viewers of one room and the comet's view of its
-// timeline. A room whose last viewer left stays (ring and all) for
-// roomLinger, so a viewer that comes straight back resumes from memory;
-// the gap check then drops it.
-type room struct {
-	id string
-
-	// sync is held while the room's timeline is read from Redis and
-	// applied: one read per room at a time, whatever the number of viewers
-	// waiting for it.
-	sync sync.Mutex
-
-	mu         sync.Mutex // guards the fields below
-	conns      []*conn    // the viewers, for the fan-out
-	members    []*member  // members[i] is conns[i]'s membership; member.idx is i
-	dead       bool       // removed from its shard; look the room up again
-	emptySince time.Time
-	tl         timeline
 }
 
 func newHub(cfg Config) *hub {
@@ -137,14 +123,6 @@ func (h *hub) lockRoom(id string) *room {
 		}
 		r.mu.Unlock()
 	}
-}
-
-// addLocked makes m's connection a viewer of r; r.mu is held.
-func (r *room) addLocked(m *member) {
-	m.r.Store(r)
-	m.idx = len(r.members)
-	r.members = append(r.members, m)
-	r.conns = append(r.conns, m.c)
 }
 
 // leave removes m from its room, if it entered one; nothing of the room is
@@ -235,14 +213,6 @@ func (h *hub) drop(r *room, linger time.Duration, now time.Time) bool {
 	r.dead = true
 	delete(sh.rooms, r.id)
 	return true
-}
-
-// deliverLocked enqueues it to every viewer of r without blocking; r.mu
-// is held. It returns the number of viewers the frame was handed to and
-// appends the viewers to cut to slow (the caller disconnects them after
-// the lock is released).
-func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
-	return enqueueAll(it, r.conns, slow)
 }
 
 // deliver enqueues it to every local viewer of id; see deliverLocked.

@@ -1,7 +1,6 @@
 package comet
 
 import (
-	"sync"
 	"time"
 
 	"github.com/danmaku/danmaku"
@@ -95,9 +94,17 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 		s.syncRoom(r, repairJoin)
 		read = true
 	}
+	return s.backfill(r, req, now, read)
+}
+
+// backfill reads the older history req needs that the ring lacks, after
+// prepareJoin brought the room's head up to date; the caller holds r.sync.
+// It prepends what fits in the ring, and returns the range read for a
+// resume beyond it.
+func (s *Server) backfill(r *room, req joinReq, now time.Time, read bool) (bool, *direct) {
 	r.mu.Lock()
 	t := &r.tl
-	need = s.needLocked(r, req, now)
+	need := s.needLocked(r, req, now)
 	want, from, floor := need.want, t.from, t.floor
 	if want < 0 || want >= from || from <= floor {
 		r.mu.Unlock()
@@ -184,8 +191,9 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	t := &r.tl
 	first, last := msgs[0].Pos, msgs[len(msgs)-1].Pos
-	if t.joinFrame.pm != nil && t.joinFrameFirst == first && t.joinFrameLast == last && t.joinFrameEp == t.epoch {
-		return t.joinFrame
+	j := &r.joinFrame
+	if j.it.pm != nil && j.first == first && j.last == last && j.epoch == t.epoch && j.gen == t.gen {
+		return j.it
 	}
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch, b.Replay = t.epoch, true
@@ -193,7 +201,7 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	if !ok {
 		return item{}
 	}
-	t.joinFrame, t.joinFrameFirst, t.joinFrameLast, t.joinFrameEp = it, first, last, t.epoch
+	*j = joinFrameCache{it: it, first: first, last: last, epoch: t.epoch, gen: t.gen}
 	return it
 }
 
@@ -245,63 +253,5 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	s.metrics.joined(p.recovered, len(items) > 0, read)
 	if res == queueFull {
 		c.slowConsumer()
-	}
-}
-
-// joinLines runs the joins of each room in turn: the first joiner of a
-// room runs its join and then those queued meanwhile, until none is left;
-// the others wait for theirs to be done.
-type joinLines struct {
-	shards [16]joinShard
-}
-
-type joinShard struct {
-	mu    sync.Mutex
-	lines map[string]*joinLine
-}
-
-// joinLine is a room's queue of joins waiting for the running one.
-type joinLine struct {
-	queued []queuedJoin
-}
-
-type queuedJoin struct {
-	fn   func()
-	done chan struct{}
-}
-
-// run runs fn, a join of room, in turn with the room's other joins, and
-// returns once it ran.
-func (l *joinLines) run(room string, fn func()) {
-	sh := &l.shards[shardIndex(room)%uint32(len(l.shards))]
-	sh.mu.Lock()
-	if q := sh.lines[room]; q != nil {
-		done := make(chan struct{})
-		q.queued = append(q.queued, queuedJoin{fn: fn, done: done})
-		sh.mu.Unlock()
-		<-done
-		return
-	}
-	if sh.lines == nil {
-		sh.lines = map[string]*joinLine{}
-	}
-	q := &joinLine{}
-	sh.lines[room] = q
-	sh.mu.Unlock()
-	fn()
-	for {
-		sh.mu.Lock()
-		batch := q.queued
-		q.queued = nil
-		if len(batch) == 0 {
-			delete(sh.lines, room)
-			sh.mu.Unlock()
-			return
-		}
-		sh.mu.Unlock()
-		for _, j := range batch {
-			j.fn()
-			close(j.done)
-		}
 	}
 }

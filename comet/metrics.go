@@ -106,25 +106,21 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 	}
-	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("connections", "Open viewer connections.")), func() float64 {
-		_, n := h.counts()
-		return float64(n)
-	})
-	rooms := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("rooms", "Rooms with at least one local viewer.")), func() float64 {
-		n, _ := h.counts()
-		return float64(n)
-	})
-	held := gaugeFunc("registry_held_connections", "Viewer routes the comet holds (joined a room); compare with registry_registered_connections.", func() float64 {
-		n, _ := registry()
-		return float64(n)
-	})
-	registered := gaugeFunc("registry_registered_connections", "Routes Redis listed for this comet at the last lease renewal or repair.", func() float64 {
-		_, n := registry()
-		return float64(n)
-	})
-	// Every series a dashboard or alert reads exists from the start.
+	m.precreate()
+	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
+		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
+		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
+		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
+		m.opsLimited)
+	reg.MustRegister(gauges(h, registry)...)
+	return m
+}
+
+// precreate makes every series a dashboard or alert reads exist from the
+// start.
+func (m *metrics) precreate() {
 	telemetry.Precreate(m.rejectedConns.MetricVec, []string{"ip_limit", "shutting_down", "origin", "handshake", "bad_uid",
-		"token", "frame_too_big", "bad_utf8", "banned", "forbidden_room", "too_many_rooms"})
+		"token", "frame_too_big", "bad_utf8", "banned", "forbidden_room", "too_many_rooms", "token_expired"})
 	telemetry.Precreate(m.badFrames.MetricVec, []string{codeBadJSON, codeBadRoom, codeUnknownOp})
 	telemetry.Precreate(m.pushBatches.MetricVec, []string{"ok", "shutting_down", "unauthorized", "bad_request"})
 	telemetry.Precreate(m.replays.MetricVec, []string{"ring", "redis"})
@@ -141,12 +137,28 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 	for _, c := range []string{"added", "removed", "rooms_corrected"} {
 		m.repairedConns.WithLabelValues(c)
 	}
-	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
-		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
-		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
-		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
-		m.opsLimited, conns, rooms, held, registered)
-	return m
+}
+
+// gauges are the series read at scrape time: connections and rooms from
+// the hub, held and registered routes from the registry.
+func gauges(h *hub, registry func() (held, registered int64)) []prometheus.Collector {
+	conns := gaugeFunc("connections", "Open viewer connections.", func() float64 {
+		_, n := h.counts()
+		return float64(n)
+	})
+	rooms := gaugeFunc("rooms", "Rooms with at least one local viewer.", func() float64 {
+		n, _ := h.counts()
+		return float64(n)
+	})
+	held := gaugeFunc("registry_held_connections", "Viewer routes the comet holds (joined a room); compare with registry_registered_connections.", func() float64 {
+		n, _ := registry()
+		return float64(n)
+	})
+	registered := gaugeFunc("registry_registered_connections", "Routes Redis listed for this comet at the last lease renewal or repair.", func() float64 {
+		_, n := registry()
+		return float64(n)
+	})
+	return []prometheus.Collector{conns, rooms, held, registered}
 }
 
 func (m *metrics) wrote(size int) {

@@ -24,12 +24,15 @@ func TestTimelineRemove(t *testing.T) {
 	tl := newTimeline(16)
 	tl.switchEpoch("e")
 	tl.accept(posMsgs(1, 6))
-	tl.replay.tail = item{size: 1}
+	var cache replayCache // a room's cache of frames encoded from tl
+	cache.current(tl.gen)
+	cache.tail = item{size: 1}
 	if n := tl.remove([]string{"m3", "m5", "unknown"}); n != 2 {
 		t.Fatalf("removed %d, want 2", n)
 	}
-	if tl.replay.tail.size != 0 || tl.last != 6 || !tl.covers("e", 2) {
-		t.Fatalf("after remove: cache %+v, last %d, covers 2: %v", tl.replay.tail, tl.last, tl.covers("e", 2))
+	cache.current(tl.gen)
+	if cache.tail.size != 0 || tl.last != 6 || !tl.covers("e", 2) {
+		t.Fatalf("after remove: cache %+v, last %d, covers 2: %v", cache.tail, tl.last, tl.covers("e", 2))
 	}
 	if got := msgPositions(tl.after(2, 100)); !slices.Equal(got, []int64{4, 6}) {
 		t.Fatalf("after 2: %v", got)

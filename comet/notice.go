@@ -28,7 +28,7 @@ import (
 const noticeMemory = 1 << 16
 
 // noticeSeen is the comet's bounded memory of notice ids, oldest dropped
-// first.
+// first. mu guards seen; the push handlers (one per push) take it.
 type noticeSeen struct {
 	mu   sync.Mutex
 	seen idSet
@@ -57,7 +57,8 @@ func (s *noticeSeen) fresh(msgs []danmaku.Notice) []danmaku.Notice {
 // userIndex is the comet's connections by user id, in shards picked like
 // the rooms'. Only connections whose user id a token proved are in it: a
 // uid parameter alone is a claim anybody can make, and user notices are
-// private.
+// private. Each shard's mu guards its map: readers add and remove their
+// connection (hub.addConn, removeConn), push handlers read it.
 type userIndex struct {
 	shards [numShards]struct {
 		mu    sync.RWMutex

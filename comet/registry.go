@@ -22,6 +22,10 @@ import (
 // compares Redis with held while no worker runs a call, so a repair never
 // interleaves with this comet's own Register or Unregister of the same
 // connection.
+//
+// Ownership: rt, comet, timeout, log and metrics never change; jobs and
+// regs carry work from readers to the workers; mu guards held, which the
+// workers change and the repairs (lease loop, under gate) read.
 type registry struct {
 	rt      Store
 	comet   string

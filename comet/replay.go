@@ -15,14 +15,21 @@ const replayBlock = 256
 // replayCache holds a room's encoded replay blocks; guarded by the room's
 // lock. A block's messages never change once its positions are at or
 // below the last delivered one and above the ring's from, so a block
-// stays valid until it falls out of the ring (or the epoch changes).
+// stays valid until it falls out of the ring, or the timeline changes
+// (gen: a new epoch, messages removed).
 type replayCache struct {
+	gen             uint64         // the timeline's gen the blocks are of
 	blocks          map[int64]item // by the block's last position
 	tail            item           // the partial block after the last whole one
 	tailFrom, tail2 int64          // its range (tailFrom, tail2]
 }
 
-func (c *replayCache) reset() { *c = replayCache{} }
+// current empties c when the timeline changed since it was filled.
+func (c *replayCache) current(gen uint64) {
+	if c.gen != gen {
+		*c = replayCache{gen: gen}
+	}
+}
 
 // slice copies the ring's messages of the current epoch with positions in
 // (p, end].
@@ -59,7 +66,8 @@ func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
 // position since (which the ring covers); r.mu is held.
 func (r *room) replayLocked(since int64, out []item) []item {
 	t := &r.tl
-	c := &t.replay
+	c := &r.replay
+	c.current(t.gen)
 	last := t.last
 	p := since
 	if end := min(last, (p/replayBlock+1)*replayBlock); p < end {

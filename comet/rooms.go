@@ -21,7 +21,10 @@ import (
 // time. A ban event may take a room away from another goroutine (banUser),
 // and release takes them all; conn.mu makes each removal happen once.
 
-// member is one room of a connection.
+// member is one room of a connection. c, room and reg are set before the
+// member is shared and never change; r is an atomic pointer the joiner
+// sets and leave clears; idx and online are the room's, guarded by its
+// lock.
 type member struct {
 	c    *conn
 	room string

@@ -72,7 +72,10 @@ type frameSink interface {
 // what is left it asks the sink to catch the viewer up, room by room, from
 // the positions it got.
 //
-// The zero value is an open, empty writer.
+// The zero value is an open, empty writer. Every field is guarded by mu:
+// enqueuers (push handlers, the joiner, the reader, the loops) append,
+// the drain goroutine takes, setGot and forget (under the room's lock)
+// change rooms.
 type writer struct {
 	mu       sync.Mutex // guards the fields below
 	queue    []item
@@ -86,7 +89,8 @@ type writer struct {
 // position of the room's timeline handed to the socket (or already known
 // to the viewer when it joined), of epoch epoch ("" while the room had no
 // timeline); behind is set while frames of the room were dropped and the
-// catch-up has not yet replaced them.
+// catch-up has not yet replaced them. It is part of the writer, guarded
+// by its lock.
 type roomPos struct {
 	r      *room
 	got    int64

@@ -1,0 +1,64 @@
+package comet
+
+import (
+	"sync"
+	"time"
+)
+
+// room is the local viewers of one room and the comet's view of its
+// timeline. A room whose last viewer left stays (ring and all) for
+// roomLinger, so a viewer that comes straight back resumes from memory;
+// the gap check then drops it.
+//
+// Ownership: id is set at creation and never changes. sync is taken by
+// whichever goroutine reads the room's history (a pusher, a joiner, the
+// gap check); mu guards every other field, which any goroutine holding it
+// may change: the push handlers (delivery, tl), the joiners' line
+// (joinLines: members, conns, tl, the caches), readers leaving (members,
+// conns), the check loop (dead, when it drops the room). Nothing blocks on
+// the network while holding mu.
+type room struct {
+	id string
+
+	// sync is held while the room's timeline is read from Redis and
+	// applied: one read per room at a time, whatever the number of viewers
+	// waiting for it.
+	sync sync.Mutex
+
+	mu         sync.Mutex // guards the fields below
+	conns      []*conn    // the viewers, for the fan-out
+	members    []*member  // members[i] is conns[i]'s membership; member.idx is i
+	dead       bool       // removed from its shard; look the room up again
+	emptySince time.Time
+	tl         timeline
+
+	// Frames encoded from the timeline, shared by the viewers that join
+	// or resume through the same positions; tl.gen tells them stale.
+	replay    replayCache    // replay blocks (replay.go)
+	joinFrame joinFrameCache // the history-on-join frame (join.go)
+}
+
+// joinFrameCache is a room's history-on-join frame for the range of
+// positions (first, last] of epoch it holds, at the timeline's gen.
+type joinFrameCache struct {
+	it          item
+	first, last int64
+	epoch       string
+	gen         uint64
+}
+
+// addLocked makes m's connection a viewer of r; r.mu is held.
+func (r *room) addLocked(m *member) {
+	m.r.Store(r)
+	m.idx = len(r.members)
+	r.members = append(r.members, m)
+	r.conns = append(r.conns, m.c)
+}
+
+// deliverLocked enqueues it to every viewer of r without blocking; r.mu
+// is held. It returns the number of viewers the frame was handed to and
+// appends the viewers to cut to slow (the caller disconnects them after
+// the lock is released).
+func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
+	return enqueueAll(it, r.conns, slow)
+}
