@@ -3,6 +3,8 @@ package comet
 import (
 	"sync"
 	"time"
+
+	"github.com/danmaku/danmaku/comet/internal/timeline"
 )
 
 // numShards is the number of hub shards. A power of two; 64 keeps lock
@@ -105,8 +107,7 @@ func (h *hub) roomFor(id string) *room {
 	defer sh.mu.Unlock()
 	r := sh.rooms[id]
 	if r == nil {
-		r = &room{id: id, tl: newTimeline(h.ringSize), emptySince: time.Now()}
-		r.tl.span, r.tl.keep = h.ringSpan.Milliseconds(), h.ringKeep
+		r = &room{id: id, tl: timeline.New(h.ringSize, h.ringSpan.Milliseconds(), h.ringKeep), emptySince: time.Now()}
 		sh.rooms[id] = r
 	}
 	return r

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/timeline"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -19,9 +20,9 @@ type joinReq struct {
 // in resolves req against the room's timeline t: a resume from position 0
 // of no epoch comes from a viewer that joined the room before it had a
 // timeline, so every message of the current epoch is new to it.
-func (req joinReq) in(t *timeline) joinReq {
+func (req joinReq) in(t *timeline.Timeline) joinReq {
 	if req.resume && req.epoch == "" && req.since == 0 {
-		req.epoch = t.epoch
+		req.epoch = t.Epoch
 	}
 	return req
 }
@@ -38,20 +39,20 @@ func (s *Server) needLocked(r *room, req joinReq, now time.Time) joinNeed {
 	req = req.in(t)
 	n := joinNeed{want: -1}
 	switch {
-	case !t.known:
+	case !t.Known:
 		n.sync = true
-	case len(r.members) == 0 && now.Sub(t.seen) >= s.staleAfter():
+	case len(r.members) == 0 && now.Sub(t.Seen) >= s.staleAfter():
 		n.sync = true // nobody here kept it current
-	case req.resume && req.epoch == t.epoch && req.since > t.last:
+	case req.resume && req.epoch == t.Epoch && req.since > t.Last:
 		n.sync = true // the viewer saw more elsewhere
-	case req.resume && req.epoch != t.epoch && now.Sub(t.seen) >= freshFor:
+	case req.resume && req.epoch != t.Epoch && now.Sub(t.Seen) >= freshFor:
 		n.sync = true // perhaps the epoch changed
 	}
 	switch {
-	case req.resume && req.epoch == t.epoch && t.epoch != "":
+	case req.resume && req.epoch == t.Epoch && t.Epoch != "":
 		n.want = req.since
-	case s.cfg.HistoryOnJoin > 0 && t.epoch != "":
-		n.want = max(0, t.last-int64(s.cfg.HistoryOnJoin))
+	case s.cfg.HistoryOnJoin > 0 && t.Epoch != "":
+		n.want = max(0, t.Last-int64(s.cfg.HistoryOnJoin))
 	}
 	return n
 }
@@ -72,8 +73,8 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 	now := time.Now()
 	r.mu.Lock()
 	need := s.needLocked(r, req, now)
-	syncs := r.tl.syncs
-	quick := !need.sync && (need.want < 0 || need.want >= r.tl.from || r.tl.from <= r.tl.floor)
+	syncs := r.tl.Syncs
+	quick := !need.sync && (need.want < 0 || need.want >= r.tl.From || r.tl.From <= r.tl.Floor)
 	r.mu.Unlock()
 	if quick {
 		return false, nil
@@ -82,8 +83,8 @@ func (s *Server) prepareJoin(r *room, req joinReq) (read bool, d *direct) {
 	defer r.sync.Unlock()
 	r.mu.Lock()
 	need = s.needLocked(r, req, now)
-	doSync := need.sync && (r.tl.syncs == syncs || !r.tl.known)
-	failing := now.Sub(r.tl.readFailed) < readBackoff
+	doSync := need.sync && (r.tl.Syncs == syncs || !r.tl.Known)
+	failing := now.Sub(r.tl.ReadFailed) < readBackoff
 	r.mu.Unlock()
 	if failing {
 		// Redis did not answer a moment ago: serve what the comet holds
@@ -105,14 +106,14 @@ func (s *Server) backfill(r *room, req joinReq, now time.Time, read bool) (bool,
 	r.mu.Lock()
 	t := &r.tl
 	need := s.needLocked(r, req, now)
-	want, from, floor := need.want, t.from, t.floor
+	want, from, floor := need.want, t.From, t.Floor
 	if want < 0 || want >= from || from <= floor {
 		r.mu.Unlock()
 		return read, nil
 	}
-	free := int64(t.ring.max - t.ring.n)
-	canPrepend := t.old == 0 && from-free <= want
-	epoch := t.epoch
+	free := int64(t.Free())
+	canPrepend := t.Prependable() && from-free <= want
+	epoch := t.Epoch
 	r.mu.Unlock()
 
 	since := max(floor, want)
@@ -126,10 +127,10 @@ func (s *Server) backfill(r *room, req joinReq, now time.Time, read bool) (bool,
 		return true, nil
 	}
 	r.mu.Lock()
-	if r.tl.epoch == epoch {
-		r.tl.floor = max(r.tl.floor, h.First-1)
+	if r.tl.Epoch == epoch {
+		r.tl.Floor = max(r.tl.Floor, h.First-1)
 		if canPrepend {
-			r.tl.prepend(h.Msgs, max(since, h.First-1))
+			r.tl.Prepend(h.Msgs, max(since, h.First-1))
 		}
 	}
 	r.mu.Unlock()
@@ -156,16 +157,16 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 	if req.resume {
 		ok := true
 		switch {
-		case t.covers(req.epoch, req.since):
+		case t.Covers(req.epoch, req.since):
 			p.ring = true
-		case req.epoch == t.epoch && req.since == t.last:
+		case req.epoch == t.Epoch && req.since == t.Last:
 			// Up to what Redis and this comet hold: nothing to send. A
 			// since beyond the head (read from Redis for this join) names
 			// positions the room never had: not recovered, and the viewer
 			// is served from the head like a fresh join.
-		case d != nil && req.epoch == t.epoch && d.h.Epoch == t.epoch && d.h.First <= req.since+1 &&
-			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.from:
-			p.msgs = append(t.visible(d.h.Msgs), t.after(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.ring.n)...)
+		case d != nil && req.epoch == t.Epoch && d.h.Epoch == t.Epoch && d.h.First <= req.since+1 &&
+			len(d.h.Msgs) > 0 && d.h.Msgs[len(d.h.Msgs)-1].Pos >= t.From:
+			p.msgs = append(t.Visible(d.h.Msgs), t.After(d.h.Msgs[len(d.h.Msgs)-1].Pos, t.Len())...)
 		default:
 			ok = false
 		}
@@ -176,9 +177,9 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 		}
 	}
 	p.history = true
-	p.base = t.last
+	p.base = t.Last
 	if s.cfg.HistoryOnJoin > 0 {
-		p.msgs = t.recent(s.cfg.HistoryOnJoin)
+		p.msgs = t.Recent(s.cfg.HistoryOnJoin)
 		if len(p.msgs) > 0 {
 			p.base = p.msgs[0].Pos - 1
 		}
@@ -192,16 +193,16 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	t := &r.tl
 	first, last := msgs[0].Pos, msgs[len(msgs)-1].Pos
 	j := &r.joinFrame
-	if j.it.pm != nil && j.first == first && j.last == last && j.epoch == t.epoch && j.gen == t.gen {
+	if j.it.pm != nil && j.first == first && j.last == last && j.epoch == t.Epoch && j.gen == t.Gen {
 		return j.it
 	}
 	b := danmaku.NewBatch(r.id, msgs)
-	b.Epoch, b.Replay = t.epoch, true
+	b.Epoch, b.Replay = t.Epoch, true
 	it, ok := r.encodeItem(b)
 	if !ok {
 		return item{}
 	}
-	*j = joinFrameCache{it: it, first: first, last: last, epoch: t.epoch, gen: t.gen}
+	*j = joinFrameCache{it: it, first: first, last: last, epoch: t.Epoch, gen: t.Gen}
 	return it
 }
 
@@ -226,8 +227,8 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	r := s.hub.lockRoom(req.room)
 	p := s.planLocked(r, req, d)
 	t := &r.tl
-	w.Epoch, w.Pos, w.Recovered = t.epoch, t.last, p.recovered
-	c.w.setGot(r, t.epoch, p.base)
+	w.Epoch, w.Pos, w.Recovered = t.Epoch, t.Last, p.recovered
+	c.w.setGot(r, t.Epoch, p.base)
 	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
 	r.addLocked(m)
 	m.online = w.Online

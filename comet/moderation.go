@@ -22,7 +22,7 @@ import (
 // The positions of deleted messages stay holes: a resume over them is
 // recovered without them and without a gap, and the history in Redis holds
 // tombstones at the same positions, so a read from Redis agrees with the
-// ring. The room remembers the last goneMax deleted ids, so a history read
+// ring. The room remembers the last 1,024 deleted ids, so a history read
 // that raced with the deletion, or a late redelivery, cannot bring one
 // back.
 //
@@ -45,57 +45,6 @@ const CloseBanned = 4003
 // codeBanned is the error frame sent before CloseBanned.
 const codeBanned = danmaku.CodeBanned
 
-// goneMax bounds the deleted ids a room remembers.
-const goneMax = 1024
-
-// remove deletes the messages ids from the ring and remembers them as
-// gone; r.mu is held. Frames encoded from the ring before may hold them:
-// the change count (gen) makes the room's caches drop them. It returns the number of ring entries removed.
-func (t *timeline) remove(ids []string) int {
-	del := make(map[string]struct{}, len(ids))
-	for _, id := range ids {
-		t.gone.add(id, goneMax)
-		if _, ok := t.ids[id]; ok {
-			del[id] = struct{}{}
-			delete(t.ids, id)
-		}
-	}
-	if len(del) == 0 {
-		return 0
-	}
-	n, inOld := t.ring.removeIf(t.old, func(m *danmaku.Message) bool {
-		_, d := del[m.ID]
-		return d
-	})
-	t.old -= inOld
-	t.gen++
-	return n
-}
-
-// visible returns msgs without tombstones and deleted ids; msgs itself
-// when it has none of them.
-func (t *timeline) visible(msgs []danmaku.Message) []danmaku.Message {
-	for i := range msgs {
-		if !msgs[i].Deleted && !t.gone.has(msgs[i].ID) {
-			continue
-		}
-		out := append([]danmaku.Message(nil), msgs[:i]...)
-		for _, m := range msgs[i+1:] {
-			if !m.Deleted && !t.gone.has(m.ID) {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	return msgs
-}
-
-// delsBehind reports whether a push or a read of epoch counted more
-// deleted ids than this comet applied.
-func (t *timeline) delsBehind(epoch string, dels int64) bool {
-	return t.known && epoch != "" && epoch == t.epoch && dels > t.dels
-}
-
 // deleteMsgs applies a del event: the room's ring forgets the messages and
 // every local viewer of the room gets the del frame. It returns the number
 // of viewers the frame was handed to.
@@ -112,11 +61,11 @@ func (s *Server) deleteMsgs(ev danmaku.Event) int {
 	n, removed, slow := r.deleteLocked(ev.IDs)
 	t := &r.tl
 	behind := false
-	if ev.Epoch != "" && ev.Epoch == t.epoch {
+	if ev.Epoch != "" && ev.Epoch == t.Epoch {
 		// This event's ids are the last ones counted in ev.Dels.
-		behind = t.delsBehind(ev.Epoch, ev.Dels-int64(len(ev.IDs)))
+		behind = t.DelsBehind(ev.Epoch, ev.Dels-int64(len(ev.IDs)))
 		if !behind {
-			t.dels = max(t.dels, ev.Dels)
+			t.Dels = max(t.Dels, ev.Dels)
 		}
 	}
 	r.mu.Unlock()
@@ -134,7 +83,7 @@ func (s *Server) deleteMsgs(ev danmaku.Event) int {
 // viewers; r.mu is held. It returns the viewers reached, the ring entries
 // removed and the viewers to cut.
 func (r *room) deleteLocked(ids []string) (n, removed int, slow []*conn) {
-	removed = r.tl.remove(ids)
+	removed = r.tl.Remove(ids)
 	data, err := json.Marshal(delFrame{Op: danmaku.OpDel, Room: r.id, IDs: ids})
 	if err != nil {
 		return 0, removed, nil
@@ -151,7 +100,7 @@ func (r *room) deleteLocked(ids []string) (n, removed int, slow []*conn) {
 // comet missed; the caller holds r.sync.
 func (s *Server) syncDels(r *room) {
 	r.mu.Lock()
-	after := r.tl.dels
+	after := r.tl.Dels
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 	defer cancel()
@@ -166,11 +115,11 @@ func (s *Server) syncDels(r *room) {
 	t := &r.tl
 	var slow []*conn
 	removed := 0
-	if epoch == t.epoch && dels > t.dels {
+	if epoch == t.Epoch && dels > t.Dels {
 		if len(ids) > 0 {
 			_, removed, slow = r.deleteLocked(ids)
 		}
-		t.dels = dels
+		t.Dels = dels
 	}
 	r.mu.Unlock()
 	s.cut(slow)

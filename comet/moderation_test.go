@@ -11,58 +11,29 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/timeline"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/route"
 )
 
-// A deleted message leaves a hole in the ring: the positions around it do
-// not move, a range over it is still covered, a tombstone read from the
-// history advances the position without delivering anything, and the
-// deleted id cannot come back through a stale read or a redelivery.
-func TestTimelineRemove(t *testing.T) {
-	tl := newTimeline(16)
-	tl.switchEpoch("e")
-	tl.accept(posMsgs(1, 6))
-	var cache replayCache // a room's cache of frames encoded from tl
-	cache.current(tl.gen)
+// A room's cache of frames encoded from its timeline drops them once the
+// timeline changed (Gen moved: a removal, a new epoch).
+func TestReplayCacheFollowsTimeline(t *testing.T) {
+	tl := timeline.New(16, 0, 0)
+	tl.SwitchEpoch("e")
+	tl.Accept([]danmaku.Message{{ID: "m1", Pos: 1}, {ID: "m2", Pos: 2}, {ID: "m3", Pos: 3}})
+	var cache replayCache
+	cache.current(tl.Gen)
 	cache.tail = item{size: 1}
-	if n := tl.remove([]string{"m3", "m5", "unknown"}); n != 2 {
-		t.Fatalf("removed %d, want 2", n)
+	cache.current(tl.Gen)
+	if cache.tail.size != 1 {
+		t.Fatal("the cache was dropped while the timeline did not change")
 	}
-	cache.current(tl.gen)
-	if cache.tail.size != 0 || tl.last != 6 || !tl.covers("e", 2) {
-		t.Fatalf("after remove: cache %+v, last %d, covers 2: %v", cache.tail, tl.last, tl.covers("e", 2))
-	}
-	if got := msgPositions(tl.after(2, 100)); !slices.Equal(got, []int64{4, 6}) {
-		t.Fatalf("after 2: %v", got)
-	}
-	// From the history: a tombstone at 7, then 8; a stale copy of m3.
-	out, _ := tl.accept([]danmaku.Message{{ID: "m7", Pos: 7, Deleted: true}, {ID: "m8", Pos: 8}})
-	if len(out) != 1 || out[0].ID != "m8" || tl.last != 8 || !tl.covers("e", 0) {
-		t.Fatalf("tombstone: out %v, last %d, from %d", out, tl.last, tl.from)
-	}
-	if out, _ := tl.accept([]danmaku.Message{{ID: "m3", Pos: 9}}); len(out) != 0 || tl.last != 9 {
-		t.Fatalf("a deleted id came back: %v", out)
-	}
-	if got := tl.visible([]danmaku.Message{{ID: "m2"}, {ID: "m3"}, {ID: "x", Deleted: true}, {ID: "m4"}}); len(got) != 2 {
-		t.Fatalf("visible %v", got)
-	}
-	if got := msgPositions(tl.recent(10)); !slices.Equal(got, []int64{1, 2, 4, 6, 8}) {
-		t.Fatalf("recent %v", got)
-	}
-	// Old-epoch entries removed from the front keep old right.
-	tl.switchEpoch("f")
-	tl.accept([]danmaku.Message{{ID: "n1", Pos: 1}})
-	if tl.remove([]string{"m1", "m2"}) != 2 || tl.old != 3 || tl.ring.n != 4 {
-		t.Fatalf("old %d, entries %d", tl.old, tl.ring.n)
-	}
-	expectRange(t, msgPositions(tl.after(0, 10)), 1, 1)
-	for range goneMax + 1 {
-		tl.gone.add(testkit.Uniq("g"), goneMax)
-	}
-	if len(tl.gone.ids) != goneMax || tl.gone.has("m3") {
-		t.Fatalf("gone holds %d ids", len(tl.gone.ids))
+	tl.Remove([]string{"m3"})
+	cache.current(tl.Gen)
+	if cache.tail.size != 0 {
+		t.Fatalf("after a removal the cache holds %+v", cache.tail)
 	}
 }
 
@@ -272,8 +243,8 @@ func TestMissedDeleteCaughtUp(t *testing.T) {
 	}
 	r := quiet.hub.room(w.id)
 	r.mu.Lock()
-	_, kept := r.tl.ids[w.id+"-2"]
-	dels := r.tl.dels
+	kept := r.tl.Holds(w.id + "-2")
+	dels := r.tl.Dels
 	r.mu.Unlock()
 	if kept || dels != 1 {
 		t.Fatalf("the quiet comet's ring still holds the deleted id (%v) or counts %d deletions", kept, dels)

@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/timeline"
 )
 
 // Notices job pushes to /push (danmaku.NoticePush): with op "user" the
@@ -31,7 +32,7 @@ const noticeMemory = 1 << 16
 // first. mu guards seen; the push handlers (one per push) take it.
 type noticeSeen struct {
 	mu   sync.Mutex
-	seen idSet
+	seen timeline.IDSet
 }
 
 // fresh returns the notices of msgs whose id it has not seen, and
@@ -41,7 +42,7 @@ func (s *noticeSeen) fresh(msgs []danmaku.Notice) []danmaku.Notice {
 	defer s.mu.Unlock()
 	out := msgs
 	for i, n := range msgs {
-		if !s.seen.add(n.ID, noticeMemory) {
+		if !s.seen.Add(n.ID, noticeMemory) {
 			if len(out) == len(msgs) {
 				out = append([]danmaku.Notice(nil), msgs[:i]...)
 			}

@@ -64,7 +64,7 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 		return 0, slow
 	}
 	b := danmaku.NewBatch(r.id, msgs)
-	b.Epoch = r.tl.epoch
+	b.Epoch = r.tl.Epoch
 	it, ok := r.encodeItem(b)
 	if !ok {
 		return 0, slow
@@ -84,21 +84,21 @@ func (r *room) pushNeedsRead(b danmaku.Batch) (need, started bool) {
 	}
 	first := b.Msgs[0].Pos
 	switch {
-	case !t.known, t.epoch == "" && first == 1:
-		t.switchEpoch(b.Epoch)
-		t.dels = b.Dels // nothing of the epoch here to delete
+	case !t.Known, t.Epoch == "" && first == 1:
+		t.SwitchEpoch(b.Epoch)
+		t.Dels = b.Dels // nothing of the epoch here to delete
 		return false, true
-	case b.Epoch == t.epoch:
-		return first > t.last+1, false
+	case b.Epoch == t.Epoch:
+		return first > t.Last+1, false
 	}
 	return true, false
 }
 
 // pushLocked delivers b; r.mu is held and b needs no read.
 func (r *room) pushLocked(b danmaku.Batch, start bool, now time.Time) (n, dropped int, slow []*conn) {
-	out, dropped := r.tl.accept(b.Msgs)
-	if b.Epoch != "" && b.Epoch == r.tl.epoch {
-		r.tl.seen = now
+	out, dropped := r.tl.Accept(b.Msgs)
+	if b.Epoch != "" && b.Epoch == r.tl.Epoch {
+		r.tl.Seen = now
 	}
 	n, slow = r.deliverMsgsLocked(out, start, nil)
 	return n, dropped, slow
@@ -122,7 +122,7 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 		return s.repairPush(r, b)
 	}
 	n, dups, slow := r.pushLocked(b, started, time.Now())
-	behind := r.tl.delsBehind(b.Epoch, b.Dels)
+	behind := r.tl.DelsBehind(b.Epoch, b.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
 	if behind {
@@ -155,7 +155,7 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	}
 	if need, started := r.pushNeedsRead(b); !need {
 		n, dups, slow := r.pushLocked(b, started, now)
-		behind := r.tl.delsBehind(b.Epoch, b.Dels)
+		behind := r.tl.DelsBehind(b.Epoch, b.Dels)
 		r.mu.Unlock()
 		s.cut(slow)
 		if behind {
@@ -165,8 +165,8 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	}
 	first := b.Msgs[0].Pos
 	since := int64(0)
-	if b.Epoch == r.tl.epoch {
-		since = r.tl.last
+	if b.Epoch == r.tl.Epoch {
+		since = r.tl.Last
 	}
 	r.mu.Unlock()
 
@@ -174,22 +174,22 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	h, err := s.readHistory(r, since, int(max(1, first-1-since)), "push")
 	r.mu.Lock()
 	t := &r.tl
-	missing, start, stale := t.mergeRead(b, h, err)
+	missing, start, stale := t.MergeRead(b, h, err)
 	if stale {
 		r.mu.Unlock()
 		s.metrics.stale(len(b.Msgs))
 		return 0, len(b.Msgs) // an epoch that ended
 	}
-	fresh, _ := t.accept(missing)
-	out, dups := t.accept(b.Msgs)
-	t.seen = now
+	fresh, _ := t.Accept(missing)
+	out, dups := t.Accept(b.Msgs)
+	t.Seen = now
 	all := append(fresh, out...)
 	n, slow := r.deliverMsgsLocked(all, start, nil)
 	dels := b.Dels
 	if h.Epoch == b.Epoch {
 		dels = max(dels, h.Dels)
 	}
-	behind := t.delsBehind(b.Epoch, dels)
+	behind := t.DelsBehind(b.Epoch, dels)
 	r.mu.Unlock()
 	s.cut(slow)
 	if behind {
@@ -199,35 +199,6 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 		s.metrics.repaired(repairPushGap, len(fresh))
 	}
 	return n, dups
-}
-
-// mergeRead applies to t the read of the history before push b (err: the
-// read failed) and returns the messages it found before b, whether b's
-// frame begins its epoch for the viewers, and whether b is stale: of an
-// epoch that ended, Redis holding another one. The room's lock is held.
-func (t *timeline) mergeRead(b danmaku.Batch, h route.History, err error) (missing []danmaku.Message, start, stale bool) {
-	first := b.Msgs[0].Pos
-	switch {
-	case err == nil && h.Epoch == b.Epoch:
-		if t.epoch != b.Epoch {
-			t.switchEpoch(b.Epoch)
-			t.dels = h.Dels // the read has the epoch's tombstones
-			start = true
-		}
-		t.floor = max(t.floor, h.First-1)
-		for _, m := range h.Msgs {
-			if m.Pos < first {
-				missing = append(missing, m)
-			}
-		}
-	case err == nil && t.epoch != b.Epoch && h.Epoch != "":
-		return nil, false, true
-	case t.epoch != b.Epoch:
-		t.switchEpoch(b.Epoch)
-		t.dels = b.Dels
-		start = true
-	}
-	return missing, start, false
 }
 
 // readBackoff is how long after a failed read of a room's history its
@@ -247,7 +218,7 @@ func (s *Server) readHistory(r *room, since int64, limit int, reason string) (ro
 		s.metrics.registryError()
 		s.log.Warn("read room history", zap.String("room", r.id), zap.Error(err))
 		r.mu.Lock()
-		r.tl.readFailed = time.Now()
+		r.tl.ReadFailed = time.Now()
 		r.mu.Unlock()
 	}
 	return h, err
@@ -261,12 +232,12 @@ func (s *Server) readHistory(r *room, since int64, limit int, reason string) (ro
 func (s *Server) syncRoom(r *room, reason string) {
 	r.mu.Lock()
 	t := &r.tl
-	known, epoch, since := t.known, t.epoch, t.last
+	known, epoch, since := t.Known, t.Epoch, t.Last
 	limit := s.cfg.RingSize
 	if !known {
 		since, limit = -1, s.initLoad()
 	}
-	t.syncs++
+	t.Syncs++
 	r.mu.Unlock()
 
 	h, err := s.readHistory(r, since, limit, reason)
@@ -279,7 +250,7 @@ func (s *Server) syncRoom(r *room, reason string) {
 	}
 	r.mu.Lock()
 	n, slow := r.applyLocked(h, reason)
-	behind := r.tl.delsBehind(h.Epoch, h.Dels)
+	behind := r.tl.DelsBehind(h.Epoch, h.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
 	if n > 0 && known {
@@ -309,23 +280,23 @@ func (s *Server) initLoad() int {
 // were new.
 func (r *room) applyLocked(h route.History, _ string) (int, []*conn) {
 	t := &r.tl
-	t.seen = time.Now()
+	t.Seen = time.Now()
 	if h.Epoch == "" {
-		if !t.known {
-			t.switchEpoch("")
+		if !t.Known {
+			t.SwitchEpoch("")
 		}
 		return 0, nil
 	}
 	start := false
-	if !t.known || h.Epoch != t.epoch {
-		t.switchEpoch(h.Epoch)
-		t.dels = h.Dels // the read has the epoch's tombstones
+	if !t.Known || h.Epoch != t.Epoch {
+		t.SwitchEpoch(h.Epoch)
+		t.Dels = h.Dels // the read has the epoch's tombstones
 		start = true
 	}
-	t.floor = max(t.floor, h.First-1)
-	out, _ := t.accept(h.Msgs)
-	if len(h.Msgs) == 0 && h.Last > t.last {
-		t.last, t.from = h.Last, h.Last // nothing kept to deliver: start at the head
+	t.Floor = max(t.Floor, h.First-1)
+	out, _ := t.Accept(h.Msgs)
+	if len(h.Msgs) == 0 && h.Last > t.Last {
+		t.Last, t.From = h.Last, h.Last // nothing kept to deliver: start at the head
 	}
 	_, slow := r.deliverMsgsLocked(out, start, nil)
 	return len(out), slow
@@ -359,7 +330,7 @@ func (s *Server) checkRooms(buf []*room, now time.Time) []*room {
 		for _, r := range buf {
 			r.mu.Lock()
 			idle := len(r.members) == 0
-			stale := !idle && s.cfg.GapCheck > 0 && now.Sub(r.tl.seen) >= s.cfg.GapCheck
+			stale := !idle && s.cfg.GapCheck > 0 && now.Sub(r.tl.Seen) >= s.cfg.GapCheck
 			r.mu.Unlock()
 			switch {
 			case idle:
@@ -397,9 +368,9 @@ func (s *Server) checkHeads(rooms []*room) {
 		h := heads[r.id]
 		r.mu.Lock()
 		t := &r.tl
-		behind := h.Epoch != "" && (!t.known || h.Epoch != t.epoch || h.Last > t.last || h.Dels > t.dels)
+		behind := h.Epoch != "" && (!t.Known || h.Epoch != t.Epoch || h.Last > t.Last || h.Dels > t.Dels)
 		if !behind {
-			t.seen = now
+			t.Seen = now
 		}
 		r.mu.Unlock()
 		if behind {

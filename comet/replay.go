@@ -31,21 +31,6 @@ func (c *replayCache) current(gen uint64) {
 	}
 }
 
-// slice copies the ring's messages of the current epoch with positions in
-// (p, end].
-func (t *timeline) slice(p, end int64) []danmaku.Message {
-	i := t.search(p)
-	var out []danmaku.Message
-	for ; i < t.ring.n; i++ {
-		m := t.ring.at(i)
-		if m.Pos > end {
-			break
-		}
-		out = append(out, *m)
-	}
-	return out
-}
-
 // replayItem returns a msgs frame with replay:true for msgs, encoded now
 // when shared, else by the viewer's writer.
 func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
@@ -53,7 +38,7 @@ func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
 		return item{}, false
 	}
 	b := danmaku.NewBatch(r.id, msgs)
-	b.Epoch, b.Replay = r.tl.epoch, true
+	b.Epoch, b.Replay = r.tl.Epoch, true
 	last := msgs[len(msgs)-1].Pos
 	if !shared {
 		return item{batch: &b, pos: last, epoch: b.Epoch, room: r}, true
@@ -67,11 +52,11 @@ func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
 func (r *room) replayLocked(since int64, out []item) []item {
 	t := &r.tl
 	c := &r.replay
-	c.current(t.gen)
-	last := t.last
+	c.current(t.Gen)
+	last := t.Last
 	p := since
 	if end := min(last, (p/replayBlock+1)*replayBlock); p < end {
-		if it, ok := r.replayItem(t.slice(p, end), false); ok {
+		if it, ok := r.replayItem(t.Slice(p, end), false); ok {
 			out = append(out, it)
 		}
 		p = end
@@ -82,7 +67,7 @@ func (r *room) replayLocked(since int64, out []item) []item {
 	for ; p+replayBlock <= last; p += replayBlock {
 		it, hit := c.blocks[p+replayBlock]
 		if !hit {
-			it, _ = r.replayItem(t.slice(p, p+replayBlock), true)
+			it, _ = r.replayItem(t.Slice(p, p+replayBlock), true)
 			c.blocks[p+replayBlock] = it
 		}
 		if it.pm != nil {
@@ -91,7 +76,7 @@ func (r *room) replayLocked(since int64, out []item) []item {
 	}
 	if p < last {
 		if c.tailFrom != p || c.tail2 != last || c.tail.pm == nil {
-			c.tail, _ = r.replayItem(t.slice(p, last), true)
+			c.tail, _ = r.replayItem(t.Slice(p, last), true)
 			c.tailFrom, c.tail2 = p, last
 		}
 		if c.tail.pm != nil {
@@ -99,7 +84,7 @@ func (r *room) replayLocked(since int64, out []item) []item {
 		}
 	}
 	for end := range c.blocks {
-		if end-replayBlock < t.from {
+		if end-replayBlock < t.From {
 			delete(c.blocks, end)
 		}
 	}

@@ -3,6 +3,8 @@ package comet
 import (
 	"sync"
 	"time"
+
+	"github.com/danmaku/danmaku/comet/internal/timeline"
 )
 
 // room is the local viewers of one room and the comet's view of its
@@ -30,7 +32,7 @@ type room struct {
 	members    []*member  // members[i] is conns[i]'s membership; member.idx is i
 	dead       bool       // removed from its shard; look the room up again
 	emptySince time.Time
-	tl         timeline
+	tl         timeline.Timeline
 
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.

@@ -143,7 +143,7 @@ func (c *conn) subscribe(req joinReq) {
 		w.Online = s.reg.online(req.room)
 		if r := m.r.Load(); r != nil {
 			r.mu.Lock()
-			w.Epoch, w.Pos = r.tl.epoch, r.tl.last
+			w.Epoch, w.Pos = r.tl.Epoch, r.tl.Last
 			m.online = w.Online
 			r.mu.Unlock()
 		}
@@ -257,15 +257,15 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 	t := &r.tl
 	epoch := p.epoch
 	if epoch == "" && p.got == 0 {
-		epoch = t.epoch // joined before the room had a timeline: all of it is new
+		epoch = t.Epoch // joined before the room had a timeline: all of it is new
 	}
-	if !t.covers(epoch, p.got) || t.last-p.got > maxCatchUp {
+	if !t.Covers(epoch, p.got) || t.Last-p.got > maxCatchUp {
 		return false, false
 	}
 	p.behind = false
 	w.settleLocked()
 	items := r.replayLocked(p.got, nil)
-	if len(items) > 0 && p.epoch != t.epoch {
+	if len(items) > 0 && p.epoch != t.Epoch {
 		items[0].epochStart = true
 	}
 	w.queue = append(w.queue, items...)

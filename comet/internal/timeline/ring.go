@@ -1,8 +1,6 @@
-package comet
+package timeline
 
-import (
-	"github.com/danmaku/danmaku"
-)
+import "github.com/danmaku/danmaku"
 
 // ring is a room's recent messages, oldest first: a circular buffer that
 // grows by doubling up to max entries, so a quiet room holds a few

@@ -1,4 +1,10 @@
-package comet
+// Package timeline is a comet's model of one room's timeline: the epoch,
+// the positions delivered, the ring of recent messages that serves
+// resumes, history on join and catch-ups, and the ids it drops as
+// repeats or deletions. It holds no encoded frame and knows nothing of
+// viewers; the comet's room guards it with its lock and caches the frames
+// it encodes from it, keyed by Gen.
+package timeline
 
 import (
 	"sort"
@@ -7,7 +13,7 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-// timeline is what a comet knows of one room's timeline: the epoch, the
+// Timeline is what a comet knows of one room's timeline: the epoch, the
 // last position it delivered to the room, and the ring of the messages it
 // delivered (or loaded from the room's history). All of it is guarded by
 // the room's lock.
@@ -25,7 +31,7 @@ import (
 // with the room's lock held, by whichever goroutine holds it (a push
 // handler, the joiner whose turn it is, a history read under room.sync,
 // the check loop, a del event); none blocks while holding it.
-type timeline struct {
+type Timeline struct {
 	ring ring
 	ids  map[string]struct{} // ids of the ring's entries
 	// span (ms) bounds the age of the entries beyond the newest keep: an
@@ -38,38 +44,58 @@ type timeline struct {
 	// redelivered ids.
 	old int
 
-	known bool   // epoch and last come from a push or from Redis
-	epoch string // "" with known: the room had no timeline when read
-	last  int64
-	from  int64
-	// floor is the newest position known to be gone from the room's
+	Known bool   // epoch and last come from a push or from Redis
+	Epoch string // "" with known: the room had no timeline when read
+	Last  int64
+	From  int64
+	// Floor is the newest position known to be gone from the room's
 	// history in Redis (trimmed or expired); reading before it is futile.
-	floor int64
-	// seen is when a push or a Redis read last confirmed the head.
-	seen time.Time
-	// readFailed is when a read of the room's history last failed.
-	readFailed time.Time
-	// syncs counts the reads of the room's head started, so a joiner can
+	Floor int64
+	// Seen is when a push or a Redis read last confirmed the head.
+	Seen time.Time
+	// ReadFailed is when a read of the room's history last failed.
+	ReadFailed time.Time
+	// Syncs counts the reads of the room's head started, so a joiner can
 	// tell whether one started after it arrived.
-	syncs uint64
-	// gone are the ids of messages deleted lately, dels the number of ids
+	Syncs uint64
+	// Gone are the ids of messages deleted lately, Dels the number of ids
 	// the room's deletion log holds for the epoch that this comet applied
-	// (moderation.go).
-	gone idSet
-	dels int64
-	// gen counts the changes that make frames encoded from the ring
+	// (deletions.go).
+	Gone IDSet
+	Dels int64
+	// Gen counts the changes that make frames encoded from the ring
 	// stale (a new epoch, removed messages), so the room's caches of them
 	// can tell (room.replay, room.joinFrame).
-	gen uint64
+	Gen uint64
 }
 
-func newTimeline(size int) timeline {
-	return timeline{ring: ring{max: max(size, 1)}, ids: map[string]struct{}{}}
+// New returns an empty timeline whose ring holds up to size messages,
+// and, when span (milliseconds) is positive, only those accepted within
+// span of the newest beyond the newest keep.
+func New(size int, span int64, keep int) Timeline {
+	return Timeline{ring: ring{max: max(size, 1)}, ids: map[string]struct{}{}, span: span, keep: keep}
 }
+
+// Holds reports whether id is among the ids the timeline delivered and
+// still filters (the ring's, and positionless ones).
+func (t *Timeline) Holds(id string) bool {
+	_, ok := t.ids[id]
+	return ok
+}
+
+// Len is the number of messages in the ring.
+func (t *Timeline) Len() int { return t.ring.n }
+
+// Free is how many more messages the ring takes before it evicts.
+func (t *Timeline) Free() int { return t.ring.max - t.ring.n }
+
+// Prependable reports whether Prepend can put older messages in front:
+// the ring holds no entry of an earlier epoch or without a position.
+func (t *Timeline) Prependable() bool { return t.old == 0 }
 
 // add appends m to the ring and its id to ids, evicting the oldest entry
 // of a full ring, and the entries older than span before m beyond keep.
-func (t *timeline) add(m danmaku.Message) {
+func (t *Timeline) add(m danmaku.Message) {
 	t.ids[m.ID] = struct{}{}
 	if ev, ok := t.ring.pushBack(m); ok {
 		t.evicted(ev)
@@ -87,32 +113,32 @@ func (t *timeline) add(m danmaku.Message) {
 }
 
 // evicted forgets ev, an entry that left the front of the ring.
-func (t *timeline) evicted(ev danmaku.Message) {
+func (t *Timeline) evicted(ev danmaku.Message) {
 	delete(t.ids, ev.ID)
 	if t.old > 0 {
 		t.old--
-	} else if ev.Pos > t.from {
-		t.from = ev.Pos
+	} else if ev.Pos > t.From {
+		t.From = ev.Pos
 	}
 }
 
-// switchEpoch starts epoch e with nothing delivered; the ring's entries
+// SwitchEpoch starts epoch e with nothing delivered; the ring's entries
 // become old ones.
-func (t *timeline) switchEpoch(e string) {
-	t.known, t.epoch = true, e
-	t.last, t.from, t.floor, t.dels = 0, 0, 0, 0
+func (t *Timeline) SwitchEpoch(e string) {
+	t.Known, t.Epoch = true, e
+	t.Last, t.From, t.Floor, t.Dels = 0, 0, 0, 0
 	t.old = t.ring.n
-	t.gen++
+	t.Gen++
 }
 
-// accept takes msgs (oldest first) for delivery and returns the ones to
+// Accept takes msgs (oldest first) for delivery and returns the ones to
 // deliver: messages of the current epoch at or below the last delivered
 // position, and ids already delivered, are dropped. Positioned messages
 // advance last; a position beyond last+1 leaves a hole the ring does not
 // cover (from moves up). Messages without a position (or for a room
 // without a timeline) are filtered by id only. When nothing is dropped
 // msgs itself is returned.
-func (t *timeline) accept(msgs []danmaku.Message) (out []danmaku.Message, dropped int) {
+func (t *Timeline) Accept(msgs []danmaku.Message) (out []danmaku.Message, dropped int) {
 	out = msgs
 	copied := false
 	for i, m := range msgs {
@@ -134,25 +160,25 @@ func (t *timeline) accept(msgs []danmaku.Message) (out []danmaku.Message, droppe
 // take is accept for one message. A tombstone (a deleted message read
 // from the history) advances last like the message would have, and is not
 // delivered: its position stays a hole in the ring.
-func (t *timeline) take(m danmaku.Message) bool {
-	if m.Pos > 0 && t.epoch != "" {
-		if m.Pos <= t.last {
+func (t *Timeline) take(m danmaku.Message) bool {
+	if m.Pos > 0 && t.Epoch != "" {
+		if m.Pos <= t.Last {
 			return false
 		}
-		if m.Pos > t.last+1 {
-			t.from = max(t.from, m.Pos-1)
+		if m.Pos > t.Last+1 {
+			t.From = max(t.From, m.Pos-1)
 		}
-		t.last = m.Pos
-		if _, dup := t.ids[m.ID]; dup || m.Deleted || t.gone.has(m.ID) {
+		t.Last = m.Pos
+		if _, dup := t.ids[m.ID]; dup || m.Deleted || t.Gone.Has(m.ID) {
 			return false
 		}
 		t.add(m)
 		return true
 	}
-	if _, dup := t.ids[m.ID]; dup || m.Deleted || t.gone.has(m.ID) {
+	if _, dup := t.ids[m.ID]; dup || m.Deleted || t.Gone.Has(m.ID) {
 		return false
 	}
-	if t.epoch == "" {
+	if t.Epoch == "" {
 		t.add(m) // a room without positions: remembered for its ids
 	} else {
 		t.ids[m.ID] = struct{}{} // cannot go in a positioned ring
@@ -160,22 +186,22 @@ func (t *timeline) take(m danmaku.Message) bool {
 	return true
 }
 
-// covers reports whether the ring holds every delivered message of epoch
+// Covers reports whether the ring holds every delivered message of epoch
 // e after position p.
-func (t *timeline) covers(e string, p int64) bool {
-	return t.known && e == t.epoch && p >= t.from && p <= t.last
+func (t *Timeline) Covers(e string, p int64) bool {
+	return t.Known && e == t.Epoch && p >= t.From && p <= t.Last
 }
 
 // search returns the ring index of the first entry of the current epoch
 // with a position beyond p.
-func (t *timeline) search(p int64) int {
+func (t *Timeline) search(p int64) int {
 	lo := t.old
 	return lo + sort.Search(t.ring.n-lo, func(i int) bool { return t.ring.at(lo+i).Pos > p })
 }
 
-// after copies the ring's messages of the current epoch after position p,
+// After copies the ring's messages of the current epoch after position p,
 // at most limit (the newest are cut off).
-func (t *timeline) after(p int64, limit int) []danmaku.Message {
+func (t *Timeline) After(p int64, limit int) []danmaku.Message {
 	i := t.search(p)
 	n := min(t.ring.n-i, limit)
 	if n <= 0 {
@@ -188,33 +214,33 @@ func (t *timeline) after(p int64, limit int) []danmaku.Message {
 	return out
 }
 
-// recent copies the newest n messages of the current epoch.
-func (t *timeline) recent(n int) []danmaku.Message {
-	if t.epoch == "" {
+// Recent copies the newest n messages of the current epoch.
+func (t *Timeline) Recent(n int) []danmaku.Message {
+	if t.Epoch == "" {
 		return nil
 	}
 	i := max(t.old, t.ring.n-n)
 	if i >= t.ring.n {
 		return nil
 	}
-	return t.after(t.ring.at(i).Pos-1, n)
+	return t.After(t.ring.at(i).Pos-1, n)
 }
 
-// prepend puts older messages of the current epoch (oldest first, all at
+// Prepend puts older messages of the current epoch (oldest first, all at
 // or below from) in front of the ring while it has room, and lowers from
 // to since: the ring then covers (since, last]. It needs a ring without
 // old entries.
-func (t *timeline) prepend(msgs []danmaku.Message, since int64) {
+func (t *Timeline) Prepend(msgs []danmaku.Message, since int64) {
 	if t.old > 0 {
 		return
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Pos > t.from || m.Deleted || t.gone.has(m.ID) {
+		if m.Pos > t.From || m.Deleted || t.Gone.Has(m.ID) {
 			continue
 		}
 		if t.ring.full() {
-			t.from = m.Pos
+			t.From = m.Pos
 			return
 		}
 		if _, dup := t.ids[m.ID]; !dup {
@@ -222,5 +248,5 @@ func (t *timeline) prepend(msgs []danmaku.Message, since int64) {
 			t.ring.pushFront(m)
 		}
 	}
-	t.from = min(t.from, since)
+	t.From = min(t.From, since)
 }

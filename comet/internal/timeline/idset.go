@@ -1,24 +1,25 @@
-package comet
+package timeline
 
-// idSet is a bounded set of ids: once it holds its size of them, adding
+// IDSet is a bounded set of ids: once it holds its size of them, adding
 // one forgets the oldest. The zero value is empty and allocates on the
-// first add. It is a room's memory of deleted message ids (timeline.gone)
-// and the comet's of notice ids (noticeSeen).
-type idSet struct {
+// first add. It is a room's memory of deleted message ids (Timeline.Gone)
+// and the comet's of notice ids.
+type IDSet struct {
 	ids  map[string]struct{}
 	ring []string // a circular buffer of the ids in ids
 	next int
 }
 
-func (s *idSet) has(id string) bool {
+// Has reports whether id is in the set.
+func (s *IDSet) Has(id string) bool {
 	_, ok := s.ids[id]
 	return ok
 }
 
-// add remembers id in a set of at most size ids and reports whether it
+// Add remembers id in a set of at most size ids and reports whether it
 // was new.
-func (s *idSet) add(id string, size int) bool {
-	if s.has(id) {
+func (s *IDSet) Add(id string, size int) bool {
+	if s.Has(id) {
 		return false
 	}
 	if s.ids == nil {
