@@ -256,12 +256,7 @@ func TestFragmentedPingCloses1002(t *testing.T) {
 	if _, err := c.UnderlyingConn().Write(frag); err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, _, err := c.ReadMessage()
-	var ce *websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != websocket.CloseProtocolError {
-		t.Fatalf("after a fragmented ping: %v, want close 1002", err)
-	}
+	expectClose(t, c, websocket.CloseProtocolError)
 	select {
 	case p := <-pongs:
 		t.Fatalf("the fragmented ping was answered (%q)", p)

@@ -3,6 +3,7 @@ package comet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -150,6 +151,24 @@ func mustSend(tb testing.TB, ws *websocket.Conn, v any) {
 	b, _ := json.Marshal(v)
 	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
 		tb.Fatalf("send: %v", err)
+	}
+}
+
+// expectClose reads ws until the server closes it, which must be with
+// code.
+func expectClose(tb testing.TB, ws *websocket.Conn, code int) {
+	tb.Helper()
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != code {
+			tb.Fatalf("closed with %v, want %d", err, code)
+		}
+		return
 	}
 }
 

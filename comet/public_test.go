@@ -1,7 +1,6 @@
 package comet
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -104,18 +103,7 @@ func TestInvalidUTF8TextFrameCloses1007(t *testing.T) {
 	if err := ws.WriteMessage(websocket.TextMessage, []byte("{\"op\":\"ping\",\"x\":\"\xff\"}")); err != nil {
 		t.Fatal(err)
 	}
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		_, _, err := ws.ReadMessage()
-		if err == nil {
-			continue
-		}
-		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != websocket.CloseInvalidFramePayloadData {
-			t.Fatalf("closed with %v, want 1007", err)
-		}
-		return
-	}
+	expectClose(t, ws, websocket.CloseInvalidFramePayloadData)
 }
 
 // Viewers get their room's count over all comets in an online frame, so
