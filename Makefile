@@ -33,13 +33,13 @@ unit:
 
 # Short runs of the comet's fuzz targets beyond their committed seed
 # corpora (which the unit tests already run): the client JSON frame parser
-# and the WebSocket frame-header reader (frameConn). The budgets are
+# and the WebSocket frame-header reader (comet/internal/wsframe). The budgets are
 # execution counts, a few seconds each on two cores: with a duration budget
 # the fuzzing coordinator can fail a clean run with "context deadline
 # exceeded" when a worker is mid-input as the time runs out.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 50000x ./comet/
-	$(GO) test -run '^$$' -fuzz '^FuzzFrameConn$$' -fuzztime 30000x ./comet/
+	$(GO) test -run '^$$' -fuzz '^FuzzFrameConn$$' -fuzztime 30000x ./comet/internal/wsframe/
 
 build:
 	$(GO) build ./...

@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/wsframe"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/httpx"
 )
@@ -113,16 +114,16 @@ func (s *Server) admit(r *http.Request) (uid string, claims *auth.Claims, err er
 // handshake failed or the comet started shutting down meanwhile (that
 // viewer is closed with 1001).
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey string) *conn {
-	hj := &hijacker{ResponseWriter: w}
+	hj := &wsframe.Hijacker{ResponseWriter: w}
 	ws, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		s.metrics.rejected("handshake")
 		return nil
 	}
-	c := &conn{s: s, ws: ws, fc: hj.fc, user: uid, ipKey: ipKey, seq: s.seq.Add(1)}
+	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1)}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
-		c.fc.onPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
+		c.fc.OnPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
 	}
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
 
@@ -157,7 +158,7 @@ func (s *Server) boundSendBuffer(nc net.Conn) {
 	if s.cfg.SendBuffer <= 0 {
 		return
 	}
-	if fc, ok := nc.(*frameConn); ok {
+	if fc, ok := nc.(*wsframe.Conn); ok {
 		nc = fc.Conn
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {

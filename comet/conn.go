@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku/comet/internal/wsframe"
 	"github.com/danmaku/danmaku/internal/auth"
 )
 
@@ -28,7 +29,7 @@ const closeGrace = time.Second
 type conn struct {
 	s    *Server
 	ws   *websocket.Conn
-	fc   *frameConn // nil when the connection is not a socket
+	fc   *wsframe.Conn // nil when the connection is not a socket
 	id   string
 	user string
 	// ipKey is what the connection counts against in the per-address
@@ -160,7 +161,7 @@ func (c *conn) sendRoomError(room, code, message string) {
 //
 // An idle viewer is the common case, so this goroutine is kept to the
 // smallest stack the runtime has (2 KiB): it only waits for the socket
-// (frameConn.waitReadable, a shallow call chain), and everything that needs
+// (wsframe.Conn.WaitReadable, a shallow call chain), and everything that needs
 // a deeper stack — gorilla's frame reading, JSON, joining — runs on a
 // short-lived goroutine (deep) whose stack is gone when it is done. A
 // stack that grew once is never shrunk below 4 KiB by the runtime.
@@ -176,7 +177,7 @@ func (c *conn) readLoop(u urlRooms) {
 	for {
 		// A read deadline passing here means the viewer stopped answering
 		// pings.
-		if c.fc.waitReadable() != nil {
+		if c.fc.WaitReadable() != nil {
 			return
 		}
 		if !c.deep(c.readReady) {
@@ -228,7 +229,7 @@ func (c *conn) alive() { c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PongWait)) 
 // readReady takes in what the socket has and serves every complete frame.
 // It reports false when the connection is over.
 func (c *conn) readReady() bool {
-	ready, err := c.fc.pump()
+	ready, err := c.fc.Pump()
 	if err != nil || c.isClosed() {
 		return false
 	}
@@ -237,7 +238,7 @@ func (c *conn) readReady() bool {
 		if !c.readMessage() {
 			return false
 		}
-		ready = c.fc.pending()
+		ready = c.fc.Pending()
 	}
 	return true
 }

@@ -29,7 +29,7 @@
 //
 // A comet holds tens of thousands of mostly silent viewers, so an idle one
 // is kept cheap: one parked reader goroutine on the minimum 2 KiB stack
-// (frameConn lets it wait for the socket outside gorilla; frame handling
+// (wsframe.Conn lets it wait for the socket outside gorilla; frame handling
 // runs on short-lived goroutines), a 256-byte read buffer, no write buffer
 // (every frame is a PreparedMessage, other writes borrow from a pool), no
 // writer goroutine (one exists only while the viewer's queue holds frames),

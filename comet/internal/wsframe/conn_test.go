@@ -1,21 +1,11 @@
-package comet
+package wsframe
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http/httptest"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/gorilla/websocket"
-
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/push"
-	"github.com/danmaku/danmaku/internal/testkit"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -62,7 +52,7 @@ func maskedFrame16(opcode byte, payload []byte) []byte {
 	return b
 }
 
-// refSplit is an independent reading of RFC 6455 framing for frameConn's
+// refSplit is an independent reading of RFC 6455 framing for Conn's
 // contract: the bytes it must hand to gorilla, one segment per frame, and
 // the payloads of the pings it must consume. Masked ping and pong frames
 // with FIN, no RSV bit and at most 125 bytes of payload are consumed once
@@ -120,7 +110,7 @@ func refSplit(stream []byte) (segs, pings [][]byte) {
 	return segs, pings
 }
 
-// checkFrameConn streams data through a frameConn over an in-memory
+// checkFrameConn streams data through a Conn over an in-memory
 // connection, written in pieces of wchunk bytes and read with a buffer of
 // rsize bytes, and checks it against refSplit: the bytes handed on, each
 // Read within one frame, the pings consumed, and the buffer state.
@@ -137,13 +127,13 @@ func checkFrameConn(t *testing.T, stream []byte, wchunk, rsize int) {
 		}
 	}()
 	var pings [][]byte
-	f := &frameConn{Conn: server, onPing: func(p []byte) { pings = append(pings, p) }}
+	f := &Conn{Conn: server, OnPing: func(p []byte) { pings = append(pings, p) }}
 	var got []byte
 	seg, segOff := 0, 0 // where got ends, as a frame and an offset in it
 	p := make([]byte, rsize)
 	for {
 		atBoundary := f.remain == 0
-		ready := f.pending()
+		ready := f.Pending()
 		n, err := f.Read(p)
 		if f.r < 0 || f.r > f.w || f.w > frameBufSize || (f.buf == nil && f.w != 0) {
 			t.Fatalf("buffer state r=%d w=%d nil=%v", f.r, f.w, f.buf == nil)
@@ -207,7 +197,7 @@ func TestFrameConnStreams(t *testing.T) {
 }
 
 // FuzzFrameConn feeds arbitrary client bytes, in arbitrary pieces, through
-// the frame-header parser and frameConn and checks them against refSplit.
+// the frame-header parser and Conn and checks them against refSplit.
 func FuzzFrameConn(f *testing.F) {
 	for _, stream := range frameStreams() {
 		f.Add(stream, uint8(7), uint8(16))
@@ -221,97 +211,20 @@ func TestNewFrameConnNeedsASocket(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	if _, err := newFrameConn(a); !errors.Is(err, errNotTCP) {
-		t.Fatalf("newFrameConn(pipe) = %v, want errNotTCP", err)
+	if _, err := New(a); !errors.Is(err, ErrNotSocket) {
+		t.Fatalf("New(pipe) = %v, want ErrNotSocket", err)
 	}
 }
 
-// A ping whose length uses the 16-bit form reaches the comet over a real
-// socket and is answered with its payload; the connection stays usable.
-func TestExtendedLengthPing(t *testing.T) {
-	s, _ := mustStart(t, nil)
-	c := mustDial(t, s, "")
-	pongs := make(chan string, 1)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
-	wire := append(maskedFrame16(0x9, []byte("ten bytes!")), maskedFrame(0x1, []byte(`{"op":"ping"}`))...)
-	if _, err := c.UnderlyingConn().Write(wire); err != nil {
-		t.Fatal(err)
+// maskedFrame encodes one client frame (FIN set, 7- or 16-bit length).
+func maskedFrame(opcode byte, payload []byte) []byte {
+	if len(payload) >= 126 {
+		return maskedFrame16(opcode, payload)
 	}
-	mustReadOp(t, c, opPong)
-	if p := <-pongs; p != "ten bytes!" {
-		t.Fatalf("pong payload %q", p)
+	key := [4]byte{0x11, 0x22, 0x33, 0x44}
+	b := append([]byte{0x80 | opcode, 0x80 | byte(len(payload))}, key[:]...)
+	for i, c := range payload {
+		b = append(b, c^key[i&3])
 	}
-}
-
-// A fragmented ping (FIN not set) is a protocol error (RFC 6455: control
-// frames are never fragmented): it is not answered, the connection is
-// closed with 1002.
-func TestFragmentedPingCloses1002(t *testing.T) {
-	s, _ := mustStart(t, nil)
-	c := mustDial(t, s, "")
-	pongs := make(chan string, 1)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
-	frag := maskedFrame(0x9, []byte("part"))
-	frag[0] &^= 0x80 // FIN off
-	if _, err := c.UnderlyingConn().Write(frag); err != nil {
-		t.Fatal(err)
-	}
-	expectClose(t, c, websocket.CloseProtocolError)
-	select {
-	case p := <-pongs:
-		t.Fatalf("the fragmented ping was answered (%q)", p)
-	default:
-	}
-}
-
-// When an embedding server terminates TLS the hijacked connection is not
-// a socket: the viewer is served by serveFrames, with gorilla reading the
-// connection directly, and the protocol is the same.
-func TestServeFramesOverTLS(t *testing.T) {
-	s, store := mustStart(t, nil)
-	hs := httptest.NewTLSServer(s.PublicHandler())
-	defer hs.Close()
-	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
-	url := "wss://" + strings.TrimPrefix(hs.URL, "https://") + "/ws?room="
-	room := testkit.Uniq("tls-")
-
-	c, _, err := d.Dial(url+room, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if w := mustReadOp(t, c, opWelcome); w.Room != room || w.Online != 1 {
-		t.Fatalf("welcome %+v", w)
-	}
-	expectRoutes(t, store, s, room, 1)
-	pongs := make(chan string, 1)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
-	if err := c.WriteControl(websocket.PingMessage, []byte("hb"), time.Now().Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, map[string]string{"op": "ping"})
-	mustReadOp(t, c, opPong)
-	if p := <-pongs; p != "hb" {
-		t.Fatalf("pong payload %q", p)
-	}
-	mustSend(t, c, map[string]string{"op": "dance"})
-	if f := mustReadOp(t, c, opError); f.Code != codeUnknownOp {
-		t.Fatalf("error frame %+v", f)
-	}
-	p := push.NewClient(testSecret, 2*time.Second)
-	defer p.Close()
-	if n := mustPush(t, p, s, batch(room, "t1")); n != 1 {
-		t.Fatalf("delivered %d, want 1", n)
-	}
-	if f := mustReadOp(t, c, danmaku.OpMsgs); f.Msgs[0].ID != "t1" {
-		t.Fatalf("batch %+v", f)
-	}
-	c.Close()
-	expectRoutes(t, store, s, room, 0)
-	testkit.SucceedsSoon(t, 5*time.Second, func() error {
-		if _, n := s.hub.counts(); n != 0 {
-			return fmt.Errorf("%d connections left", n)
-		}
-		return nil
-	})
+	return b
 }

@@ -1,4 +1,9 @@
-package comet
+// Package wsframe sits between a viewer's socket and gorilla/websocket so
+// an idle viewer costs little memory: Conn hands gorilla one data frame at
+// a time, consumes pings and pongs itself, and lets the viewer's reader
+// wait for the socket with a shallow stack (WaitReadable). Hijacker makes
+// gorilla's Upgrade use it.
+package wsframe
 
 import (
 	"bufio"
@@ -10,21 +15,22 @@ import (
 	"syscall"
 )
 
-// frameConn sits between a viewer's socket and gorilla's Conn so an idle
+// Conn sits between a viewer's socket and gorilla's Conn so an idle
 // viewer costs little memory. It reads the incoming stream frame by frame:
 //
 //   - a Read never returns bytes past the end of the current frame, so once
 //     gorilla has read a message its buffered reader is empty and whatever
-//     arrived after it is in frameConn's buffer, where the reader can see it;
+//     arrived after it is in Conn's buffer, where the reader can see it;
 //   - pong and ping frames are consumed here (pings answered through the
 //     writer). gorilla's NextReader handles control frames itself and keeps
 //     blocking for the next data frame; with them filtered out, a viewer's
 //     reader only enters gorilla when a data or close frame is there and
-//     otherwise waits for the socket with a shallow stack (waitReadable),
+//     otherwise waits for the socket with a shallow stack (WaitReadable),
 //     which the runtime shrinks to the minimum.
 //
-// Only the viewer's reader goroutine calls Read, pump and pending.
-type frameConn struct {
+// Ownership: only the viewer's reader goroutine calls Read, Pump, Pending
+// and WaitReadable, and so owns every field; OnPing is set before it starts.
+type Conn struct {
 	net.Conn
 	raw syscall.RawConn
 
@@ -32,7 +38,7 @@ type frameConn struct {
 	r, w   int
 	remain int64 // bytes of the current data frame not yet handed to gorilla
 
-	onPing func(payload []byte) // called for each consumed ping
+	OnPing func(payload []byte) // called for each consumed ping
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control
@@ -46,21 +52,24 @@ const (
 	opcodePong = 0xA
 )
 
-var errNotTCP = errors.New("connection has no file descriptor")
+// ErrNotSocket is New's answer for a connection without a file
+// descriptor to wait on (a TLS connection, a pipe).
+var ErrNotSocket = errors.New("connection has no file descriptor")
 
-func newFrameConn(c net.Conn) (*frameConn, error) {
+// New wraps c, which must be a socket.
+func New(c net.Conn) (*Conn, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil, errNotTCP
+		return nil, ErrNotSocket
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	return &frameConn{Conn: c, raw: raw}, nil
+	return &Conn{Conn: c, raw: raw}, nil
 }
 
-// frameHeader is what frameConn needs of a WebSocket frame header
+// frameHeader is what Conn needs of a WebSocket frame header
 // (RFC 6455 section 5.2).
 type frameHeader struct {
 	frameLen int64 // the whole frame: header, masking key and payload
@@ -121,7 +130,7 @@ func parseHeader(b []byte) (h frameHeader, ok bool) {
 // frame, or of a control frame gorilla must reject (unmasked, fragmented
 // or with RSV bits, or with a payload over 125 bytes), which it closes with
 // 1002.
-func (f *frameConn) consumeControl() (dataReady bool) {
+func (f *Conn) consumeControl() (dataReady bool) {
 	for f.remain == 0 && f.r < f.w {
 		b := f.buf[f.r:f.w]
 		h, ok := parseHeader(b)
@@ -134,8 +143,8 @@ func (f *frameConn) consumeControl() (dataReady bool) {
 		if int64(len(b)) < h.frameLen {
 			return false
 		}
-		if h.opcode == opcodePing && f.onPing != nil {
-			f.onPing(unmask(b[:h.frameLen], h.hdrLen))
+		if h.opcode == opcodePing && f.OnPing != nil {
+			f.OnPing(unmask(b[:h.frameLen], h.hdrLen))
 		}
 		f.r += int(h.frameLen)
 	}
@@ -158,7 +167,7 @@ func unmask(frame []byte, hdrLen int) []byte {
 }
 
 // release returns an empty buffer to the pool.
-func (f *frameConn) release() {
+func (f *Conn) release() {
 	if f.buf != nil && f.r == f.w {
 		frameBufPool.Put(f.buf)
 		f.buf, f.r, f.w = nil, 0, 0
@@ -166,7 +175,7 @@ func (f *frameConn) release() {
 }
 
 // fill reads once from the socket into the buffer.
-func (f *frameConn) fill() error {
+func (f *Conn) fill() error {
 	if f.buf == nil {
 		f.buf = frameBufPool.Get().(*[frameBufSize]byte)
 	}
@@ -185,17 +194,17 @@ func (f *frameConn) fill() error {
 	return err
 }
 
-// pump reads what the socket has, consumes control frames and reports
+// Pump reads what the socket has, consumes control frames and reports
 // whether gorilla has a frame to read.
-func (f *frameConn) pump() (dataReady bool, err error) {
+func (f *Conn) Pump() (dataReady bool, err error) {
 	if err := f.fill(); err != nil {
 		return false, err
 	}
 	return f.consumeControl(), nil
 }
 
-// pending reports whether a frame for gorilla is already buffered.
-func (f *frameConn) pending() bool {
+// Pending reports whether a frame for gorilla is already buffered.
+func (f *Conn) Pending() bool {
 	if f.remain > 0 {
 		return true
 	}
@@ -204,7 +213,7 @@ func (f *frameConn) pending() bool {
 
 // Read serves gorilla: bytes of the current data frame only. At a frame
 // boundary it consumes control frames and reads the next header first.
-func (f *frameConn) Read(p []byte) (int, error) {
+func (f *Conn) Read(p []byte) (int, error) {
 	for f.remain == 0 {
 		if f.consumeControl() {
 			h, _ := parseHeader(f.buf[f.r:f.w])
@@ -234,9 +243,9 @@ func (f *frameConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// waitReadable blocks until the socket has data, EOF or an error, or the
+// WaitReadable blocks until the socket has data, EOF or an error, or the
 // read deadline passes. It keeps the goroutine's stack shallow while idle.
-func (f *frameConn) waitReadable() error {
+func (f *Conn) WaitReadable() error {
 	var peek [1]byte
 	var werr error
 	err := f.raw.Read(func(fd uintptr) bool {
@@ -254,24 +263,26 @@ func (f *frameConn) waitReadable() error {
 	return nil
 }
 
-// hijacker hands gorilla a frameConn instead of the raw connection.
-type hijacker struct {
+// Hijacker hands gorilla a Conn instead of the raw connection; Frames is
+// it once Upgrade hijacked a socket (nil for any other connection).
+type Hijacker struct {
 	http.ResponseWriter
-	fc *frameConn
+	Frames *Conn
 }
 
-func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+// Hijack hijacks the connection and wraps it when it is a socket.
+func (h *Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := h.ResponseWriter.(http.Hijacker).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
-	fc, err := newFrameConn(c)
+	fc, err := New(c)
 	if err != nil {
 		// Not a socket (a TLS connection, when an embedding server
 		// terminates TLS): gorilla reads it directly and the viewer's
 		// reader runs serveFrames.
 		return c, brw, nil
 	}
-	h.fc = fc
+	h.Frames = fc
 	return fc, brw, nil
 }
