@@ -123,7 +123,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1)}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
-		c.fc.OnPing = func(payload []byte) { c.sendItem(item{pong: payload}) }
+		c.fc.OnPing = func(payload []byte) { c.sendItem(item{Pong: payload}) }
 	}
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
 
@@ -141,7 +141,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 
 // release removes every trace of a connection whose reader ended.
 func (s *Server) release(c *conn) {
-	c.w.markClosed()
+	c.w.MarkClosed()
 	c.ws.Close()
 	c.leaveAll()
 	s.hub.removeConn(c)

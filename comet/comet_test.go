@@ -361,7 +361,7 @@ func TestCompression(t *testing.T) {
 	// viewers.
 	data, _ := json.Marshal(batch(room, "z2"))
 	pm, _ := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if n, _ := s.hub.deliver(room, item{pm: pm, size: len(data)}, nil); n != 3 {
+	if n, _ := s.hub.deliver(room, item{PM: pm, Size: len(data)}, nil); n != 3 {
 		t.Fatalf("delivered %d", n)
 	}
 	for _, c := range viewers {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku/comet/internal/sendq"
 	"github.com/danmaku/danmaku/comet/internal/wsframe"
 	"github.com/danmaku/danmaku/internal/auth"
 )
@@ -55,37 +56,37 @@ type conn struct {
 
 // enqueue hands it to the viewer's writer without blocking. A full queue
 // closes the writer; the caller disconnects the viewer (slowConsumer).
-func (c *conn) enqueue(it item) enqueueResult {
-	return c.w.enqueue(it, c.s.cfg.QueueSize, c)
+func (c *conn) enqueue(it item) sendq.Result {
+	return c.w.Enqueue(it, c.s.cfg.QueueSize, c)
 }
 
-// writeFrame writes one queued frame to the socket; the writer calls it
+// WriteFrame writes one queued frame to the socket; the writer calls it
 // from its drain goroutine. It reports false once nothing more is to be
 // written: after a close frame, or when the write failed.
-func (c *conn) writeFrame(it item) bool {
+func (c *conn) WriteFrame(it item) bool {
 	deadline := time.Now().Add(c.s.cfg.WriteWait)
 	var err error
 	switch {
-	case it.ping:
+	case it.Ping:
 		err = c.ws.WriteControl(websocket.PingMessage, nil, deadline)
-	case it.pong != nil:
-		err = c.ws.WriteControl(websocket.PongMessage, it.pong, deadline)
-	case it.close != nil:
-		c.ws.WriteControl(websocket.CloseMessage, it.close, deadline)
+	case it.Pong != nil:
+		err = c.ws.WriteControl(websocket.PongMessage, it.Pong, deadline)
+	case it.Close != nil:
+		c.ws.WriteControl(websocket.CloseMessage, it.Close, deadline)
 		// The reader gets the peer's close reply, or gives up soon.
 		c.ws.NetConn().SetReadDeadline(time.Now().Add(closeGrace))
 		return false
-	case it.batch != nil:
-		data, merr := json.Marshal(it.batch)
+	case it.Batch != nil:
+		data, merr := json.Marshal(it.Batch)
 		if merr != nil {
 			return true
 		}
-		it.size = len(data)
+		it.Size = len(data)
 		c.ws.SetWriteDeadline(deadline)
 		err = c.ws.WriteMessage(websocket.TextMessage, data)
 	default:
 		c.ws.SetWriteDeadline(deadline)
-		err = c.ws.WritePreparedMessage(it.pm)
+		err = c.ws.WritePreparedMessage(it.PM)
 	}
 	if err != nil {
 		c.s.metrics.writeError()
@@ -93,19 +94,19 @@ func (c *conn) writeFrame(it item) bool {
 		c.ws.Close()
 		return false
 	}
-	c.s.metrics.wrote(it.size)
+	c.s.metrics.wrote(it.Size)
 	return true
 }
 
 // isClosed reports whether the viewer is being disconnected.
-func (c *conn) isClosed() bool { return c.w.isClosed() }
+func (c *conn) isClosed() bool { return c.w.IsClosed() }
 
 // kill disconnects the viewer with a close code without blocking the
 // caller: queued frames are dropped, the close frame is written by a
 // goroutine of its own (it may wait behind a write in progress), and the
 // reader then sees the peer's reply or the closed socket and cleans up.
 func (c *conn) kill(code int, text string) {
-	c.w.markClosed()
+	c.w.MarkClosed()
 	go func() {
 		msg := websocket.FormatCloseMessage(code, text)
 		if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace)); err != nil {
@@ -127,14 +128,14 @@ func (c *conn) slowConsumer() {
 // closeAfterQueued disconnects the viewer with a close code once the
 // frames already queued (an error frame explaining why) are written.
 func (c *conn) closeAfterQueued(code int, text string) {
-	if c.enqueue(item{close: websocket.FormatCloseMessage(code, text)}) != enqueued {
+	if c.enqueue(item{Close: websocket.FormatCloseMessage(code, text)}) != enqueued {
 		c.kill(code, text)
 	}
 }
 
 // send queues a frame meant for this viewer only (welcome, error, pong).
 func (c *conn) send(pm *websocket.PreparedMessage, size int) {
-	c.sendItem(item{pm: pm, size: size})
+	c.sendItem(item{PM: pm, Size: size})
 }
 
 func (c *conn) sendItem(it item) {

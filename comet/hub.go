@@ -145,7 +145,7 @@ func (h *hub) leave(m *member) {
 	r.members, r.conns = r.members[:last], r.conns[:last]
 	m.r.Store(nil)
 	m.idx = 0
-	m.c.w.forget(r)
+	m.c.w.Forget(r)
 	if len(r.members) == 0 {
 		r.members, r.conns = nil, nil
 		r.emptySince = time.Now()

@@ -193,7 +193,7 @@ func (r *room) historyItemLocked(msgs []danmaku.Message) item {
 	t := &r.tl
 	first, last := msgs[0].Pos, msgs[len(msgs)-1].Pos
 	j := &r.joinFrame
-	if j.it.pm != nil && j.first == first && j.last == last && j.epoch == t.Epoch && j.gen == t.Gen {
+	if j.it.PM != nil && j.first == first && j.last == last && j.epoch == t.Epoch && j.gen == t.Gen {
 		return j.it
 	}
 	b := danmaku.NewBatch(r.id, msgs)
@@ -228,8 +228,8 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	p := s.planLocked(r, req, d)
 	t := &r.tl
 	w.Epoch, w.Pos, w.Recovered = t.Epoch, t.Last, p.recovered
-	c.w.setGot(r, t.Epoch, p.base)
-	res := c.enqueue(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
+	c.w.SetGot(r, t.Epoch, p.base)
+	res := c.enqueue(item{PM: prepare(w), Size: len(c.id) + len(req.room) + 96})
 	r.addLocked(m)
 	m.online = w.Online
 	var items []item
@@ -246,7 +246,7 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 		}
 	}
 	for _, it := range items {
-		if res == enqueued && (it.pm != nil || it.batch != nil) {
+		if res == enqueued && (it.PM != nil || it.Batch != nil) {
 			res = c.enqueue(it)
 		}
 	}

@@ -92,7 +92,7 @@ func (r *room) deleteLocked(ids []string) (n, removed int, slow []*conn) {
 	if err != nil {
 		return 0, removed, nil
 	}
-	n, slow = r.deliverLocked(item{pm: pm, size: len(data)}, nil)
+	n, slow = r.deliverLocked(item{PM: pm, Size: len(data)}, nil)
 	return n, removed, slow
 }
 

@@ -25,14 +25,14 @@ func TestReplayCacheFollowsTimeline(t *testing.T) {
 	tl.Accept([]danmaku.Message{{ID: "m1", Pos: 1}, {ID: "m2", Pos: 2}, {ID: "m3", Pos: 3}})
 	var cache replayCache
 	cache.current(tl.Gen)
-	cache.tail = item{size: 1}
+	cache.tail = item{Size: 1}
 	cache.current(tl.Gen)
-	if cache.tail.size != 1 {
+	if cache.tail.Size != 1 {
 		t.Fatal("the cache was dropped while the timeline did not change")
 	}
 	tl.Remove([]string{"m3"})
 	cache.current(tl.Gen)
-	if cache.tail.size != 0 {
+	if cache.tail.Size != 0 {
 		t.Fatalf("after a removal the cache holds %+v", cache.tail)
 	}
 }

@@ -124,7 +124,7 @@ func noticeItem(op string, msgs []danmaku.Notice) (item, bool) {
 	if err != nil {
 		return item{}, false
 	}
-	return item{pm: pm, size: len(data)}, true
+	return item{PM: pm, Size: len(data)}, true
 }
 
 // enqueueAll hands it to every connection of conns without blocking and

@@ -65,8 +65,8 @@ func (h *hub) announceOnline(id string, n int64) (slow []*conn) {
 		if m.online == n {
 			continue
 		}
-		if it.pm == nil {
-			it = item{pm: prepare(onlineFrame{Op: opOnline, Room: id, Online: n}), size: len(id) + 40, lossy: true}
+		if it.PM == nil {
+			it = item{PM: prepare(onlineFrame{Op: opOnline, Room: id, Online: n}), Size: len(id) + 40, Lossy: true}
 		}
 		m.online = n
 		if m.c.enqueue(it) == queueFull {

@@ -49,9 +49,9 @@ func (r *room) encodeItem(b danmaku.Batch) (item, bool) {
 	if err != nil {
 		return item{}, false
 	}
-	it := item{pm: pm, size: len(data)}
+	it := item{PM: pm, Size: len(data)}
 	if n := len(b.Msgs); n > 0 && b.Epoch != "" && b.Msgs[n-1].Pos > 0 {
-		it.pos, it.epoch, it.room, it.src = b.Msgs[n-1].Pos, b.Epoch, r, &b
+		it.Pos, it.Epoch, it.Room, it.Src = b.Msgs[n-1].Pos, b.Epoch, r, &b
 	}
 	return it, true
 }
@@ -69,7 +69,7 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 	if !ok {
 		return 0, slow
 	}
-	it.epochStart = start && it.pos > 0
+	it.EpochStart = start && it.Pos > 0
 	return r.deliverLocked(it, slow)
 }
 

@@ -41,7 +41,7 @@ func (r *room) replayItem(msgs []danmaku.Message, shared bool) (item, bool) {
 	b.Epoch, b.Replay = r.tl.Epoch, true
 	last := msgs[len(msgs)-1].Pos
 	if !shared {
-		return item{batch: &b, pos: last, epoch: b.Epoch, room: r}, true
+		return item{Batch: &b, Pos: last, Epoch: b.Epoch, Room: r}, true
 	}
 	it, ok := r.encodeItem(b)
 	return it, ok
@@ -70,16 +70,16 @@ func (r *room) replayLocked(since int64, out []item) []item {
 			it, _ = r.replayItem(t.Slice(p, p+replayBlock), true)
 			c.blocks[p+replayBlock] = it
 		}
-		if it.pm != nil {
+		if it.PM != nil {
 			out = append(out, it)
 		}
 	}
 	if p < last {
-		if c.tailFrom != p || c.tail2 != last || c.tail.pm == nil {
+		if c.tailFrom != p || c.tail2 != last || c.tail.PM == nil {
 			c.tail, _ = r.replayItem(t.Slice(p, last), true)
 			c.tailFrom, c.tail2 = p, last
 		}
-		if c.tail.pm != nil {
+		if c.tail.PM != nil {
 			out = append(out, c.tail)
 		}
 	}

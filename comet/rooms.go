@@ -147,7 +147,7 @@ func (c *conn) subscribe(req joinReq) {
 			m.online = w.Online
 			r.mu.Unlock()
 		}
-		c.sendItem(item{pm: prepare(w), size: len(c.id) + len(req.room) + 96})
+		c.sendItem(item{PM: prepare(w), Size: len(c.id) + len(req.room) + 96})
 		return
 	}
 	m := c.addMember(req.room)
@@ -217,13 +217,13 @@ func (c *conn) leaveAll() {
 	}
 }
 
-// catchUp sends a viewer whose queue overflowed what it missed in each of
+// CatchUp sends a viewer whose queue overflowed what it missed in each of
 // its rooms since the last position it got there, from the room's ring,
 // once its writer is free again. A gap a ring no longer covers, or wider
 // than maxCatchUp, disconnects the viewer with 4008.
-func (c *conn) catchUp() {
+func (c *conn) CatchUp() {
 	caught := false
-	for _, r := range c.w.behindRooms() {
+	for _, r := range c.w.BehindRooms() {
 		ok, done := c.catchUpRoom(r)
 		if !ok {
 			c.slowConsumer()
@@ -231,9 +231,7 @@ func (c *conn) catchUp() {
 		}
 		caught = caught || done
 	}
-	c.w.mu.Lock()
-	c.w.settleLocked() // a room left meanwhile is no longer waited for
-	c.w.mu.Unlock()
+	c.w.Settle() // a room left meanwhile is no longer waited for
 	if caught {
 		c.s.metrics.caughtUp()
 	}
@@ -246,30 +244,21 @@ func (c *conn) catchUp() {
 func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := &c.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	i := w.find(r)
-	if i < 0 || !w.rooms[i].behind || w.closed {
-		return true, false
-	}
-	p := &w.rooms[i]
-	t := &r.tl
-	epoch := p.epoch
-	if epoch == "" && p.got == 0 {
-		epoch = t.Epoch // joined before the room had a timeline: all of it is new
-	}
-	if !t.Covers(epoch, p.got) || t.Last-p.got > maxCatchUp {
-		return false, false
-	}
-	p.behind = false
-	w.settleLocked()
-	items := r.replayLocked(p.got, nil)
-	if len(items) > 0 && p.epoch != t.Epoch {
-		items[0].epochStart = true
-	}
-	w.queue = append(w.queue, items...)
-	return true, true
+	return c.w.CatchUpRoom(r, func(epoch string, got int64) ([]item, bool) {
+		t := &r.tl
+		from := epoch
+		if from == "" && got == 0 {
+			from = t.Epoch // joined before the room had a timeline: all of it is new
+		}
+		if !t.Covers(from, got) || t.Last-got > maxCatchUp {
+			return nil, false
+		}
+		items := r.replayLocked(got, nil)
+		if len(items) > 0 && epoch != t.Epoch {
+			items[0].EpochStart = true
+		}
+		return items, true
+	})
 }
 
 // maxCatchUp is the largest gap, in positions, a slow viewer is caught up

@@ -1,4 +1,4 @@
-package comet
+package sendq
 
 import (
 	"errors"
@@ -9,6 +9,19 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
+)
+
+// The tests queue frames of testRooms.
+type (
+	room   struct{ id string }
+	item   = Item[*room]
+	writer = Writer[*room]
+)
+
+const (
+	enqueued   = Enqueued
+	queueFull  = QueueFull
+	connClosed = ConnClosed
 )
 
 // recordSink records the sizes of the frames written to it. While gate is
@@ -26,17 +39,17 @@ func newRecordSink() *recordSink {
 	return &recordSink{stopAt: -1, started: make(chan struct{}, 1024)}
 }
 
-func (r *recordSink) catchUp() {}
+func (r *recordSink) CatchUp() {}
 
-func (r *recordSink) writeFrame(it item) bool {
+func (r *recordSink) WriteFrame(it item) bool {
 	r.started <- struct{}{}
 	if r.gate != nil {
 		<-r.gate
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.written = append(r.written, it.size)
-	return it.size != r.stopAt
+	r.written = append(r.written, it.Size)
+	return it.Size != r.stopAt
 }
 
 func (r *recordSink) sizes() []int {
@@ -73,7 +86,7 @@ func TestWriterDrainsInOrderThenIdles(t *testing.T) {
 	r := newRecordSink()
 	r.gate = make(chan struct{})
 	for i := 1; i <= 8; i++ {
-		if res := w.enqueue(item{size: i}, 16, r); res != enqueued {
+		if res := w.Enqueue(item{Size: i}, 16, r); res != enqueued {
 			t.Fatalf("enqueue %d = %v", i, res)
 		}
 	}
@@ -83,12 +96,12 @@ func TestWriterDrainsInOrderThenIdles(t *testing.T) {
 	if w.queue != nil {
 		t.Fatalf("idle writer keeps a queue of capacity %d", cap(w.queue))
 	}
-	if res := w.enqueue(item{size: 9}, 16, r); res != enqueued {
+	if res := w.Enqueue(item{Size: 9}, 16, r); res != enqueued {
 		t.Fatalf("enqueue after idle = %v", res)
 	}
 	waitWritten(t, r, []int{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
-	if w.isClosed() {
+	if w.IsClosed() {
 		t.Fatal("writer closed after ordinary frames")
 	}
 }
@@ -102,20 +115,20 @@ func TestWriterFullQueueCloses(t *testing.T) {
 	r := newRecordSink()
 	r.gate = make(chan struct{}, 16)
 	const limit = 3
-	w.enqueue(item{size: 1}, limit, r)
+	w.Enqueue(item{Size: 1}, limit, r)
 	<-r.started // frame 1 is being written, the queue is empty again
 	for i := 2; i < 2+limit; i++ {
-		if res := w.enqueue(item{size: i}, limit, r); res != enqueued {
+		if res := w.Enqueue(item{Size: i}, limit, r); res != enqueued {
 			t.Fatalf("enqueue %d = %v, want enqueued", i, res)
 		}
 	}
-	if res := w.enqueue(item{size: 99}, limit, r); res != queueFull {
+	if res := w.Enqueue(item{Size: 99}, limit, r); res != queueFull {
 		t.Fatalf("enqueue past the limit = %v, want queueFull", res)
 	}
-	if !w.isClosed() {
+	if !w.IsClosed() {
 		t.Fatal("writer open after its queue overflowed")
 	}
-	if res := w.enqueue(item{size: 100}, limit, r); res != connClosed {
+	if res := w.Enqueue(item{Size: 100}, limit, r); res != connClosed {
 		t.Fatalf("enqueue after close = %v, want connClosed", res)
 	}
 	r.gate <- struct{}{}
@@ -131,39 +144,39 @@ func TestWriterSinkEndCloses(t *testing.T) {
 	r.gate = make(chan struct{})
 	r.stopAt = 2
 	for i := 1; i <= 4; i++ {
-		w.enqueue(item{size: i}, 16, r)
+		w.Enqueue(item{Size: i}, 16, r)
 	}
 	close(r.gate)
 	waitWritten(t, r, []int{1, 2})
 	testkit.SucceedsSoon(t, 5*time.Second, func() error {
-		if !w.isClosed() {
+		if !w.IsClosed() {
 			return errors.New("writer still open")
 		}
 		return idle(&w)
 	})
-	if res := w.enqueue(item{size: 5}, 16, r); res != connClosed {
+	if res := w.Enqueue(item{Size: 5}, 16, r); res != connClosed {
 		t.Fatalf("enqueue after the end = %v, want connClosed", res)
 	}
 	time.Sleep(10 * time.Millisecond)
 	waitWritten(t, r, []int{1, 2})
 }
 
-// markClosed from another goroutine lets the write in progress finish and
+// MarkClosed from another goroutine lets the write in progress finish and
 // drops the rest.
 func TestWriterMarkClosed(t *testing.T) {
 	var w writer
 	r := newRecordSink()
 	r.gate = make(chan struct{})
 	for i := 1; i <= 4; i++ {
-		w.enqueue(item{size: i}, 16, r)
+		w.Enqueue(item{Size: i}, 16, r)
 	}
 	<-r.started
-	w.markClosed()
-	w.markClosed() // twice is the same as once
+	w.MarkClosed()
+	w.MarkClosed() // twice is the same as once
 	close(r.gate)
 	waitWritten(t, r, []int{1})
 	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
-	if res := w.enqueue(item{size: 5}, 16, r); res != connClosed {
+	if res := w.Enqueue(item{Size: 5}, 16, r); res != connClosed {
 		t.Fatalf("enqueue after markClosed = %v, want connClosed", res)
 	}
 }
@@ -181,7 +194,7 @@ func TestWriterConcurrentEnqueue(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if w.enqueue(item{size: p*each + i}, producers*each, r) != enqueued {
+				if w.Enqueue(item{Size: p*each + i}, producers*each, r) != enqueued {
 					t.Error("writer closed")
 					return
 				}
@@ -216,9 +229,9 @@ type concurrencySink struct {
 	written []int
 }
 
-func (c *concurrencySink) catchUp() {}
+func (c *concurrencySink) CatchUp() {}
 
-func (c *concurrencySink) writeFrame(it item) bool {
+func (c *concurrencySink) WriteFrame(it item) bool {
 	c.mu.Lock()
 	if c.busy {
 		c.overlap = true
@@ -228,7 +241,7 @@ func (c *concurrencySink) writeFrame(it item) bool {
 	time.Sleep(time.Microsecond)
 	c.mu.Lock()
 	c.busy = false
-	c.written = append(c.written, it.size)
+	c.written = append(c.written, it.Size)
 	c.mu.Unlock()
 	return true
 }
@@ -250,13 +263,12 @@ func TestWriterSkipsPositionsTheViewerHas(t *testing.T) {
 		for p := first; p <= last; p++ {
 			msgs = append(msgs, danmaku.Message{ID: fmt.Sprint(p), Pos: p})
 		}
-		it, ok := r.encodeItem(danmaku.Batch{Op: danmaku.OpMsgs, Room: "r", Epoch: "e", Msgs: msgs})
-		if !ok {
-			t.Fatal("encode")
-		}
-		return it
+		// A shared positioned frame as the comet encodes it (the encoded
+		// form itself does not matter here).
+		b := danmaku.Batch{Op: danmaku.OpMsgs, Room: "r", Epoch: "e", Msgs: msgs}
+		return item{Pos: last, Epoch: "e", Room: r, Src: &b}
 	}
-	w.setGot(r, "e", 15)
+	w.SetGot(r, "e", 15)
 	sink := &posSink{}
 	w.queue = []item{frame(5, 12), frame(11, 20), frame(21, 22)}
 	w.draining = true
@@ -269,12 +281,12 @@ func TestWriterSkipsPositionsTheViewerHas(t *testing.T) {
 // posSink records the positions of each msgs frame written.
 type posSink struct{ frames [][]int64 }
 
-func (s *posSink) catchUp() {}
+func (s *posSink) CatchUp() {}
 
-func (s *posSink) writeFrame(it item) bool {
-	b := it.batch
+func (s *posSink) WriteFrame(it item) bool {
+	b := it.Batch
 	if b == nil {
-		b = it.src
+		b = it.Src
 	}
 	var ps []int64
 	for _, m := range b.Msgs {

@@ -1,4 +1,8 @@
-package comet
+// Package sendq is a viewer's bounded send queue and the bookkeeping that
+// lets an overflowing viewer be caught up instead of cut: the position it
+// has in each of its rooms. R is the comet's room (anything comparable);
+// the queue never looks inside it.
+package sendq
 
 import (
 	"sync"
@@ -8,61 +12,62 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-// item is one entry of a viewer's send queue: a prepared frame, a batch
+// Item is one entry of a viewer's send queue: a prepared frame, a batch
 // encoded for this viewer only when it is written, or a ping, pong or
-// close control frame.
-type item struct {
-	pm    *websocket.PreparedMessage
-	batch *danmaku.Batch // encoded by the writer (a replay for one viewer)
-	size  int            // payload bytes of pm, for the metrics
-	ping  bool           // a ping control frame
-	pong  []byte         // a pong control frame with this payload
-	close []byte         // a close control frame with this payload
-	// lossy frames (pings, online counts) may be dropped when the queue
+// close control frame. An Item is a value: whoever builds it (a push
+// handler, the joiner, a loop) fills it before handing it over, and
+// nothing changes it once queued.
+type Item[R comparable] struct {
+	PM    *websocket.PreparedMessage
+	Batch *danmaku.Batch // encoded by the writer (a replay for one viewer)
+	Size  int            // payload bytes of PM, for the metrics
+	Ping  bool           // a ping control frame
+	Pong  []byte         // a pong control frame with this payload
+	Close []byte         // a close control frame with this payload
+	// Lossy frames (pings, online counts) may be dropped when the queue
 	// overflows; a later one supersedes them.
-	lossy bool
-	// pos and epoch are set on msgs frames with positions: the last
-	// position the frame carries and its epoch, and room the room whose
+	Lossy bool
+	// Pos and Epoch are set on msgs frames with positions: the last
+	// position the frame carries and its epoch, and Room the room whose
 	// timeline they are of. Such frames may be dropped on overflow, since
 	// the viewer is caught up from the room's ring.
-	pos   int64
-	epoch string
-	room  *room
-	// epochStart marks a msgs frame that begins its epoch.
-	epochStart bool
-	// src is the batch a shared positioned frame was encoded from, so a
+	Pos   int64
+	Epoch string
+	Room  R
+	// EpochStart marks a msgs frame that begins its epoch.
+	EpochStart bool
+	// Src is the batch a shared positioned frame was encoded from, so a
 	// viewer that already has its first positions gets the rest encoded
-	// for it alone (see writer.next).
-	src *danmaku.Batch
+	// for it alone (see Writer.next).
+	Src *danmaku.Batch
 }
 
-var pingItem = item{ping: true, lossy: true}
+// Result is what happened to a frame handed to a writer.
+type Result uint8
 
-// enqueueResult is what happened to a frame handed to a writer.
-type enqueueResult uint8
-
+// Results of Enqueue.
 const (
-	enqueued   enqueueResult = iota
-	queueFull                // the writer is now closed: the caller disconnects the viewer
-	connClosed               // the writer was already closed; the frame is dropped
+	Enqueued   Result = iota // queued
+	QueueFull                // the writer is now closed: the caller disconnects the viewer
+	ConnClosed               // the writer was already closed; the frame is dropped
 )
 
-// frameSink writes the frames a writer drains, one at a time, in order.
-type frameSink interface {
-	// writeFrame writes it to the socket. It reports false when nothing more
+// Sink writes the frames a writer drains, one at a time, in order.
+type Sink[R comparable] interface {
+	// WriteFrame writes it to the socket. It reports false when nothing more
 	// is to be written: it was a close frame, or the write failed.
-	writeFrame(it item) bool
-	// catchUp is called by the drain once the queue is empty while the
-	// writer is behind: it queues the missed messages (catchUpLocked) or
+	WriteFrame(it Item[R]) bool
+	// CatchUp is called by the drain once the queue is empty while the
+	// writer is behind: it queues the missed messages (Writer.CatchUpRoom) or
 	// disconnects the viewer.
-	catchUp()
+	CatchUp()
 }
 
-// writer is a viewer's bounded send queue. Any goroutine hands it frames
-// without blocking (enqueue); a drain goroutine writes them to the sink
+// Writer is a viewer's bounded send queue. Any goroutine hands it frames
+// without blocking (Enqueue); a drain goroutine writes them to the sink
 // and exits as soon as the queue is empty, so an idle viewer has no
 // goroutine and no queue storage here. A writer starts open; once closed
-// (markClosed) it drops what is queued and refuses everything after.
+// (MarkClosed) it drops what is queued and refuses everything after.
 //
 // The writer keeps, for every room of the viewer, the last position of the
 // room's timeline handed to the socket (roomPos). A queue that overflows
@@ -74,15 +79,15 @@ type frameSink interface {
 //
 // The zero value is an open, empty writer. Every field is guarded by mu:
 // enqueuers (push handlers, the joiner, the reader, the loops) append,
-// the drain goroutine takes, setGot and forget (under the room's lock)
+// the drain goroutine takes, SetGot and Forget (under the room's lock)
 // change rooms.
-type writer struct {
+type Writer[R comparable] struct {
 	mu       sync.Mutex // guards the fields below
-	queue    []item
+	queue    []Item[R]
 	draining bool // a drain goroutine runs
 	closed   bool
 	behind   bool // some room of rooms is behind
-	rooms    []roomPos
+	rooms    []roomPos[R]
 }
 
 // roomPos is where the viewer is in one of its rooms: got is the last
@@ -91,35 +96,35 @@ type writer struct {
 // timeline); behind is set while frames of the room were dropped and the
 // catch-up has not yet replaced them. It is part of the writer, guarded
 // by its lock.
-type roomPos struct {
-	r      *room
+type roomPos[R comparable] struct {
+	r      R
 	got    int64
 	epoch  string
 	behind bool
 }
 
-// enqueue queues it and starts a drain goroutine writing to sink if none
+// Enqueue queues it and starts a drain goroutine writing to sink if none
 // runs. A queue already holding limit frames closes the writer and
-// reports queueFull, unless the viewer can be caught up (see writer).
-func (w *writer) enqueue(it item, limit int, sink frameSink) enqueueResult {
+// reports QueueFull, unless the viewer can be caught up (see Writer).
+func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return connClosed
+		return ConnClosed
 	}
 	if len(w.queue) >= limit && !w.overflowLocked() {
 		w.markClosedLocked()
 		w.mu.Unlock()
-		return queueFull
+		return QueueFull
 	}
-	if w.behind && it.pos > 0 && w.behindIn(it.room) {
+	if w.behind && it.Pos > 0 && w.behindIn(it.Room) {
 		w.mu.Unlock()
-		return enqueued // the catch-up carries it
+		return Enqueued // the catch-up carries it
 	}
 	if len(w.queue) >= limit {
 		w.markClosedLocked()
 		w.mu.Unlock()
-		return queueFull
+		return QueueFull
 	}
 	w.queue = append(w.queue, it)
 	start := !w.draining
@@ -128,20 +133,20 @@ func (w *writer) enqueue(it item, limit int, sink frameSink) enqueueResult {
 	if start {
 		go w.drain(sink)
 	}
-	return enqueued
+	return Enqueued
 }
 
 // overflowLocked drops the queued frames a catch-up replaces (msgs frames
 // with positions) or that later ones supersede (lossy), and marks every
 // room of the viewer behind. It reports false when the viewer is in no
 // room and cannot be caught up.
-func (w *writer) overflowLocked() bool {
+func (w *Writer[R]) overflowLocked() bool {
 	if len(w.rooms) == 0 {
 		return false
 	}
 	kept := w.queue[:0]
 	for _, q := range w.queue {
-		if q.pos == 0 && !q.lossy {
+		if q.Pos == 0 && !q.Lossy {
 			kept = append(kept, q)
 		}
 	}
@@ -155,7 +160,7 @@ func (w *writer) overflowLocked() bool {
 }
 
 // find returns the index of r in w.rooms, or -1.
-func (w *writer) find(r *room) int {
+func (w *Writer[R]) find(r R) int {
 	for i := range w.rooms {
 		if w.rooms[i].r == r {
 			return i
@@ -165,13 +170,13 @@ func (w *writer) find(r *room) int {
 }
 
 // behindIn reports whether frames of r are being dropped for a catch-up.
-func (w *writer) behindIn(r *room) bool {
+func (w *Writer[R]) behindIn(r R) bool {
 	i := w.find(r)
 	return i >= 0 && w.rooms[i].behind
 }
 
 // settleLocked sets behind from the rooms' flags.
-func (w *writer) settleLocked() {
+func (w *Writer[R]) settleLocked() {
 	w.behind = false
 	for i := range w.rooms {
 		w.behind = w.behind || w.rooms[i].behind
@@ -180,17 +185,17 @@ func (w *writer) settleLocked() {
 
 // drain writes queued frames to sink until the queue is empty, the writer
 // closed, or sink reported the end; in the last case it closes the writer.
-func (w *writer) drain(sink frameSink) {
+func (w *Writer[R]) drain(sink Sink[R]) {
 	for {
 		it, ok, catchUp := w.next()
 		if catchUp {
-			sink.catchUp()
+			sink.CatchUp()
 			continue
 		}
 		if !ok {
 			return
 		}
-		if !sink.writeFrame(it) {
+		if !sink.WriteFrame(it) {
 			w.mu.Lock()
 			w.markClosedLocked()
 			w.draining = false
@@ -210,52 +215,52 @@ func (w *writer) drain(sink frameSink) {
 // this viewer). Such frames are rare (a viewer that resumed ahead of this
 // comet's view of the room, a catch-up racing a live frame), and without
 // the check they would show messages twice.
-func (w *writer) next() (it item, ok, catchUp bool) {
+func (w *Writer[R]) next() (it Item[R], ok, catchUp bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
 		if len(w.queue) == 0 && w.behind && !w.closed {
-			return item{}, false, true
+			return Item[R]{}, false, true
 		}
 		if len(w.queue) == 0 || w.closed {
 			w.draining = false
 			if cap(w.queue) > 4 {
 				w.queue = nil // an idle viewer keeps no burst-sized queue
 			}
-			return item{}, false, false
+			return Item[R]{}, false, false
 		}
 		it = w.queue[0]
 		n := copy(w.queue, w.queue[1:])
-		w.queue[n] = item{}
+		w.queue[n] = Item[R]{}
 		w.queue = w.queue[:n]
-		if it.pos == 0 {
+		if it.Pos == 0 {
 			return it, true, false
 		}
-		i := w.find(it.room)
+		i := w.find(it.Room)
 		if i < 0 {
 			return it, true, false
 		}
 		p := &w.rooms[i]
 		switch {
-		case it.epochStart:
-			p.got, p.epoch = it.pos, it.epoch
-		case it.epoch != p.epoch:
-		case it.pos <= p.got:
+		case it.EpochStart:
+			p.got, p.epoch = it.Pos, it.Epoch
+		case it.Epoch != p.epoch:
+		case it.Pos <= p.got:
 			continue // the viewer has every position of it
 		default:
-			it = it.after(p.got)
-			p.got = it.pos
+			it = it.After(p.got)
+			p.got = it.Pos
 		}
 		return it, true, false
 	}
 }
 
-// after returns it without the messages at or below position got: it
+// After returns it without the messages at or below position got: it
 // itself when it has none, else a frame of the rest for one viewer.
-func (it item) after(got int64) item {
-	b := it.src
+func (it Item[R]) After(got int64) Item[R] {
+	b := it.Src
 	if b == nil {
-		b = it.batch
+		b = it.Batch
 	}
 	if b == nil || len(b.Msgs) == 0 || b.Msgs[0].Pos > got {
 		return it
@@ -266,15 +271,15 @@ func (it item) after(got int64) item {
 	}
 	rest := *b
 	rest.Msgs = b.Msgs[k:]
-	return item{batch: &rest, pos: it.pos, epoch: it.epoch, room: it.room}
+	return Item[R]{Batch: &rest, Pos: it.Pos, Epoch: it.Epoch, Room: it.Room}
 }
 
-// setGot records, when the viewer joins room r, the position it has in r
+// SetGot records, when the viewer joins room r, the position it has in r
 // once the frames queued so far are written; r's lock is held, so no live
 // frame of the room can come between.
-func (w *writer) setGot(r *room, epoch string, pos int64) {
+func (w *Writer[R]) SetGot(r R, epoch string, pos int64) {
 	w.mu.Lock()
-	p := roomPos{r: r, got: pos, epoch: epoch}
+	p := roomPos[R]{r: r, got: pos, epoch: epoch}
 	if i := w.find(r); i >= 0 {
 		w.rooms[i] = p
 	} else {
@@ -284,13 +289,13 @@ func (w *writer) setGot(r *room, epoch string, pos int64) {
 	w.mu.Unlock()
 }
 
-// forget drops r from the viewer's rooms (it left r); r's lock is held.
-func (w *writer) forget(r *room) {
+// Forget drops r from the viewer's rooms (it left r); r's lock is held.
+func (w *Writer[R]) Forget(r R) {
 	w.mu.Lock()
 	if i := w.find(r); i >= 0 {
 		last := len(w.rooms) - 1
 		w.rooms[i] = w.rooms[last]
-		w.rooms[last] = roomPos{}
+		w.rooms[last] = roomPos[R]{}
 		w.rooms = w.rooms[:last]
 		if last == 0 {
 			w.rooms = nil
@@ -300,11 +305,11 @@ func (w *writer) forget(r *room) {
 	w.mu.Unlock()
 }
 
-// behindRooms returns the rooms waiting for a catch-up.
-func (w *writer) behindRooms() []*room {
+// BehindRooms returns the rooms waiting for a catch-up.
+func (w *Writer[R]) BehindRooms() []R {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*room
+	var out []R
 	for _, p := range w.rooms {
 		if p.behind {
 			out = append(out, p.r)
@@ -313,25 +318,57 @@ func (w *writer) behindRooms() []*room {
 	return out
 }
 
-// markClosed closes the writer: queued frames are dropped and new ones
+// MarkClosed closes the writer: queued frames are dropped and new ones
 // refused. A frame being written when it is called still completes.
-func (w *writer) markClosed() {
+func (w *Writer[R]) MarkClosed() {
 	w.mu.Lock()
 	w.markClosedLocked()
 	w.mu.Unlock()
 }
 
-func (w *writer) markClosedLocked() {
+func (w *Writer[R]) markClosedLocked() {
 	w.closed = true
 	w.behind = false
 	w.queue = nil
 	w.rooms = nil
 }
 
-// isClosed reports whether markClosed was called (or the drain ended the
+// IsClosed reports whether MarkClosed was called (or the drain ended the
 // writer).
-func (w *writer) isClosed() bool {
+func (w *Writer[R]) IsClosed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.closed
+}
+
+// Settle recomputes whether some room is behind (a room left meanwhile is
+// no longer waited for).
+func (w *Writer[R]) Settle() {
+	w.mu.Lock()
+	w.settleLocked()
+	w.mu.Unlock()
+}
+
+// CatchUpRoom replaces the frames of room r the viewer lost when its
+// queue overflowed. When r is still behind, frames is called under the
+// writer's lock with the epoch and last position the viewer has in r and
+// returns the frames to queue after what is queued, or false when they
+// cannot be had (r stays behind; the caller disconnects the viewer). It
+// reports ok false in that case, and done when r was behind.
+func (w *Writer[R]) CatchUpRoom(r R, frames func(epoch string, got int64) ([]Item[R], bool)) (ok, done bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := w.find(r)
+	if i < 0 || !w.rooms[i].behind || w.closed {
+		return true, false
+	}
+	p := &w.rooms[i]
+	items, ok := frames(p.epoch, p.got)
+	if !ok {
+		return false, false
+	}
+	p.behind = false
+	w.settleLocked()
+	w.queue = append(w.queue, items...)
+	return true, true
 }
