@@ -14,6 +14,7 @@ import (
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // startEdge runs nginx with deploy/nginx.conf as docker-compose mounts it,
@@ -158,12 +159,12 @@ func TestEdge(t *testing.T) {
 	}
 
 	room := testkit.Uniq("edge_")
-	v := stack.Dial(t, room, strings.Replace(edge, "http://", "ws://", 1)+"/ws")
+	v := wsviewer.Dial(t, room, strings.Replace(edge, "http://", "ws://", 1)+"/ws")
 	ids, err := stack.Post(edge, room, 7, "edge", []string{"through the edge"})
 	if err != nil {
 		t.Fatalf("send through the edge: %v", err)
 	}
-	stack.Delivered(t, 20*time.Second, ids, v)
+	wsviewer.Delivered(t, 20*time.Second, ids, v)
 
 	mute := `{"userId":99,"roomId":"` + room + `","duration":"1m","actor":"edge-test"}`
 	refused := map[string]string{

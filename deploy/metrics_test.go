@@ -13,6 +13,7 @@ import (
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // exposition is what the binaries' /metrics served: for each metric name
@@ -167,7 +168,7 @@ func TestDashboardAndAlertSeriesExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack.Delivered(t, 20*time.Second, ids, v)
+	wsviewer.Delivered(t, 20*time.Second, ids, v)
 	v.Drop()
 	v.Resume(t)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // Timings of the failover test.
@@ -57,9 +58,9 @@ func TestClusterFailover(t *testing.T) {
 	hot, victim := hotRoom(t, s)
 	rooms := spreadRooms(t, c, hot, 49)
 
-	var all []*stack.Viewer
-	byRoom := map[string][]*stack.Viewer{}
-	add := func(room string, first int) *stack.Viewer {
+	var all []*wsviewer.Viewer
+	byRoom := map[string][]*wsviewer.Viewer{}
+	add := func(room string, first int) *wsviewer.Viewer {
 		v := s.ViewerAsync(t, room, s.Comets[first%3], s.Comets[(first+1)%3])
 		byRoom[room] = append(byRoom[room], v)
 		all = append(all, v)
@@ -89,7 +90,7 @@ func TestClusterFailover(t *testing.T) {
 	// Viewers of rooms on the killed master leave while it is down (their
 	// routes cannot be removed) and new ones join (they are refused until
 	// Redis answers, and retry).
-	var joined []*stack.Viewer
+	var joined []*wsviewer.Viewer
 	for i, r := range onVictim {
 		byRoom[r][0].Close()
 		byRoom[r] = byRoom[r][1:]
@@ -119,7 +120,7 @@ func TestClusterFailover(t *testing.T) {
 		ids = append(ids, senders[r].Accepted()...)
 	}
 	for r, vs := range byRoom {
-		var stayed, came []*stack.Viewer
+		var stayed, came []*wsviewer.Viewer
 		for _, v := range vs {
 			if slices.Contains(joined, v) {
 				came = append(came, v)
@@ -128,11 +129,11 @@ func TestClusterFailover(t *testing.T) {
 			}
 		}
 		ids := senders[r].Accepted()
-		stack.DeliveredOnce(t, 20*time.Second, ids, stayed...)
+		wsviewer.DeliveredOnce(t, 20*time.Second, ids, stayed...)
 		for _, v := range came {
-			stack.DeliveredOnce(t, 20*time.Second, fromJoinEpoch(t, r, ids, v, stayed), v)
+			wsviewer.DeliveredOnce(t, 20*time.Second, fromJoinEpoch(t, r, ids, v, stayed), v)
 		}
-		stack.NoGaps(t, vs...)
+		wsviewer.NoGaps(t, vs...)
 		if t.Failed() {
 			t.Fatalf("room %s (slot %d) failed; stopping at the first room", r, redisserver.Slot("{"+r+"}"))
 		}
@@ -158,7 +159,7 @@ func TestClusterFailover(t *testing.T) {
 // the viewers that stayed showed in another epoch are left out, and
 // counted in the log. Otherwise it is all of ids. (job.wait_replicas
 // closes that loss; TestReplicaWaitSurvivesFailover covers it.)
-func fromJoinEpoch(t *testing.T, room string, ids []string, v *stack.Viewer, stayed []*stack.Viewer) []string {
+func fromJoinEpoch(t *testing.T, room string, ids []string, v *wsviewer.Viewer, stayed []*wsviewer.Viewer) []string {
 	t.Helper()
 	ws := v.Welcomes()
 	if len(ws) == 0 || ws[0].Epoch == "" {
@@ -264,7 +265,7 @@ func roomsOn(t *testing.T, c *redisserver.Cluster, m *redisserver.Server, rooms 
 
 // latest returns the later of t and the first welcome of every viewer of
 // vs.
-func latest(t time.Time, vs []*stack.Viewer) time.Time {
+func latest(t time.Time, vs []*wsviewer.Viewer) time.Time {
 	for _, v := range vs {
 		if ws := v.Welcomes(); len(ws) > 0 && ws[0].At.After(t) {
 			t = ws[0].At
@@ -275,7 +276,7 @@ func latest(t time.Time, vs []*stack.Viewer) time.Time {
 
 // onlineSettles waits until /logic/online of every room equals its
 // viewers and returns how long after from that was.
-func onlineSettles(t *testing.T, s *stack.Stack, byRoom map[string][]*stack.Viewer, from time.Time) time.Duration {
+func onlineSettles(t *testing.T, s *stack.Stack, byRoom map[string][]*wsviewer.Viewer, from time.Time) time.Duration {
 	t.Helper()
 	var lastWrong error
 	var lastWrongAt, rightAt time.Time
@@ -304,7 +305,7 @@ func onlineSettles(t *testing.T, s *stack.Stack, byRoom map[string][]*stack.View
 
 // miscounted reports the rooms whose /logic/online is not their number
 // of viewers.
-func miscounted(s *stack.Stack, byRoom map[string][]*stack.Viewer) error {
+func miscounted(s *stack.Stack, byRoom map[string][]*wsviewer.Viewer) error {
 	var wrong []string
 	for r, vs := range byRoom {
 		want := len(vs)
@@ -370,7 +371,7 @@ func refusedOnlyInWindows(t *testing.T, senders map[string]*stack.Sender, outage
 // broadcastAgain checks that every room's viewers show the first message
 // sent after the promotion within one lock TTL of the later of the
 // promotion and its sending, and logs the slowest room.
-func broadcastAgain(t *testing.T, senders map[string]*stack.Sender, byRoom map[string][]*stack.Viewer, up time.Time) {
+func broadcastAgain(t *testing.T, senders map[string]*stack.Sender, byRoom map[string][]*wsviewer.Viewer, up time.Time) {
 	t.Helper()
 	var worst time.Duration
 	var worstRoom string

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // firstShown reports an error until v showed n messages.
-func firstShown(v *stack.Viewer, n int) error {
+func firstShown(v *wsviewer.Viewer, n int) error {
 	if got := len(v.Shown()); got < n {
 		return fmt.Errorf("viewer shown %d messages, want %d", got, n)
 	}
@@ -17,9 +17,9 @@ func firstShown(v *stack.Viewer, n int) error {
 
 // replayedFirst checks the msgs frames of v's connection conn: the replay
 // frames come before any live frame and start right after since.
-func replayedFirst(t *testing.T, v *stack.Viewer, conn int, since int64) {
+func replayedFirst(t *testing.T, v *wsviewer.Viewer, conn int, since int64) {
 	t.Helper()
-	var frames []stack.Frame
+	var frames []wsviewer.Frame
 	for _, f := range v.Frames() {
 		if f.Conn == conn {
 			frames = append(frames, f)
@@ -39,7 +39,7 @@ func replayedFirst(t *testing.T, v *stack.Viewer, conn int, since int64) {
 	}
 }
 
-func first(fs []stack.Frame) any {
+func first(fs []wsviewer.Frame) any {
 	if len(fs) == 0 {
 		return "none"
 	}
@@ -48,10 +48,10 @@ func first(fs []stack.Frame) any {
 
 // resumedOK checks that the second welcome of every viewer answered a
 // resume (since and epoch sent) with recovered equal to want.
-func resumedOK(t *testing.T, vs []*stack.Viewer, want bool) {
+func resumedOK(t *testing.T, vs []*wsviewer.Viewer, want bool) {
 	t.Helper()
 	bad := 0
-	var example stack.Welcome
+	var example wsviewer.Welcome
 	for _, v := range vs {
 		ws := v.Welcomes()
 		if len(ws) >= 2 && ws[1].Since >= 0 && ws[1].Recovered != nil && *ws[1].Recovered == want {

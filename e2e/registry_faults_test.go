@@ -12,6 +12,7 @@ import (
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // Redis killed (SIGKILL) and started empty on the same port while viewers
@@ -25,7 +26,7 @@ import (
 func TestFaultRedisRestartedEmpty(t *testing.T) {
 	s := stack.New(t, stack.Options{Comet: []string{"-comet.gap_check", "0"}})
 	room := testkit.Uniq("restarted-")
-	var vs []*stack.Viewer
+	var vs []*wsviewer.Viewer
 	for i := 0; i < 10; i++ {
 		vs = append(vs, s.Viewer(t, room, s.Comets[i%2]))
 	}
@@ -44,7 +45,7 @@ func TestFaultRedisRestartedEmpty(t *testing.T) {
 	for _, m := range sent {
 		ids = append(ids, m.ID)
 	}
-	stack.Delivered(t, 10*time.Second, ids, vs...)
+	wsviewer.Delivered(t, 10*time.Second, ids, vs...)
 	repaired := back.Add(stack.LeaseRenew + stack.Window + jobRefresh)
 	shownSoon(t, sent, repaired, time.Second, vs...)
 	onlineIs(t, s, room, int64(len(vs)), 5*time.Second)
@@ -68,7 +69,7 @@ const jobRefresh = 200 * time.Millisecond
 
 // shownSoon checks that every viewer showed every message of sent within
 // slack of its sending, or of from for a message sent before from.
-func shownSoon(t *testing.T, sent []stack.Sent, from time.Time, slack time.Duration, vs ...*stack.Viewer) {
+func shownSoon(t *testing.T, sent []stack.Sent, from time.Time, slack time.Duration, vs ...*wsviewer.Viewer) {
 	t.Helper()
 	var worst time.Duration
 	late := 0
@@ -197,7 +198,7 @@ func TestFaultCometRestartedSameID(t *testing.T) {
 	s := stack.New(t, stack.Options{Comet: []string{"-comet.lease_ttl", "20s",
 		"-comet.lease_renew", "10s", "-comet.reconcile_interval", "60s"}})
 	room := testkit.Uniq("sameid-")
-	var moved, stayed, fresh []*stack.Viewer
+	var moved, stayed, fresh []*wsviewer.Viewer
 	for i := 0; i < 20; i++ {
 		moved = append(moved, s.Viewer(t, room, s.Comets[0], s.Comets[1]))
 	}
@@ -256,7 +257,7 @@ func sameIDRoutes(s *stack.Stack, room, comet string, online, mine int) error {
 func TestFaultRedisPause(t *testing.T) {
 	s := stack.New(t, stack.Options{})
 	const rooms = 6
-	var vs []*stack.Viewer
+	var vs []*wsviewer.Viewer
 	var sends []*stack.Sender
 	for i := 0; i < rooms; i++ {
 		room := testkit.Uniq(fmt.Sprintf("pause%d-", i))
@@ -297,7 +298,7 @@ func TestFaultRedisPause(t *testing.T) {
 }
 
 // shownAt returns when v showed id.
-func shownAt(v *stack.Viewer, id string) (time.Time, bool) {
+func shownAt(v *wsviewer.Viewer, id string) (time.Time, bool) {
 	for _, m := range v.Shown() {
 		if m.ID == id {
 			return m.At, true

@@ -13,6 +13,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // With job.wait_replicas 1 a batch is pushed only once the replica of its
@@ -49,7 +50,7 @@ func TestReplicaWaitSurvivesFailover(t *testing.T) {
 		return ids
 	}
 	before := post("before")
-	stack.DeliveredOnce(t, 15*time.Second, before, v)
+	wsviewer.DeliveredOnce(t, 15*time.Second, before, v)
 
 	resume := replica.PauseUntilResumed(t)
 	// A stopped replica still receives the replication stream into its
@@ -69,8 +70,8 @@ func TestReplicaWaitSurvivesFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := append(slices.Clone(before), during...)
-	stack.DeliveredOnce(t, 20*time.Second, all, v)
-	stack.NoGaps(t, v)
+	wsviewer.DeliveredOnce(t, 20*time.Second, all, v)
+	wsviewer.NoGaps(t, v)
 	testkit.SucceedsSoon(t, 10*time.Second, func() error {
 		got, err := historyIDs(s.LogicURL, room)
 		if err != nil {

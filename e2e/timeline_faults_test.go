@@ -8,6 +8,7 @@ import (
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // A viewer that loses its connection for 3 s and resumes with since gets
@@ -26,8 +27,8 @@ func TestFaultResumeAfterDisconnect(t *testing.T) {
 	_, since := gone.Position()
 	gone.Resume(t)
 	send.Wait(t, 30*time.Second)
-	stack.DeliveredOnce(t, 10*time.Second, send.Accepted(), gone, stay)
-	stack.NoGaps(t, gone, stay)
+	wsviewer.DeliveredOnce(t, 10*time.Second, send.Accepted(), gone, stay)
+	wsviewer.NoGaps(t, gone, stay)
 	w := gone.Welcomes()[1]
 	if w.Since != since || w.Recovered == nil || !*w.Recovered {
 		t.Errorf("resume welcome %+v after since=%d: want recovered:true", w, since)
@@ -41,7 +42,7 @@ func TestFaultResumeAfterDisconnect(t *testing.T) {
 func TestFaultCometKilled(t *testing.T) {
 	s := stack.New(t, stack.Options{})
 	room := testkit.Uniq("killed-")
-	var victims, others []*stack.Viewer
+	var victims, others []*wsviewer.Viewer
 	for i := 0; i < 10; i++ {
 		victims = append(victims, s.Viewer(t, room, s.Comets[0], s.Comets[1]))
 		others = append(others, s.Viewer(t, room, s.Comets[1]))
@@ -51,8 +52,8 @@ func TestFaultCometKilled(t *testing.T) {
 	s.Comets[0].Kill()
 	send.Wait(t, 30*time.Second)
 	all := append(victims, others...)
-	stack.DeliveredOnce(t, 10*time.Second, send.Accepted(), all...)
-	stack.NoGaps(t, all...)
+	wsviewer.DeliveredOnce(t, 10*time.Second, send.Accepted(), all...)
+	wsviewer.NoGaps(t, all...)
 	resumedOK(t, victims, true)
 }
 
@@ -63,7 +64,7 @@ func TestFaultCometKilled(t *testing.T) {
 func TestFaultCometStalled(t *testing.T) {
 	s := stack.New(t, stack.Options{Comet: []string{"-comet.lease_ttl", "20s"}})
 	room := testkit.Uniq("stalled-")
-	var stalled, others []*stack.Viewer
+	var stalled, others []*wsviewer.Viewer
 	for i := 0; i < 10; i++ {
 		stalled = append(stalled, s.Viewer(t, room, s.Comets[0]))
 		others = append(others, s.Viewer(t, room, s.Comets[1]))
@@ -78,8 +79,8 @@ func TestFaultCometStalled(t *testing.T) {
 		t.Error("job never left the stalled comet out: the stall did not test what it should")
 	}
 	all := append(stalled, others...)
-	stack.DeliveredOnce(t, 10*time.Second, send.Accepted(), all...)
-	stack.NoGaps(t, all...)
+	wsviewer.DeliveredOnce(t, 10*time.Second, send.Accepted(), all...)
+	wsviewer.NoGaps(t, all...)
 	for i, v := range stalled {
 		if n := v.Conns(); n != 1 {
 			t.Errorf("viewer %d of the stalled comet connected %d times; it must never be cut", i, n)
@@ -95,7 +96,7 @@ func TestFaultCometStalled(t *testing.T) {
 func TestFaultRedisEmptied(t *testing.T) {
 	s := stack.New(t, stack.Options{})
 	room := testkit.Uniq("emptied-")
-	var stay, resumers []*stack.Viewer
+	var stay, resumers []*wsviewer.Viewer
 	for i := 0; i < 4; i++ {
 		stay = append(stay, s.Viewer(t, room, s.Comets[i%2]))
 	}
@@ -128,8 +129,8 @@ func TestFaultRedisEmptied(t *testing.T) {
 	resumed := time.Now()
 	send.Wait(t, 30*time.Second)
 	within := stack.LeaseRenew + stack.Window + 5*time.Second
-	stack.Delivered(t, within, send.AcceptedAfter(back), stay...)
-	stack.Delivered(t, within, send.AcceptedAfter(resumed), resumers...)
+	wsviewer.Delivered(t, within, send.AcceptedAfter(back), stay...)
+	wsviewer.Delivered(t, within, send.AcceptedAfter(resumed), resumers...)
 	resumedOK(t, resumers, false)
 	for i, v := range resumers {
 		if w := v.Welcomes()[1]; w.Epoch == "" || w.Epoch == oldEpoch {
@@ -152,7 +153,7 @@ func TestFaultHistoryOnJoin(t *testing.T) {
 	send := s.Send(t, room, 30, 100)
 	send.Wait(t, 10*time.Second)
 	ids := send.Accepted()
-	stack.DeliveredOnce(t, 10*time.Second, ids, early)
+	wsviewer.DeliveredOnce(t, 10*time.Second, ids, early)
 	late := s.Viewer(t, room, s.Comets[0])
 	if err := testkit.Soon(5*time.Second, func() error { return firstShown(late, 20) }); err != nil {
 		t.Fatalf("the new viewer got no history: %v; frames %+v", err, late.Frames())
@@ -177,7 +178,7 @@ func TestFaultHistoryOnJoin(t *testing.T) {
 func TestFaultResumeSeam(t *testing.T) {
 	s := stack.New(t, stack.Options{})
 	room := testkit.Uniq("seam-")
-	var vs []*stack.Viewer
+	var vs []*wsviewer.Viewer
 	for i := 0; i < 200; i++ {
 		vs = append(vs, s.Viewer(t, room, s.Comets[i%2], s.Comets[(i+1)%2]))
 	}
@@ -202,7 +203,7 @@ func TestFaultResumeSeam(t *testing.T) {
 		v.WaitWelcomes(t, 2, 15*time.Second)
 	}
 	send.Wait(t, 30*time.Second)
-	stack.DeliveredOnce(t, 15*time.Second, send.Accepted(), vs...)
-	stack.NoGaps(t, vs...)
+	wsviewer.DeliveredOnce(t, 15*time.Second, send.Accepted(), vs...)
+	wsviewer.NoGaps(t, vs...)
 	resumedOK(t, vs, true)
 }

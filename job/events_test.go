@@ -32,10 +32,18 @@ func msgRecord(t *testing.T, room, id string) kafka.Message {
 	return kafka.Message{Key: []byte(room), Value: v}
 }
 
+// arrived lists every message id and every deleted id ("del:" + id) in
+// the order the frames came.
 func (v *viewer) arrived() []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]string(nil), v.arrivals...)
+	var out []string
+	for _, a := range v.Arrivals() {
+		if a.Deleted != "" {
+			out = append(out, "del:"+a.Deleted)
+		} else {
+			out = append(out, a.Msg.ID)
+		}
+	}
+	return out
 }
 
 // A del event written right behind the message it deletes (still waiting

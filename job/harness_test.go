@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
@@ -207,91 +207,41 @@ func (e *env) hungCometOf(room, user string) (string, <-chan net.Conn) {
 	return id, accepted
 }
 
-// viewer is a WebSocket client that records every message it receives,
-// counting repeats, and the size of every frame.
+// viewer is one connection of a viewer of room to one comet, with the
+// summaries of what it received that job's tests check.
 type viewer struct {
-	room   string
-	conn   *websocket.Conn
-	mu     sync.Mutex
-	seen   map[string]int
-	frames []int
-	rooms  map[string]bool   // rooms named by received frames
-	got    []danmaku.Message // every message received, in order, with its position
-	epochs []string          // the epoch of the frame of each message of got
-	// arrivals lists every message id and every deleted id ("del:" + id)
-	// in the order the frames came.
-	arrivals []string
+	*wsviewer.Viewer
+	room string
 }
 
 func (e *env) viewer(c *comet.Server, room string) *viewer {
-	t := e.t
-	u := "ws://" + c.PublicAddr() + "/ws?room=" + room
-	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
-	if err != nil {
-		t.Fatalf("dial %s: %v", u, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	var welcome struct{ Op, Room string }
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if err := conn.ReadJSON(&welcome); err != nil || welcome.Op != "welcome" {
-		t.Fatalf("welcome: %+v %v", welcome, err)
-	}
-	conn.SetReadDeadline(time.Time{})
-	v := &viewer{room: room, conn: conn, seen: map[string]int{}, rooms: map[string]bool{}}
-	go v.read()
-	return v
+	return &viewer{Viewer: wsviewer.Once(e.t, "ws://"+c.PublicAddr()+"/ws", room, nil), room: room}
 }
 
-func (v *viewer) read() {
-	for {
-		_, data, err := v.conn.ReadMessage()
-		if err != nil {
-			return
+// messages returns the messages received, repeats included, in order.
+func (v *viewer) messages() []wsviewer.Arrival {
+	var out []wsviewer.Arrival
+	for _, a := range v.Arrivals() {
+		if a.Deleted == "" {
+			out = append(out, a)
 		}
-		var f struct {
-			danmaku.Batch
-			IDs []string `json:"ids"`
-		}
-		if json.Unmarshal(data, &f) != nil {
-			continue
-		}
-		if f.Op == danmaku.OpDel {
-			v.mu.Lock()
-			for _, id := range f.IDs {
-				v.arrivals = append(v.arrivals, "del:"+id)
-			}
-			v.mu.Unlock()
-			continue
-		}
-		if f.Op != danmaku.OpMsgs {
-			continue
-		}
-		v.mu.Lock()
-		for _, m := range f.Msgs {
-			v.arrivals = append(v.arrivals, m.ID)
-		}
-		v.frames = append(v.frames, len(f.Msgs))
-		v.rooms[f.Room] = true
-		for _, m := range f.Msgs {
-			v.seen[m.ID]++
-			v.epochs = append(v.epochs, f.Epoch)
-		}
-		v.got = append(v.got, f.Msgs...)
-		v.mu.Unlock()
 	}
+	return out
 }
 
 // count returns how many distinct ids of want the viewer has, and the ids
 // it got more than once.
 func (v *viewer) count(want []string) (have int, repeated []string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	seen := map[string]int{}
+	for _, a := range v.messages() {
+		seen[a.Msg.ID]++
+	}
 	for _, id := range want {
-		if v.seen[id] > 0 {
+		if seen[id] > 0 {
 			have++
 		}
 	}
-	for id, n := range v.seen {
+	for id, n := range seen {
 		if n > 1 {
 			repeated = append(repeated, id)
 		}
@@ -299,16 +249,31 @@ func (v *viewer) count(want []string) (have int, repeated []string) {
 	return have, repeated
 }
 
+// total returns how many distinct messages the viewer received.
 func (v *viewer) total() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.seen)
+	seen := map[string]bool{}
+	for _, a := range v.messages() {
+		seen[a.Msg.ID] = true
+	}
+	return len(seen)
 }
 
+// frameSizes returns the number of messages of each msgs frame received.
 func (v *viewer) frameSizes() []int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]int(nil), v.frames...)
+	var sizes []int
+	for _, f := range v.Frames() {
+		sizes = append(sizes, f.N)
+	}
+	return sizes
+}
+
+// rooms returns the rooms named by the msgs frames received.
+func (v *viewer) rooms() map[string]bool {
+	rooms := map[string]bool{}
+	for _, f := range v.Frames() {
+		rooms[f.Room] = true
+	}
+	return rooms
 }
 
 // send posts messages to logic and returns the accepted ids.

@@ -58,8 +58,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	waitAll(t, 30*time.Second, viewers, want)
 	for _, v := range viewers {
-		if len(v.rooms) != 1 || !v.rooms[v.room] {
-			t.Fatalf("viewer of %s received frames of %v", v.room, v.rooms)
+		if rooms := v.rooms(); len(rooms) != 1 || !rooms[v.room] {
+			t.Fatalf("viewer of %s received frames of %v", v.room, rooms)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
+
 	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
@@ -22,61 +24,50 @@ import (
 )
 
 // tab is one WebSocket connection of a user (uid, proven by a token), in a
-// room or in none, that records the notices it receives, by op.
-type tab struct {
-	conn *websocket.Conn
-	mu   sync.Mutex
-	got  map[string][]string // op -> notice ids in arrival order
-	seen map[string]int      // op + id -> copies
-	data map[string]string   // id -> data JSON
-}
+// room or in none, that records the notices it receives; uid "" connects
+// without a user.
+type tab struct{ *wsviewer.Viewer }
 
 func (e *env) tab(c *comet.Server, uid, room string) *tab {
 	t := e.t
-	n, err := strconv.ParseInt(uid, 10, 64)
-	if err != nil {
-		t.Fatalf("uid %q: %v", uid, err)
+	q := url.Values{}
+	if uid != "" {
+		n, err := strconv.ParseInt(uid, 10, 64)
+		if err != nil {
+			t.Fatalf("uid %q: %v", uid, err)
+		}
+		q.Set("uid", uid)
+		q.Set("token", e.keys.Token(t, n, "", nil))
 	}
-	q := "?uid=" + uid + "&token=" + e.keys.Token(t, n, "", nil)
-	if room != "" {
-		q += "&room=" + room
-	}
-	conn, _, err := websocket.DefaultDialer.Dial("ws://"+c.PublicAddr()+"/ws"+q, nil)
-	if err != nil {
-		t.Fatalf("dial %s: %v", q, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	tb := &tab{conn: conn, got: map[string][]string{}, seen: map[string]int{}, data: map[string]string{}}
-	go tb.read()
-	return tb
+	return &tab{wsviewer.Once(t, "ws://"+c.PublicAddr()+"/ws", room, q)}
 }
 
-func (tb *tab) read() {
-	for {
-		_, b, err := tb.conn.ReadMessage()
-		if err != nil {
-			return
-		}
-		var f danmaku.NoticeFrame
-		if json.Unmarshal(b, &f) != nil || (f.Op != danmaku.OpUser && f.Op != danmaku.OpAll) {
-			continue
-		}
-		tb.mu.Lock()
-		for _, n := range f.Msgs {
-			tb.got[f.Op] = append(tb.got[f.Op], n.ID)
-			tb.seen[f.Op+" "+n.ID]++
-			tb.data[n.ID] = string(n.Data)
-		}
-		tb.mu.Unlock()
+// ids returns the ids of the notices of op received, in arrival order.
+func (tb *tab) ids(op string) []string {
+	var ids []string
+	for _, n := range tb.Notices(op) {
+		ids = append(ids, n.ID)
 	}
+	return ids
+}
+
+// data returns the data of the notice id received last, "" for none.
+func (tb *tab) data(id string) string {
+	data := ""
+	for _, op := range []string{danmaku.OpUser, danmaku.OpAll} {
+		for _, n := range tb.Notices(op) {
+			if n.ID == id {
+				data = string(n.Data)
+			}
+		}
+	}
+	return data
 }
 
 // has reports whether the tab got every id of op once, and no other notice
 // of op.
 func (tb *tab) has(op string, ids []string) error {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	got := append([]string(nil), tb.got[op]...)
+	got := tb.ids(op)
 	want := append([]string(nil), ids...)
 	slices.Sort(got)
 	slices.Sort(want)
@@ -188,9 +179,7 @@ func TestUserNoticeReachesEveryTab(t *testing.T) {
 		}
 		return nil
 	})
-	tabs[1].mu.Lock()
-	data := tabs[1].data[ids[1]]
-	tabs[1].mu.Unlock()
+	data := tabs[1].data(ids[1])
 	if data != `{"i":1}` {
 		t.Fatalf("data of %s: %q", ids[1], data)
 	}
@@ -248,14 +237,7 @@ func TestBroadcastReachesEveryConnection(t *testing.T) {
 		}
 		tabs = append(tabs, e.tab(e.comets[i%2], fmt.Sprint(3000+i), r))
 	}
-	anon, _, err := websocket.DefaultDialer.Dial("ws://"+e.comets[1].PublicAddr()+"/ws?room="+room, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer anon.Close()
-	anonTab := &tab{conn: anon, got: map[string][]string{}, seen: map[string]int{}, data: map[string]string{}}
-	go anonTab.read()
-	tabs = append(tabs, anonTab)
+	tabs = append(tabs, e.tab(e.comets[1], "", room)) // a viewer without a user id
 	e.waitOnline(room, 6)
 	j := e.startJob(jobConfig(), nil)
 	ids := e.notify("/logic/broadcast", `{"messages":[{"content":"maintenance at 3:00","msgId":"b1"},{"data":{"banner":"gift"}}]}`)
@@ -313,9 +295,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 		}
 	}()
 	testkit.SucceedsSoon(t, 20*time.Second, func() error {
-		tabs[0].mu.Lock()
-		n := len(tabs[0].got[danmaku.OpUser])
-		tabs[0].mu.Unlock()
+		n := len(tabs[0].ids(danmaku.OpUser))
 		if n < 30 {
 			return fmt.Errorf("%d notices delivered, waiting for 30", n)
 		}
@@ -323,9 +303,7 @@ func TestUserNoticesSurviveACrash(t *testing.T) {
 	})
 	a.Crash()
 	<-a.Done()
-	tabs[0].mu.Lock()
-	before := len(tabs[0].got[danmaku.OpUser])
-	tabs[0].mu.Unlock()
+	before := len(tabs[0].ids(danmaku.OpUser))
 	if before >= 150 {
 		t.Fatal("every notice was delivered before the crash; the test proves nothing")
 	}

@@ -15,9 +15,13 @@ import (
 
 // received returns what v got so far and the epoch each came with.
 func (v *viewer) received() ([]danmaku.Message, []string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]danmaku.Message(nil), v.got...), append([]string(nil), v.epochs...)
+	var msgs []danmaku.Message
+	var epochs []string
+	for _, a := range v.messages() {
+		msgs = append(msgs, a.Msg)
+		epochs = append(epochs, a.Epoch)
+	}
+	return msgs, epochs
 }
 
 // checkTimeline checks that v received exactly want, in order, at

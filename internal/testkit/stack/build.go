@@ -3,11 +3,11 @@
 // the same port, pausable) or a Redis Cluster of its own with replicas
 // (Options.Cluster: masters to kill, replicas to promote), cmd/devkafka,
 // logic, one or more jobs and one or more comets, each a child process
-// built once per test binary, with short timings set by flags. Viewer is a
-// WebSocket client that resumes like web/static/danmaku.js and records
-// every message it shows; Sender posts messages to logic and records the
-// accepted ids; DeliveredOnce and Delivered check that every viewer showed
-// every accepted id.
+// built once per test binary, with short timings set by flags.
+// Stack.Viewer connects a viewer (package wsviewer) to its comets; Sender
+// posts messages to logic and records the accepted ids;
+// wsviewer.DeliveredOnce and Delivered check that every viewer showed every
+// accepted id.
 //
 // Children get their listen addresses from testkit.FreeAddr, which
 // closes the port before the child binds it; a child that exits because

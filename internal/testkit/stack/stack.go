@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
+
 	"github.com/danmaku/danmaku/internal/tools/promtext"
 
 	"github.com/redis/go-redis/v9"
@@ -199,7 +201,7 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 func (s *Stack) warmUp(tb testing.TB) {
 	tb.Helper()
 	room := testkit.Uniq("warmup-")
-	var vs []*Viewer
+	var vs []*wsviewer.Viewer
 	for _, c := range s.Comets {
 		v := s.Viewer(tb, room, c)
 		defer v.Close()
@@ -212,13 +214,20 @@ func (s *Stack) warmUp(tb testing.TB) {
 		if err != nil {
 			return err
 		}
-		return testkit.Soon(2*time.Second, func() error { return missing(ids, vs) })
+		return testkit.Soon(2*time.Second, func() error {
+			for _, v := range vs {
+				if miss := v.Missing(ids); len(miss) > 0 {
+					return fmt.Errorf("viewer on %s has not shown %v", v.Room, miss)
+				}
+			}
+			return nil
+		})
 	})
 }
 
 // Viewer connects a viewer of room to comets (the first one first; a
 // reconnect moves on to the next) and waits for its welcome.
-func (s *Stack) Viewer(tb testing.TB, room string, comets ...*Comet) *Viewer {
+func (s *Stack) Viewer(tb testing.TB, room string, comets ...*Comet) *wsviewer.Viewer {
 	tb.Helper()
 	v := s.ViewerAsync(tb, room, comets...)
 	v.WaitWelcomes(tb, 1, 15*time.Second)
@@ -226,13 +235,13 @@ func (s *Stack) Viewer(tb testing.TB, room string, comets ...*Comet) *Viewer {
 }
 
 // ViewerAsync is Viewer without waiting for the welcome.
-func (s *Stack) ViewerAsync(tb testing.TB, room string, comets ...*Comet) *Viewer {
+func (s *Stack) ViewerAsync(tb testing.TB, room string, comets ...*Comet) *wsviewer.Viewer {
 	tb.Helper()
 	var urls []string
 	for _, c := range comets {
 		urls = append(urls, c.WS())
 	}
-	return DialAsync(tb, room, urls...)
+	return wsviewer.DialAsync(tb, room, urls...)
 }
 
 // RestartComet starts comet i again, with the same id and addresses,

@@ -125,6 +125,10 @@ func serve(redisAddr string) error {
 // ephemeral ports of one source address never run out), joins them to
 // room (or room-0 .. room-k), keeps reading (answering pings) and prints
 // "CONNECTED n" once all got their welcome. EOF on stdin ends it.
+//
+// The connections are bare gorilla clients with small buffers, not the
+// tests' recording viewer: what is measured is the comet's memory per idle
+// viewer, and the peer should hold as little as it can per socket.
 func clients(addr, room string, rooms, n int, compress bool) error {
 	var connected, failed atomic.Int64
 	var wg sync.WaitGroup

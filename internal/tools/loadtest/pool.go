@@ -106,6 +106,12 @@ type secStat struct {
 	hist       Hist
 }
 
+// viewer is one load-test viewer. The load tool keeps this lean client
+// rather than the tests' wsviewer.Viewer: it runs tens of thousands of
+// them in one process, reads each frame by scanning its bytes in a pooled
+// buffer instead of decoding JSON, and records into per-shard histograms,
+// so the generator's own CPU does not show up as delivery latency. It is a tool, not a test library, and the dependency
+// rules keep it from linking internal/testkit.
 type viewer struct {
 	idx    int
 	room   int

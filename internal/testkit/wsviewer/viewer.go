@@ -1,4 +1,10 @@
-package stack
+// Package wsviewer is the tests' WebSocket viewer of a comet: it connects
+// to /ws, reads every frame and records what it received (welcomes, msgs
+// frames, every message and deletion as it arrived, the messages it
+// showed, notices), and, by default, resumes like web/static/danmaku.js
+// when its connection ends. DeliveredOnce, Delivered and NoGaps check
+// what viewers showed.
+package wsviewer
 
 import (
 	"encoding/json"
@@ -9,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/danmaku/danmaku"
 
 	"github.com/gorilla/websocket"
 
@@ -23,10 +31,12 @@ import (
 //
 // When its connection ends without Drop or Close it reconnects, after
 // danmaku.js's jittered backoff, to the next of its comets (the same one
-// when it has one).
+// when it has one). A viewer made by Once keeps its one connection.
 type Viewer struct {
-	Room string
-	urls []string
+	Room  string
+	query url.Values // more query parameters of every connection
+	once  bool       // one connection, no reconnect
+	urls  []string
 
 	resume chan struct{} // Resume after Drop
 	quit   chan struct{} // Close
@@ -46,8 +56,20 @@ type Viewer struct {
 	dupIDs   []string
 	welcomes []Welcome
 	frames   []Frame
+	arrivals []Arrival
+	notices  map[string][]danmaku.Notice // by op
 	gaps     []string
 	lastErr  error
+}
+
+// Arrival is one message of a msgs frame, or one id of a del frame, as it
+// arrived: repeats are recorded too.
+type Arrival struct {
+	Msg     danmaku.Message // zero for a deletion
+	Deleted string          // the id a del frame deleted
+	Epoch   string
+	Replay  bool
+	Conn    int
 }
 
 // Shown is a message the viewer showed.
@@ -82,6 +104,7 @@ func (w Welcome) String() string {
 // Frame is a msgs frame as received.
 type Frame struct {
 	Conn        int
+	Room        string
 	Replay      bool
 	Epoch       string
 	N           int
@@ -96,9 +119,10 @@ type inFrame struct {
 	Recovered *bool  `json:"recovered"`
 	Replay    bool   `json:"replay"`
 	Msgs      []struct {
-		ID  string `json:"id"`
-		Pos int64  `json:"pos"`
+		danmaku.Message
+		Data json.RawMessage `json:"data"` // of a notice
 	} `json:"msgs"`
+	IDs []string `json:"ids"` // of a del frame
 }
 
 // decoded holds the last frames decoded, by their bytes: the viewers of a
@@ -153,18 +177,51 @@ func Dial(tb testing.TB, room string, urls ...string) *Viewer {
 // (and reconnects until welcomed) in the background.
 func DialAsync(tb testing.TB, room string, urls ...string) *Viewer {
 	tb.Helper()
-	v := &Viewer{Room: room, urls: urls, resume: make(chan struct{}, 1), quit: make(chan struct{}),
-		done: make(chan struct{}), seen: map[string]bool{}}
-	go v.loop()
+	v := newViewer(room, nil, urls)
+	go v.loop(nil)
 	tb.Cleanup(v.Close)
 	return v
 }
 
-// loop connects, reads until the connection ends, and reconnects.
-func (v *Viewer) loop() {
+// Once connects one viewer to wsURL (a comet's /ws URL) for tests that
+// count what a single connection received: a viewer of room when room is
+// set (and then it waits for the welcome), with the more query parameters
+// of query (a user's uid and token). The dial failing fails tb; the viewer
+// never reconnects. It is closed when tb ends.
+func Once(tb testing.TB, wsURL, room string, query url.Values) *Viewer {
+	tb.Helper()
+	v := newViewer(room, query, []string{wsURL})
+	v.once = true
+	ws, err := v.dial()
+	if err != nil {
+		tb.Fatalf("dial %s: %v", wsURL, err)
+	}
+	go v.loop(ws)
+	tb.Cleanup(v.Close)
+	if room != "" {
+		v.WaitWelcomes(tb, 1, 5*time.Second)
+	}
+	return v
+}
+
+func newViewer(room string, query url.Values, urls []string) *Viewer {
+	return &Viewer{Room: room, query: query, urls: urls, resume: make(chan struct{}, 1), quit: make(chan struct{}),
+		done: make(chan struct{}), seen: map[string]bool{}, notices: map[string][]danmaku.Notice{}}
+}
+
+// loop connects (first is a connection already made), reads until the
+// connection ends, and reconnects.
+func (v *Viewer) loop(first *websocket.Conn) {
 	defer close(v.done)
 	for {
-		err := v.session()
+		err := v.session(first)
+		first = nil
+		if v.once {
+			v.mu.Lock()
+			v.ws, v.lastErr = nil, err
+			v.mu.Unlock()
+			return
+		}
 		v.mu.Lock()
 		v.ws = nil
 		if err != nil {
@@ -210,19 +267,42 @@ func (v *Viewer) backoff() time.Duration {
 	return rand.N(ceil)
 }
 
-// session is one connection: dial with the resume position, read frames.
-func (v *Viewer) session() error {
+// target is the URL of the next connection, with the resume position, and
+// the since it asks for (-1: none).
+func (v *Viewer) target() (string, int64) {
 	v.mu.Lock()
-	u := v.urls[v.next] + "?room=" + url.QueryEscape(v.Room)
+	defer v.mu.Unlock()
+	q := url.Values{}
+	for k, vs := range v.query {
+		q[k] = vs
+	}
+	if v.Room != "" {
+		q.Set("room", v.Room)
+	}
 	since := int64(-1)
 	if v.epoch != "" {
 		since = v.pos
-		u += "&since=" + strconv.FormatInt(v.pos, 10) + "&epoch=" + url.QueryEscape(v.epoch)
+		q.Set("since", strconv.FormatInt(v.pos, 10))
+		q.Set("epoch", v.epoch)
 	}
-	v.mu.Unlock()
+	return v.urls[v.next] + "?" + q.Encode(), since
+}
+
+func (v *Viewer) dial() (*websocket.Conn, error) {
+	u, _ := v.target()
 	ws, _, err := dialer.Dial(u, nil)
-	if err != nil {
-		return err
+	return ws, err
+}
+
+// session is one connection (ws, or one it dials with the resume
+// position): read frames until it ends.
+func (v *Viewer) session(ws *websocket.Conn) error {
+	u, since := v.target()
+	if ws == nil {
+		var err error
+		if ws, _, err = dialer.Dial(u, nil); err != nil {
+			return err
+		}
 	}
 	defer ws.Close()
 	v.mu.Lock()
@@ -245,11 +325,15 @@ func (v *Viewer) session() error {
 		switch f.Op {
 		case "welcome":
 			conn = v.welcomed(f, u, since)
-		case "msgs":
+		case danmaku.OpMsgs:
 			if conn == 0 {
 				return fmt.Errorf("msgs frame before the welcome: %.200s", data)
 			}
 			v.received(f, conn)
+		case danmaku.OpDel:
+			v.deleted(f, conn)
+		case danmaku.OpUser, danmaku.OpAll:
+			v.notified(f)
 		}
 	}
 }
@@ -282,13 +366,16 @@ func (v *Viewer) welcomed(f *inFrame, u string, since int64) int {
 func (v *Viewer) received(f *inFrame, conn int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	fr := Frame{Conn: conn, Replay: f.Replay, Epoch: f.Epoch, N: len(f.Msgs)}
+	fr := Frame{Conn: conn, Room: f.Room, Replay: f.Replay, Epoch: f.Epoch, N: len(f.Msgs)}
 	if len(f.Msgs) > 0 {
 		fr.First, fr.Last = f.Msgs[0].Pos, f.Msgs[len(f.Msgs)-1].Pos
 	}
 	v.frames = append(v.frames, fr)
 	var top int64
 	now := time.Now()
+	for _, m := range f.Msgs {
+		v.arrivals = append(v.arrivals, Arrival{Msg: m.Message, Epoch: f.Epoch, Replay: f.Replay, Conn: conn})
+	}
 	for _, m := range f.Msgs {
 		top = max(top, m.Pos)
 		if v.seen[m.ID] {
@@ -313,6 +400,24 @@ func (v *Viewer) received(f *inFrame, conn int) {
 		v.pos = max(v.pos, top)
 	} else {
 		v.epoch, v.pos = f.Epoch, top
+	}
+}
+
+// deleted records a del frame's ids.
+func (v *Viewer) deleted(f *inFrame, conn int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, id := range f.IDs {
+		v.arrivals = append(v.arrivals, Arrival{Deleted: id, Epoch: f.Epoch, Conn: conn})
+	}
+}
+
+// notified records a notice frame's notices.
+func (v *Viewer) notified(f *inFrame) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, m := range f.Msgs {
+		v.notices[f.Op] = append(v.notices[f.Op], danmaku.Notice{ID: m.ID, TS: m.TS, Content: m.Content, Data: m.Data})
 	}
 }
 
@@ -394,6 +499,22 @@ func (v *Viewer) Shown() []Shown {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return append([]Shown(nil), v.shown...)
+}
+
+// Arrivals returns every message and deletion received, in order, repeats
+// included.
+func (v *Viewer) Arrivals() []Arrival {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]Arrival(nil), v.arrivals...)
+}
+
+// Notices returns the notices of frames of op (danmaku.OpUser,
+// danmaku.OpAll) received, in order, repeats included.
+func (v *Viewer) Notices(op string) []danmaku.Notice {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]danmaku.Notice(nil), v.notices[op]...)
 }
 
 // Missing returns the ids of ids the viewer has not shown.
