@@ -1,15 +1,15 @@
 package deploy_test
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/tools/promtext"
 
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
@@ -20,74 +20,16 @@ import (
 // (as sampled: histograms as _bucket, _sum, _count), its series' labels.
 type exposition map[string][]map[string]string
 
-// scrape reads the Prometheus text exposition at url into e.
+// scrape reads the /metrics page at url into e.
 func (e exposition) scrape(url string) error {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
+	s, err := promtext.Scrape(context.Background(), url)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", url, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: %s %s", url, resp.Status, body)
+	for name, series := range s.Series() {
+		e[name] = append(e[name], series...)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, labels, err := parseSample(line)
-		if err != nil {
-			return fmt.Errorf("%s: %q: %w", url, line, err)
-		}
-		e[name] = append(e[name], labels)
-	}
-	return sc.Err()
-}
-
-// parseSample splits `name{a="x",b="y"} value` into its name and labels.
-func parseSample(line string) (string, map[string]string, error) {
-	i := strings.IndexAny(line, "{ ")
-	if i < 0 {
-		return "", nil, fmt.Errorf("no value")
-	}
-	name, rest := line[:i], line[i:]
-	labels := map[string]string{}
-	if rest[0] != '{' {
-		return name, labels, nil
-	}
-	rest = rest[1:]
-	for !strings.HasPrefix(rest, "}") {
-		eq := strings.Index(rest, `="`)
-		if eq < 0 {
-			return "", nil, fmt.Errorf("bad labels")
-		}
-		key := strings.TrimPrefix(rest[:eq], ",")
-		rest = rest[eq+2:]
-		var val strings.Builder
-		for {
-			if rest == "" {
-				return "", nil, fmt.Errorf("unterminated label value")
-			}
-			c := rest[0]
-			rest = rest[1:]
-			if c == '\\' && rest != "" {
-				val.WriteByte(rest[0])
-				rest = rest[1:]
-				continue
-			}
-			if c == '"' {
-				break
-			}
-			val.WriteByte(c)
-		}
-		labels[key] = val.String()
-		rest = strings.TrimPrefix(rest, ",")
-	}
-	return name, labels, nil
+	return nil
 }
 
 // hasLabel reports whether some series of name carries label (with value,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,4 +134,43 @@ func sameLabels(have []*dto.LabelPair, want [][2]string) bool {
 		}
 	}
 	return true
+}
+
+// Series lists every sample as the text exposition names it, with its
+// labels: a histogram as name_bucket (with "le"), name_sum and name_count,
+// a summary as name (with "quantile"), name_sum and name_count.
+func (s Scraped) Series() map[string][]map[string]string {
+	out := map[string][]map[string]string{}
+	add := func(name string, m *dto.Metric, extra ...string) {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			labels[extra[i]] = extra[i+1]
+		}
+		out[name] = append(out[name], labels)
+	}
+	for name, mf := range s {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Histogram != nil:
+				// The parser keeps the +Inf bucket among the others.
+				for _, b := range m.Histogram.GetBucket() {
+					add(name+"_bucket", m, "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add(name+"_sum", m)
+				add(name+"_count", m)
+			case m.Summary != nil:
+				for _, q := range m.Summary.GetQuantile() {
+					add(name, m, "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64))
+				}
+				add(name+"_sum", m)
+				add(name+"_count", m)
+			default:
+				add(name, m)
+			}
+		}
+	}
+	return out
 }

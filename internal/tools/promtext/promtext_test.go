@@ -3,6 +3,7 @@ package promtext
 import (
 	"context"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,5 +41,35 @@ func TestParseText(t *testing.T) {
 	}
 	if got := s.ByLabel("t_dropped_total", "reason"); len(got) != 2 || got["overflow"] != 5 || got["cooldown"] != 1 {
 		t.Errorf("by reason: %v", got)
+	}
+}
+
+// Series names samples as the text exposition does: a histogram's
+// buckets, sum and count apart.
+func TestSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "t_seconds", Help: "h", Buckets: []float64{0.5, 1}}, []string{"op"})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "t_open", Help: "h"})
+	reg.MustRegister(h, g)
+	h.WithLabelValues("send").Observe(0.7)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	s, err := Scrape(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := s.Series()
+	var les []string
+	for _, l := range series["t_seconds_bucket"] {
+		if l["op"] != "send" {
+			t.Errorf("bucket labels %v", l)
+		}
+		les = append(les, l["le"])
+	}
+	if !slices.Equal(les, []string{"0.5", "1", "+Inf"}) {
+		t.Errorf("buckets le %v", les)
+	}
+	if len(series["t_seconds_sum"]) != 1 || len(series["t_seconds_count"]) != 1 || len(series["t_open"]) != 1 || len(series["t_seconds"]) != 0 {
+		t.Errorf("series %v", series)
 	}
 }
