@@ -94,6 +94,18 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	}
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the last fetch of each reported it."}, lag)
+	m.precreate()
+	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
+	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
+	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
+		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
+		m.undelivered, m.staleLocks, m.events, m.notices)
+	return m
+}
+
+// precreate creates every labelled series a dashboard or alert reads, so
+// each exists from the start.
+func (m *metrics) precreate() {
 	for _, c := range []string{"cooldown", "overflow", "comet_failed", "no_route"} {
 		m.dropped.WithLabelValues(c)
 	}
@@ -101,16 +113,9 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		undeliveredUnavailable, undeliveredRejected, undeliveredUnauth} {
 		m.undelivered.WithLabelValues(c)
 	}
-	// Every series a dashboard or alert reads exists from the start.
 	telemetry.Precreate(m.retries.MetricVec, []string{"redis", "push", "busy_claim"})
 	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban"}, []string{"delivered", "duplicate"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"}, []string{"delivered", "no_route", "duplicate"})
-	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
-	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
-	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
-		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
-		m.undelivered, m.staleLocks, m.events, m.notices)
-	return m
 }
 
 // observePush records one push attempt to a comet that took d.
