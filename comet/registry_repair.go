@@ -42,6 +42,7 @@ func (s *Server) takeOver(ctx context.Context) error {
 	}
 	s.redisOK.Store(true)
 	s.registered.Store(st.Registered)
+	s.leased.Store(true)
 	return nil
 }
 
@@ -71,11 +72,27 @@ func (s *Server) leaseLoop() {
 		case <-s.quit:
 			return
 		case <-renew.C:
-			s.reg.exclusive(s.heartbeat)
+			s.reg.exclusive(s.renew)
 		case <-reconcile.C:
 			s.reg.exclusive(func() { s.reconcile("interval") })
 		}
 	}
+}
+
+// renew takes over when Start could not (Redis did not answer then), else
+// renews the lease. The caller holds the registry alone.
+func (s *Server) renew() {
+	if s.leased.Load() {
+		s.heartbeat()
+		return
+	}
+	if err := s.takeOver(context.Background()); err != nil {
+		s.metrics.leaseError()
+		s.log.Warn("take lease: redis does not answer", zap.Error(err))
+		return
+	}
+	s.log.Info("redis answers: lease taken", zap.String("id", s.id))
+	s.heartbeat() // settles routes of viewers that joined meanwhile
 }
 
 // heartbeat renews the lease and compares what Redis lists for the comet

@@ -104,6 +104,9 @@ type Server struct {
 	rebuilding atomic.Bool
 	redisOK    atomic.Bool
 	registered atomic.Int64
+	// leased is set once takeOver succeeded: at Start, or at a later lease
+	// renewal when Redis did not answer at Start.
+	leased atomic.Bool
 
 	public                 []publicRoute // mounted by HandlePublic
 	publicLn, internalLn   net.Listener
@@ -230,7 +233,9 @@ func (s *Server) InternalHandler() http.Handler {
 // Start listens on both addresses, removes the routes an earlier process
 // with the same id left behind, takes the lease and serves in the
 // background; it returns once both listeners are open. It fails when a
-// listener cannot be opened or Redis does not answer.
+// listener cannot be opened. When Redis does not answer it serves anyway,
+// not ready (/readyz 503), and takes over at the first lease renewal that
+// reaches Redis.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.listen(); err != nil {
 		return err
@@ -238,10 +243,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started = time.Now()
 	s.reg = newRegistry(s.rt, s.id, s.cfg.RedisTimeout, s.cfg.RegistryWorkers, s.log, s.metrics, &s.held)
 	if err := s.takeOver(ctx); err != nil {
-		s.publicLn.Close()
-		s.internalLn.Close()
-		s.reg.stop()
-		return fmt.Errorf("take lease: %w", err)
+		// Serve anyway: /healthz answers, /readyz says 503 until Redis
+		// does, and the lease loop takes the lease then.
+		s.log.Warn("redis does not answer; serving, not ready until it does", zap.Error(err))
 	}
 	s.publicSrv, s.internalSrv = s.httpServers()
 	s.bg.Add(6)
@@ -403,13 +407,19 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// removed.
 	s.reg.stop()
 	<-s.leaseDone
-	err := s.leaveRedis(ctx)
+	if s.leased.Load() {
+		// A Redis that does not answer now cannot fail the shutdown: the
+		// lease expires by itself and job's janitor removes the routes.
+		if err := s.leaveRedis(ctx); err != nil {
+			s.log.Warn("routes and lease left in Redis; the lease expires and job's janitor removes them", zap.Error(err))
+		}
+	}
 	if err := s.internalSrv.Shutdown(ctx); err != nil {
 		s.internalSrv.Close()
 	}
 	s.bg.Wait()
 	s.log.Info("comet stopped", zap.String("id", s.id))
-	return err
+	return nil
 }
 
 // closeViewers closes every viewer with 1001 and waits for their readers

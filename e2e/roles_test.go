@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/testkit"
@@ -63,17 +61,8 @@ func TestRolesSeparately(t *testing.T) {
 	}
 
 	room := testkit.Uniq("roles_")
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+cometAddr+"/ws?room="+room, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := dialWelcome(t, "ws://"+cometAddr+"/ws", room)
 	defer ws.Close()
-	// The welcome frame comes once the viewer is registered; a message sent
-	// before that finds no comet for the room.
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
-		t.Fatalf("welcome: %s %v", data, err)
-	}
 	text := "from the role binaries"
 	postJSON(t, logicURL+"/logic/send", `{"roomId":"`+room+`","userId":77,"userName":"roles","messages":[{"content":"`+text+`"}]}`)
 	ws.SetReadDeadline(time.Now().Add(40 * time.Second))

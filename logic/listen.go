@@ -19,13 +19,15 @@ type listener struct {
 	served chan struct{} // closed when Serve returned
 }
 
-// Start listens on Config.Listen (and Config.AdminAddr when set), creates
-// the topic when it is missing (EnsureTopic, bounded by ctx) and serves
-// Handler with /metrics in the background; with Config.AdminAddr,
+// Start listens on Config.Listen (and Config.AdminAddr when set) and
+// serves Handler with /metrics in the background; with Config.AdminAddr,
 // AdminHandler and /metrics are served there instead and the public
-// listener has neither. It listens first, so a port in use fails at once,
-// and returns once serving. An all-in-one binary mounts Handler instead
-// and does not call Start.
+// listener has neither. It creates the topic when it is missing
+// (EnsureTopic) in the background too, retrying until Kafka answers or
+// Shutdown: a port in use fails at once, an unreachable Kafka does not
+// (/healthz answers at once, /readyz says 503 until Kafka answers with the
+// topic, as an orchestrator expects). It returns once serving. An
+// all-in-one binary mounts Handler instead and does not call Start.
 func (s *Server) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -38,13 +40,14 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("listen %s (logic.admin_addr): %w", s.cfg.AdminAddr, err)
 		}
 	}
-	if err := s.EnsureTopic(ctx); err != nil {
-		ln.Close()
-		if adminLn != nil {
-			adminLn.Close()
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopTopic, s.topicDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.topicDone)
+		if err := s.EnsureTopic(tctx); err != nil && tctx.Err() == nil {
+			s.log.Error("kafka topic not created", zap.Error(err))
 		}
-		return err
-	}
+	}()
 	metrics := telemetry.Handler(s.gatherer)
 	pub := http.NewServeMux()
 	pub.Handle("/", s.Handler())
@@ -124,6 +127,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
+	if s.stopTopic != nil {
+		s.stopTopic()
+		<-s.topicDone
+	}
 	errs := []error{s.pub.stop(ctx), s.adm.stop(ctx)}
 	s.admitter.Close()
 	if err := s.producer.Close(ctx); err != nil {

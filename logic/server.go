@@ -68,6 +68,10 @@ type Server struct {
 	adminMux     *http.ServeMux      // admin API and notices: mux unless Config.AdminAddr is set
 
 	pub, adm listener // set by Start; adm only with Config.AdminAddr
+	// stopTopic ends Start's background EnsureTopic; topicDone is closed
+	// when it returned.
+	stopTopic context.CancelFunc
+	topicDone chan struct{}
 
 	shutdownOnce sync.Once
 	shutdownErr  error

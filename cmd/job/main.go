@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,11 @@ type Main struct {
 	job     *job.Job
 	pusher  *push.Client
 	metrics *http.Server
+	// consuming is set once the topic exists and the consumer started;
+	// stopStart ends that start-up, startDone is closed when it returned.
+	consuming atomic.Bool
+	stopStart context.CancelFunc
+	startDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -75,8 +81,12 @@ func (m *Main) Done() <-chan struct{} {
 	return m.job.Done()
 }
 
-// Run validates the configuration, makes sure the topic exists, and starts
-// the consumer and the metrics listener. It returns once they run.
+// Run validates the configuration and opens the metrics listener
+// (/metrics, /healthz, /readyz); then, in the background, it waits until
+// Kafka answers with the topic (creating it when missing) and starts the
+// consumer. /readyz says 503 until the consumer runs, so an unreachable
+// Kafka keeps the job up and not ready instead of failing it. It returns
+// once the listener serves.
 func (m *Main) Run(ctx context.Context) error {
 	if err := config.Validate(&m.Config); err != nil {
 		return err
@@ -87,13 +97,6 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := kafkax.EnsureTopicWait(tctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
-		Partitions: c.Kafka.Partitions, Replication: c.Kafka.Replication},
-		func(err error) { log.Warn("kafka topic not ready, retrying", zap.Error(err)) }); err != nil {
-		return fmt.Errorf("kafka topic %s: %w", c.Kafka.Topic, err)
-	}
 	reg := telemetry.NewRegistry()
 	m.rdb = route.Dial(c.Redis)
 	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
@@ -113,6 +116,10 @@ func (m *Main) Run(ctx context.Context) error {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !m.consuming.Load() {
+			httpx.WriteError(w, danmaku.Unavailable("kafka unreachable or the topic is missing: the consumer has not started", nil))
+			return
+		}
 		if err := m.job.Ready(r.Context()); err != nil {
 			httpx.WriteError(w, err)
 			return
@@ -125,10 +132,31 @@ func (m *Main) Run(ctx context.Context) error {
 	m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go m.metrics.Serve(ln)
 
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopStart, m.startDone = stop, make(chan struct{})
+	go func() {
+		defer close(m.startDone)
+		if err := m.start(sctx); err != nil && sctx.Err() == nil {
+			log.Error("job not started", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// start waits until Kafka answers with the topic (creating it when it is
+// missing), retrying every second until ctx ends, then starts the consumer.
+func (m *Main) start(ctx context.Context) error {
+	c := m.Config
+	if _, err := kafkax.EnsureTopicWait(ctx, c.Kafka.Brokers, kafkax.Topic{Name: c.Kafka.Topic,
+		Partitions: c.Kafka.Partitions, Replication: c.Kafka.Replication},
+		func(err error) { m.log.Warn("kafka topic not ready, retrying", zap.Error(err)) }); err != nil {
+		return fmt.Errorf("kafka topic %s: %w", c.Kafka.Topic, err)
+	}
 	if err := m.job.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("job running", zap.String("owner", m.job.Owner()), zap.String("topic", c.Kafka.Topic),
+	m.consuming.Store(true)
+	m.log.Info("job running", zap.String("owner", m.job.Owner()), zap.String("topic", c.Kafka.Topic),
 		zap.Strings("brokers", c.Kafka.Brokers), zap.String("metrics", m.MetricsAddr))
 	return nil
 }
@@ -138,6 +166,10 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
 		var errs []error
+		if m.stopStart != nil {
+			m.stopStart()
+			<-m.startDone
+		}
 		if m.job != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Job.DrainTimeout+shutdownSlack)
 			errs = append(errs, m.job.Shutdown(ctx))

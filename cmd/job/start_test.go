@@ -32,6 +32,18 @@ func TestLogsAndJSONAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// Ready once the consumer runs, which Run does not wait for.
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		resp, err := http.Get("http://" + m.MetricsAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errString(resp.Status)
+		}
+		return nil
+	})
 	for path, want := range map[string]struct {
 		status int
 		key    string

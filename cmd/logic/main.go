@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -30,10 +29,6 @@ type Config = logic.BinaryConfig
 // DefaultConfig returns the defaults of every section.
 func DefaultConfig() Config { return logic.DefaultBinaryConfig() }
 
-// topicWait is how long start-up keeps trying to reach Kafka to create the
-// topic: long enough for a broker started at the same time to come up.
-const topicWait = 30 * time.Second
-
 // Main is the logic process: Run starts it, Close stops it.
 type Main struct {
 	Config Config
@@ -53,9 +48,9 @@ type Main struct {
 func NewMain() *Main { return &Main{Config: DefaultConfig()} }
 
 // Run validates the configuration, builds the server and starts it: it
-// listens first (so a port in use fails at once), creates the topic if
-// needed and serves. It returns once the server runs; it serves until
-// Close.
+// listens (a port in use fails at once) and serves at once; the topic is
+// created in the background once Kafka answers, and /readyz says 503 until
+// then. It returns once the server runs; it serves until Close.
 func (m *Main) Run(ctx context.Context) error {
 	if err := config.Validate(&m.Config); err != nil {
 		return err
@@ -81,9 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, topicWait)
-	defer cancel()
-	if err := m.logic.Start(sctx); err != nil {
+	if err := m.logic.Start(ctx); err != nil {
 		return err
 	}
 	process.CheckRedis(ctx, m.rdb, c.Redis, log)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -46,6 +47,19 @@ func TestMainServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// Run serves at once; the topic is created in the background and
+	// /readyz says so.
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		resp, err := http.Get("http://" + m.Addr() + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
 	if n, err := kafkax.Partitions(ctx, broker.Brokers(), m.Config.Kafka.Topic); err != nil || n != 3 {
 		t.Fatalf("topic partitions = %d, %v; want 3", n, err)
 	}

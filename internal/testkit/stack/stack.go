@@ -191,7 +191,7 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 			// machine still finds what it missed.
 			"-job.history_size", "5000",
 		}, o.Job...)
-	}, func() string { return "http://" + j.Metrics + "/healthz" })
+	}, func() string { return "http://" + j.Metrics + "/readyz" }) // ready: consuming
 	j.Proc = ch.Proc
 	return j, ch
 }
