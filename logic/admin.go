@@ -40,43 +40,11 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
 }
 
-// AdminRequest is the body of every admin route; each uses the fields it
-// needs and refuses none of the others.
-type AdminRequest struct {
-	UserID int64 `json:"userId,omitempty"`
-	// RoomID is the room of a mute (empty: everywhere), of a ban, or of
-	// the messages to delete.
-	RoomID string `json:"roomId,omitempty"`
-	// Duration of a mute or a ban, Go syntax ("90s", "10m", "24h").
-	Duration string `json:"duration,omitempty"`
-	// IDs are the ids of the messages to delete, as viewers got them.
-	IDs []string `json:"ids,omitempty"`
-	// Actor names the moderator for the log (the secret is shared, so
-	// this is what tells moderators apart); empty logs "unnamed".
-	Actor string `json:"actor,omitempty"`
-}
-
-// AdminResponse is the 200 answer of an admin route.
-type AdminResponse struct {
-	Action string `json:"action"`
-	UserID int64  `json:"userId,omitempty"`
-	RoomID string `json:"roomId,omitempty"`
-	// Until is when a mute or a ban ends (Unix milliseconds).
-	Until int64 `json:"until,omitempty"`
-	// Removed says whether unmute or unban found something to lift.
-	Removed *bool `json:"removed,omitempty"`
-	// IDs are the messages a delete removes, Found their number, Missing
-	// the ids asked for that are no message of the room (never sent there,
-	// already deleted, or older than the history holds); EventID names its
-	// event (in job's and the comets' logs).
-	IDs     []string `json:"ids,omitempty"`
-	Found   int      `json:"found,omitempty"`
-	Missing []string `json:"missing,omitempty"`
-	EventID string   `json:"eventId,omitempty"`
-	// Mode and Words describe the blocked-word list after a reload.
-	Mode  string `json:"mode,omitempty"`
-	Words *int   `json:"words,omitempty"`
-}
+// The bodies of the admin routes, declared in the root package.
+type (
+	AdminRequest  = danmaku.AdminRequest
+	AdminResponse = danmaku.AdminResponse
+)
 
 // admin wraps an action with the secret check, body decoding, the log line
 // and the counter.

@@ -20,22 +20,9 @@ const (
 	minHistoryBytes = 16 << 10
 )
 
-// HistoryResponse is the answer of GET /logic/history: the room's epoch and
-// last position, and the messages read, oldest first, each with its pos.
-// A room without history has epoch "", pos 0 and no messages. A message a
-// moderator deleted keeps its position and is left out, so positions may
-// skip; Through is the last position the answer covers, deleted ones
-// included (0 when it covers none): the since of the next page. More is
-// true when the answer was cut by logic.history_max_bytes before limit
-// messages: the rest follows from since=Through.
-type HistoryResponse struct {
-	RoomID   string            `json:"roomId"`
-	Epoch    string            `json:"epoch"`
-	Pos      int64             `json:"pos"`
-	Through  int64             `json:"through"`
-	More     bool              `json:"more,omitempty"`
-	Messages []danmaku.Message `json:"messages"`
-}
+// HistoryResponse is the answer of GET /logic/history, declared in the
+// root package.
+type HistoryResponse = danmaku.HistoryResponse
 
 // historyWire is HistoryResponse as sent: each message encoded once, while
 // the answer's size is counted.

@@ -40,20 +40,11 @@ import (
 // compact JSON.
 const MaxNoticeData = 4096
 
-// NoticeRequest is the body of POST /logic/push/user and, without UserID,
-// of POST /logic/broadcast.
-type NoticeRequest struct {
-	UserID   int64           `json:"userId,omitempty"`
-	Messages []NoticeMessage `json:"messages"`
-}
-
-// NoticeMessage is one message of a NoticeRequest: content, data or both;
-// MsgID is the client's optional idempotency key.
-type NoticeMessage struct {
-	Content string          `json:"content,omitempty"`
-	Data    json.RawMessage `json:"data,omitempty"`
-	MsgID   string          `json:"msgId,omitempty"`
-}
+// The bodies of the notice routes, declared in the root package.
+type (
+	NoticeRequest = danmaku.NoticeRequest
+	NoticeMessage = danmaku.NoticeMessage
+)
 
 // noticeWire is a NoticeRequest as first decoded; see sendWire.
 type noticeWire struct {

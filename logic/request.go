@@ -17,26 +17,13 @@ import (
 	"github.com/danmaku/danmaku/internal/unitext"
 )
 
-// SendRequest is the body of POST /logic/send.
-type SendRequest struct {
-	RoomID   string        `json:"roomId"`
-	UserID   int64         `json:"userId"`
-	UserName string        `json:"userName"`
-	Messages []SendMessage `json:"messages"`
-}
-
-// SendMessage is one comment of a SendRequest. MsgID is the client's
-// optional idempotency key.
-type SendMessage struct {
-	Content string `json:"content"`
-	MsgID   string `json:"msgId,omitempty"`
-}
-
-// SendResponse is the 202 answer: the id of every message, in request
-// order.
-type SendResponse struct {
-	MsgIDs []string `json:"msgIds"`
-}
+// The bodies of the send route, declared with every body of the API in
+// the root package.
+type (
+	SendRequest  = danmaku.SendRequest
+	SendMessage  = danmaku.SendMessage
+	SendResponse = danmaku.SendResponse
+)
 
 // sendWire is SendRequest as first decoded: messages stay raw so each is
 // decoded on its own and an error can name its index

@@ -416,11 +416,9 @@ func (s *Server) serveOnline(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, OnlineResponse{RoomID: room, Online: n})
 }
 
-// OnlineResponse is the answer of GET /logic/online.
-type OnlineResponse struct {
-	RoomID string `json:"roomId"`
-	Online int64  `json:"online"`
-}
+// OnlineResponse is the answer of GET /logic/online, declared in the root
+// package.
+type OnlineResponse = danmaku.OnlineResponse
 
 func (s *Server) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -39,17 +39,11 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
-// ErrorBody is the JSON body of every error answer.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of ErrorBody.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
+// The error body, declared in the root package.
+type (
+	ErrorBody   = danmaku.ErrorBody
+	ErrorDetail = danmaku.ErrorDetail
+)
 
 // WriteError answers with err's status and the JSON error body. Only the
 // message of a *danmaku.Error is shown, never its cause: causes carry

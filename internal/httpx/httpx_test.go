@@ -16,13 +16,13 @@ func TestWriteError(t *testing.T) {
 		status int
 		want   ErrorDetail
 	}{
-		{danmaku.Errorf(danmaku.EINVALID, "roomId", "bad"), 400, ErrorDetail{"invalid_argument", "roomId", "bad"}},
-		{danmaku.Errorf(danmaku.CodeMethod, "method", "use POST"), 405, ErrorDetail{"method_not_allowed", "method", "use POST"}},
-		{danmaku.Unavailable("", errors.New("dial 10.0.0.1:6379")), 503, ErrorDetail{"unavailable", "", "service unavailable"}},
-		{errors.New("secret internal detail"), 500, ErrorDetail{"internal", "", "internal error"}},
-		{danmaku.Errorf(danmaku.CodeMuted, "userId", "muted"), 403, ErrorDetail{"muted", "userId", "muted"}},
+		{danmaku.Errorf(danmaku.EINVALID, "roomId", "bad"), 400, ErrorDetail{Code: "invalid_argument", Field: "roomId", Message: "bad"}},
+		{danmaku.Errorf(danmaku.CodeMethod, "method", "use POST"), 405, ErrorDetail{Code: "method_not_allowed", Field: "method", Message: "use POST"}},
+		{danmaku.Unavailable("", errors.New("dial 10.0.0.1:6379")), 503, ErrorDetail{Code: "unavailable", Field: "", Message: "service unavailable"}},
+		{errors.New("secret internal detail"), 500, ErrorDetail{Code: "internal", Field: "", Message: "internal error"}},
+		{danmaku.Errorf(danmaku.CodeMuted, "userId", "muted"), 403, ErrorDetail{Code: "muted", Field: "userId", Message: "muted"}},
 		{danmaku.Errorf("content_blocked", "messages[1].content", "contains a blocked word"), 400,
-			ErrorDetail{"content_blocked", "messages[1].content", "contains a blocked word"}},
+			ErrorDetail{Code: "content_blocked", Field: "messages[1].content", Message: "contains a blocked word"}},
 	}
 	for _, tc := range cases {
 		rec := httptest.NewRecorder()

@@ -1,0 +1,120 @@
+package danmaku
+
+import "encoding/json"
+
+// The bodies of logic's HTTP API (docs/integrate.md): what logic decodes
+// and answers, and what clients (the Go client package among them) send
+// and decode.
+
+// SendRequest is the body of POST /logic/send.
+type SendRequest struct {
+	RoomID   string        `json:"roomId"`
+	UserID   int64         `json:"userId"`
+	UserName string        `json:"userName"`
+	Messages []SendMessage `json:"messages"`
+}
+
+// SendMessage is one comment of a SendRequest. MsgID is the client's
+// optional idempotency key.
+type SendMessage struct {
+	Content string `json:"content"`
+	MsgID   string `json:"msgId,omitempty"`
+}
+
+// SendResponse is the 202 answer: the id of every message, in request
+// order.
+type SendResponse struct {
+	MsgIDs []string `json:"msgIds"`
+}
+
+// AdminRequest is the body of every admin route; each uses the fields it
+// needs and refuses none of the others.
+type AdminRequest struct {
+	UserID int64 `json:"userId,omitempty"`
+	// RoomID is the room of a mute (empty: everywhere), of a ban, or of
+	// the messages to delete.
+	RoomID string `json:"roomId,omitempty"`
+	// Duration of a mute or a ban, Go syntax ("90s", "10m", "24h").
+	Duration string `json:"duration,omitempty"`
+	// IDs are the ids of the messages to delete, as viewers got them.
+	IDs []string `json:"ids,omitempty"`
+	// Actor names the moderator for the log (the secret is shared, so
+	// this is what tells moderators apart); empty logs "unnamed".
+	Actor string `json:"actor,omitempty"`
+}
+
+// AdminResponse is the 200 answer of an admin route.
+type AdminResponse struct {
+	Action string `json:"action"`
+	UserID int64  `json:"userId,omitempty"`
+	RoomID string `json:"roomId,omitempty"`
+	// Until is when a mute or a ban ends (Unix milliseconds).
+	Until int64 `json:"until,omitempty"`
+	// Removed says whether unmute or unban found something to lift.
+	Removed *bool `json:"removed,omitempty"`
+	// IDs are the messages a delete removes, Found their number, Missing
+	// the ids asked for that are no message of the room (never sent there,
+	// already deleted, or older than the history holds); EventID names its
+	// event (in job's and the comets' logs).
+	IDs     []string `json:"ids,omitempty"`
+	Found   int      `json:"found,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+	EventID string   `json:"eventId,omitempty"`
+	// Mode and Words describe the blocked-word list after a reload.
+	Mode  string `json:"mode,omitempty"`
+	Words *int   `json:"words,omitempty"`
+}
+
+// HistoryResponse is the answer of GET /logic/history: the room's stored
+// messages with their positions, oldest first, and the room's timeline
+// (Epoch, Pos: its last position).
+//
+// A room without history has epoch "", pos 0 and no messages. A message a
+// moderator deleted keeps its position and is left out, so positions may
+// skip; Through is the last position the answer covers, deleted ones
+// included (0 when it covers none): the since of the next page. More is
+// true when the answer was cut by logic.history_max_bytes before limit
+// messages: the rest follows from since=Through.
+type HistoryResponse struct {
+	RoomID   string    `json:"roomId"`
+	Epoch    string    `json:"epoch"`
+	Pos      int64     `json:"pos"`
+	Through  int64     `json:"through"`
+	More     bool      `json:"more,omitempty"`
+	Messages []Message `json:"messages"`
+}
+
+// NoticeRequest is the body of POST /logic/push/user and, without UserID,
+// of POST /logic/broadcast.
+type NoticeRequest struct {
+	UserID   int64           `json:"userId,omitempty"`
+	Messages []NoticeMessage `json:"messages"`
+}
+
+// NoticeMessage is one message of a NoticeRequest: content, data or both;
+// MsgID is the client's optional idempotency key.
+type NoticeMessage struct {
+	Content string          `json:"content,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	MsgID   string          `json:"msgId,omitempty"`
+}
+
+// OnlineResponse is the answer of GET /logic/online.
+type OnlineResponse struct {
+	RoomID string `json:"roomId"`
+	Online int64  `json:"online"`
+}
+
+// ErrorBody is the JSON body of every HTTP error answer of every listener:
+// {"error":{"code":"invalid_argument","field":"messages[0].content","message":"..."}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of ErrorBody: one of the codes of error.go,
+// the input it is about (may be empty) and a text for humans.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
