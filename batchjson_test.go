@@ -17,6 +17,7 @@ func TestEncodeOnce(t *testing.T) {
 		{ID: "m1", UID: 42, Name: "ann", Content: "hello", TS: 1730620801123},
 		{ID: "m-2.x_", UID: 0, Name: "", Content: "", TS: 0},
 		{ID: "m3", UID: -7, Name: "\u202eevil <b>&amp;</b>", Content: "quote \" backslash \\ tab \t nl \n \u2028 😀 é", TS: 1},
+		{ID: "m4", UID: 9, Name: "mod", Content: "pinned", TS: 2, Priority: danmaku.PriorityHigh},
 	}
 	encs := make([][]byte, len(msgs))
 	for i, m := range msgs {
@@ -39,7 +40,7 @@ func TestEncodeOnce(t *testing.T) {
 		{Op: danmaku.OpMsgs, Room: "video.123", Epoch: "0f3a9c", Dels: 5},
 		{Op: danmaku.OpMsgs, Room: "r", Epoch: "e", Replay: true},
 	} {
-		for _, pos := range [][]int64{{1, 2, 3}, {0, 0, 0}, {9007199254740993, 7, 1 << 40}} {
+		for _, pos := range [][]int64{{1, 2, 3, 4}, {0, 0, 0, 0}, {9007199254740993, 7, 1 << 40, 8}} {
 			b.Msgs = make([]danmaku.Message, len(msgs))
 			for i, m := range msgs {
 				m.Pos = pos[i]

@@ -41,6 +41,10 @@ type Message struct {
 	Content string `json:"content"`
 	// TS is the server time in Unix milliseconds at which logic accepted it.
 	TS int64 `json:"ts"`
+	// Priority is the message's lane: PriorityNormal (left out of the
+	// JSON, so a normal message's wire form is unchanged) or PriorityHigh,
+	// which only trusted senders may set (see docs/protocol.md).
+	Priority Priority `json:"priority,omitempty"`
 	// Pos is the message's position in its room's timeline: 1 for the first
 	// message of an epoch, one more for each message after it, in the order
 	// viewers are meant to see them. Zero (left out of the JSON) where the
@@ -52,6 +56,42 @@ type Message struct {
 	// positions around it stay where they were. Readers of the history
 	// (comets, GET /logic/history) never hand a tombstone to a viewer.
 	Deleted bool `json:"deleted,omitempty"`
+}
+
+// Priority is a message's lane. High-priority messages (paid, moderator,
+// system) are never dropped by a room's overflow or drop policy, never
+// thinned, and never wait for the room's window; they keep the room's
+// order and positions like any message. On the wire it is a number,
+// absent for PriorityNormal.
+type Priority uint8
+
+// The lanes a message may travel in.
+const (
+	PriorityNormal Priority = 0
+	PriorityHigh   Priority = 1
+)
+
+// High reports whether p is the high lane.
+func (p Priority) High() bool { return p == PriorityHigh }
+
+// Check returns an EINVALID error naming field when p is not a known
+// lane.
+func (p Priority) Check(field string) error {
+	if p > PriorityHigh {
+		return Errorf(EINVALID, field, "priority %d: must be 0 (normal) or 1 (high)", p)
+	}
+	return nil
+}
+
+// String is for logs and metrics labels.
+func (p Priority) String() string {
+	switch p {
+	case PriorityNormal:
+		return "normal"
+	case PriorityHigh:
+		return "high"
+	}
+	return "priority(" + strconv.Itoa(int(p)) + ")"
 }
 
 // Envelope is the Kafka record value: one message, or one moderation event,

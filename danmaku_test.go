@@ -117,3 +117,40 @@ func TestDelEventIsTheWireFrame(t *testing.T) {
 		t.Fatalf("frame\n got %s\nwant %s", b, want)
 	}
 }
+
+// TestMessagePriority: a high-priority message carries "priority":1 and
+// round-trips through the envelope; a normal one leaves the field out, so
+// its wire form is what it was before lanes existed.
+func TestMessagePriority(t *testing.T) {
+	normal := danmaku.Message{ID: "n1", UID: 1, Name: "a", Content: "c", TS: 5}
+	b, _ := json.Marshal(normal)
+	if want := `{"id":"n1","uid":1,"name":"a","content":"c","ts":5}`; string(b) != want {
+		t.Fatalf("normal message\n got %s\nwant %s", b, want)
+	}
+	high := normal
+	high.ID, high.Priority, high.Pos = "h1", danmaku.PriorityHigh, 7
+	b, _ = json.Marshal(high)
+	if want := `{"id":"h1","uid":1,"name":"a","content":"c","ts":5,"priority":1,"pos":7}`; string(b) != want {
+		t.Fatalf("high message\n got %s\nwant %s", b, want)
+	}
+	var back danmaku.Message
+	if err := json.Unmarshal(b, &back); err != nil || back != high {
+		t.Fatalf("decoded %+v (%v), want %+v", back, err, high)
+	}
+	rec, err := danmaku.MarshalEnvelope("r", danmaku.Message{ID: "h2", Priority: danmaku.PriorityHigh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := danmaku.UnmarshalEnvelope(rec)
+	if err != nil || !env.Msg.Priority.High() {
+		t.Fatalf("envelope %s decoded %+v (%v)", rec, env.Msg, err)
+	}
+	if err := danmaku.Priority(2).Check("priority"); danmaku.ErrorCode(err) != danmaku.EINVALID || danmaku.ErrorField(err) != "priority" {
+		t.Fatalf("priority 2: %v", err)
+	}
+	for _, p := range []danmaku.Priority{danmaku.PriorityNormal, danmaku.PriorityHigh} {
+		if err := p.Check("priority"); err != nil {
+			t.Fatalf("%v: %v", p, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 // The command-line verbs of the binary, beside running the service:
 //
-//	danmaku token -config FILE -uid 42 [-name Ann] [-rooms lobby,live-*] [-ttl 1h] [-key FILE]
+//	danmaku token -config FILE -uid 42 [-name Ann] [-rooms lobby,live-*] [-roles moderator] [-ttl 1h] [-key FILE]
 //	danmaku config init [-auth jwt|off] [-force] DIR
 //	danmaku config check [-role logic|job|comet|danmaku] FILE
 //
@@ -57,10 +57,11 @@ func tokenVerb(args []string, stdout, stderr io.Writer) int {
 	uid := fs.Int64("uid", 0, "user id (the sub claim), positive")
 	name := fs.String("name", "", "display name (the name claim)")
 	rooms := fs.String("rooms", "", "comma-separated rooms or prefix* patterns the token may use; empty: any room")
+	roles := fs.String("roles", "", "comma-separated roles the token grants (moderator, member, priority, or your own); empty: none")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
 	key := fs.String("key", "", "PEM private key (RSA: RS256, EC P-256: ES256) instead of auth.hmac_secret")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: danmaku token -config FILE -uid ID [-name NAME] [-rooms R1,R2] [-ttl 1h] [-key PRIVATE.pem]")
+		fmt.Fprintln(stderr, "usage: danmaku token -config FILE -uid ID [-name NAME] [-rooms R1,R2] [-roles moderator,priority] [-ttl 1h] [-key PRIVATE.pem]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +93,9 @@ func tokenVerb(args []string, stdout, stderr io.Writer) int {
 	}
 	if *rooms != "" {
 		c.Rooms = strings.Split(*rooms, ",")
+	}
+	if *roles != "" {
+		c.Roles = strings.Split(*roles, ",")
 	}
 	var tok string
 	var err error

@@ -60,16 +60,17 @@ func TestTokenVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := v.Verify(mintWith(t, "-config", file, "-uid", "42", "-name", "Ann", "-rooms", "lobby,live-*", "-ttl", "10m"))
+	c, err := v.Verify(mintWith(t, "-config", file, "-uid", "42", "-name", "Ann", "-rooms", "lobby,live-*", "-roles", "moderator,priority", "-ttl", "10m"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.UID != 42 || c.Name != "Ann" || !slices.Equal(c.Rooms, []string{"lobby", "live-*"}) ||
+		!c.HasRole(auth.RoleModerator) || !c.HasRole(auth.RolePriority) || c.HasRole(auth.RoleMember) ||
 		time.Until(c.ExpiresAt) > 10*time.Minute || time.Until(c.ExpiresAt) < 9*time.Minute {
 		t.Errorf("claims %+v", c)
 	}
-	if c, err := v.Verify(mintWith(t, "-config", file, "-uid", "7")); err != nil || c.Rooms != nil {
-		t.Errorf("a token without -rooms: %+v %v, want any room", c, err)
+	if c, err := v.Verify(mintWith(t, "-config", file, "-uid", "7")); err != nil || c.Rooms != nil || c.Roles != nil {
+		t.Errorf("a token without -rooms and -roles: %+v %v, want any room and no role", c, err)
 	}
 
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -108,6 +109,7 @@ func TestTokenVerbRefuses(t *testing.T) {
 	}{
 		{[]string{"-config", file}, "uid"},
 		{[]string{"-config", file, "-uid", "7", "-rooms", "bad room"}, "rooms"},
+		{[]string{"-config", file, "-uid", "7", "-roles", "moderator,Bad Role"}, "roles"},
 		{[]string{"-config", file, "-uid", "7", "-ttl", "-1h"}, "-ttl"},
 		{[]string{"-config", empty, "-uid", "7"}, "hmac_secret"},
 		{[]string{"-config", file, "-uid", "7", "-key", file}, "key"},

@@ -30,6 +30,11 @@
 //	name   optional  display name
 //	rooms  optional  room ids or "prefix*" patterns the token may use;
 //	                 absent (or null) means any room, [] means none
+//	roles  optional  role names the token grants (Claims.HasRole):
+//	                 "moderator" moderates the rooms of its rooms claim and
+//	                 may send high priority, "member" may send in
+//	                 members-only rooms, "priority" may send high priority;
+//	                 other names are carried for the application
 //
 // # Errors
 //
@@ -46,6 +51,7 @@
 //		UID:       42,
 //		Name:      "alice",
 //		Rooms:     []string{"live-7", "quiz-*"},
+//		Roles:     []string{auth.RoleModerator},
 //		ExpiresAt: time.Now().Add(time.Hour),
 //	})
 //

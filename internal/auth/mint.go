@@ -18,7 +18,7 @@ import (
 // development-only token endpoints and for `danmaku token`; production
 // tokens come from the application that owns the users. c.UID and c.ExpiresAt are required;
 // c.Rooms nil omits the claim (any room) and an empty slice writes [] (no
-// room). Errors are EINVALID.
+// room); c.Roles empty omits the roles claim. Errors are EINVALID.
 func Mint(secret []byte, c Claims) (string, error) {
 	if len(secret) < MinHMACSecret {
 		return "", danmaku.Errorf(danmaku.EINVALID, "secret", "must be at least %d bytes", MinHMACSecret)
@@ -78,6 +78,9 @@ func signClaims(method jwt.SigningMethod, key any, c Claims) (string, error) {
 			return "", danmaku.Errorf(danmaku.EINVALID, "rooms", "%s", err.(*danmaku.Error).Message)
 		}
 	}
+	if err := checkRoles(c.Roles); err != nil {
+		return "", danmaku.Errorf(danmaku.EINVALID, "roles", "%s", err.(*danmaku.Error).Message)
+	}
 	wc := wireClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   c.Subject(),
@@ -87,7 +90,8 @@ func signClaims(method jwt.SigningMethod, key any, c Claims) (string, error) {
 			NotBefore: numericDate(c.NotBefore),
 			IssuedAt:  numericDate(c.IssuedAt),
 		},
-		Name: c.Name,
+		Name:  c.Name,
+		Roles: c.Roles,
 	}
 	if c.Rooms != nil {
 		wc.Rooms = &c.Rooms

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,21 @@ import (
 const (
 	MaxTokenLen = 8 << 10
 	MaxRooms    = 256
+	MaxRoles    = 32
+)
+
+// The roles a token's "roles" claim may grant that the servers act on.
+// Other role names are accepted and carried, for the application's own
+// use.
+const (
+	// RoleModerator moderates the rooms of the token's rooms claim and may
+	// send high-priority messages.
+	RoleModerator = "moderator"
+	// RoleMember may send in members-only rooms.
+	RoleMember = "member"
+	// RolePriority may send high-priority messages (for example a backend
+	// that posts paid messages under the payer's id).
+	RolePriority = "priority"
 )
 
 // Claims is what a verified token says about its holder.
@@ -30,6 +46,9 @@ type Claims struct {
 	// Rooms are the room ids and "prefix*" patterns the token may use
 	// ("rooms"). nil means any room; an empty non-nil slice means none.
 	Rooms []string
+	// Roles are the roles the token grants ("roles"), nil when it grants
+	// none.
+	Roles []string
 	// Issuer ("iss") and Audience ("aud") are optional.
 	Issuer   string
 	Audience []string
@@ -63,12 +82,18 @@ func (c *Claims) AllowsRoom(room string) bool {
 	return false
 }
 
+// HasRole reports whether the token grants role.
+func (c *Claims) HasRole(role string) bool {
+	return slices.Contains(c.Roles, role)
+}
+
 // wireClaims is the JSON payload. Rooms is a pointer so that an absent
 // claim (any room) and an empty list (no room) stay distinct.
 type wireClaims struct {
 	jwt.RegisteredClaims
 	Name  string    `json:"name,omitempty"`
 	Rooms *[]string `json:"rooms,omitempty"`
+	Roles []string  `json:"roles,omitempty"`
 }
 
 // Verifier checks tokens. It is safe for concurrent use.
@@ -206,7 +231,7 @@ func (v *Verifier) explain(err error, wc *wireClaims) error {
 func claimName(path string) string {
 	name := path[strings.LastIndexByte(path, '.')+1:]
 	switch name {
-	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "name", "rooms":
+	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "name", "rooms", "roles":
 		return name
 	}
 	return "?"
@@ -249,7 +274,32 @@ func checkClaims(wc *wireClaims) (Claims, error) {
 			c.Rooms = []string{}
 		}
 	}
+	if len(wc.Roles) > 0 {
+		if err := checkRoles(wc.Roles); err != nil {
+			return Claims{}, err
+		}
+		c.Roles = wc.Roles
+	}
 	return c, nil
+}
+
+// checkRoles requires each role to be a name of 1 to 64 lowercase
+// letters, digits, '_', '-' or '.'.
+func checkRoles(roles []string) error {
+	if len(roles) > MaxRoles {
+		return unauth("bad roles: more than " + strconv.Itoa(MaxRoles) + " entries")
+	}
+	for i, r := range roles {
+		ok := len(r) > 0 && len(r) <= 64
+		for j := 0; ok && j < len(r); j++ {
+			c := r[j]
+			ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+		}
+		if !ok {
+			return unauth("bad roles: entry " + strconv.Itoa(i) + " is not a role name (lowercase letters, digits, _ - .)")
+		}
+	}
+	return nil
 }
 
 // checkRooms requires each entry to be a room id, or a room id prefix

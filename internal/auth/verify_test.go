@@ -126,6 +126,10 @@ func TestVerifyRejects(t *testing.T) {
 		{"bad room entry", hsOnly, hs(with(func(c *wireClaims) { c.Rooms = &[]string{"ok", "bad room"} })), "bad rooms: entry 1"},
 		{"star inside a room", hsOnly, hs(with(func(c *wireClaims) { c.Rooms = &[]string{"a*b"} })), "bad rooms"},
 		{"too many rooms", hsOnly, hs(with(func(c *wireClaims) { r := make([]string, MaxRooms+1); c.Rooms = &r })), "more than"},
+		{"roles as a string", hsOnly, hs(jwt.MapClaims{"sub": "42", "exp": 4102444800, "roles": "moderator"}), `"roles" has the wrong JSON type`},
+		{"bad role entry", hsOnly, hs(with(func(c *wireClaims) { c.Roles = []string{"member", "Mod erator"} })), "bad roles: entry 1"},
+		{"empty role", hsOnly, hs(with(func(c *wireClaims) { c.Roles = []string{""} })), "bad roles: entry 0"},
+		{"too many roles", hsOnly, hs(with(func(c *wireClaims) { c.Roles = make([]string, MaxRoles+1) })), "bad roles: more than"},
 		{"control in name", hsOnly, hs(with(func(c *wireClaims) { c.Name = "a\x1bb" })), "bad name"},
 	}
 	for _, tc := range cases {
@@ -271,6 +275,7 @@ func TestMintRejects(t *testing.T) {
 		{"no uid", "uid", testSecret, Claims{ExpiresAt: exp}},
 		{"no exp", "exp", testSecret, Claims{UID: 1}},
 		{"bad room", "rooms", testSecret, Claims{UID: 1, ExpiresAt: exp, Rooms: []string{"a b"}}},
+		{"bad role", "roles", testSecret, Claims{UID: 1, ExpiresAt: exp, Roles: []string{"Admin!"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Mint(tc.secret, tc.c)
@@ -279,4 +284,46 @@ func TestMintRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRoles: the roles claim is read from a token, written by Mint and
+// asked with HasRole; a token without it grants no role.
+func TestRoles(t *testing.T) {
+	v := mustVerifier(t, Config{HMACSecret: string(testSecret)})
+	exp := time.Now().Add(time.Hour)
+	tok, err := Mint(testSecret, Claims{UID: 7, ExpiresAt: exp, Roles: []string{RoleModerator, "vip"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasRole(RoleModerator) || !c.HasRole("vip") || c.HasRole(RolePriority) || c.HasRole(RoleMember) {
+		t.Fatalf("roles = %q", c.Roles)
+	}
+	// A token from another issuer's library, the claim written by hand.
+	c, err = v.Verify(sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "8", "exp": exp.Unix(), "roles": []string{RolePriority, RoleMember}}))
+	if err != nil || !c.HasRole(RolePriority) || !c.HasRole(RoleMember) || c.HasRole(RoleModerator) {
+		t.Fatalf("roles = %q (%v)", c.Roles, err)
+	}
+	tok, err = Mint(testSecret, Claims{UID: 9, ExpiresAt: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts := strings.Split(tok, "."); strings.Contains(string(mustB64(t, parts[1])), "roles") {
+		t.Fatalf("a token without roles carries the claim: %s", mustB64(t, parts[1]))
+	}
+	if c, err = v.Verify(tok); err != nil || c.Roles != nil || c.HasRole(RoleModerator) {
+		t.Fatalf("roles = %q (%v)", c.Roles, err)
+	}
+}
+
+func mustB64(tb testing.TB, s string) []byte {
+	tb.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
