@@ -11,31 +11,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/comet/internal/timeline"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/route"
 )
-
-// A room's cache of frames encoded from its timeline drops them once the
-// timeline changed (Gen moved: a removal, a new epoch).
-func TestReplayCacheFollowsTimeline(t *testing.T) {
-	tl := timeline.New(16, 0, 0)
-	tl.SwitchEpoch("e")
-	tl.Accept([]danmaku.Message{{ID: "m1", Pos: 1}, {ID: "m2", Pos: 2}, {ID: "m3", Pos: 3}})
-	var cache replayCache
-	cache.current(tl.Gen)
-	cache.tail = item{Size: 1}
-	cache.current(tl.Gen)
-	if cache.tail.Size != 1 {
-		t.Fatal("the cache was dropped while the timeline did not change")
-	}
-	tl.Remove([]string{"m3"})
-	cache.current(tl.Gen)
-	if cache.tail.Size != 0 {
-		t.Fatalf("after a removal the cache holds %+v", cache.tail)
-	}
-}
 
 // delete writes a del event the way job does (BeginEvent tombstones the
 // history) and pushes it to the comets.

@@ -36,8 +36,8 @@ type room struct {
 
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
-	replay    replayCache    // replay blocks (replay.go)
-	joinFrame joinFrameCache // the history-on-join frame (join.go)
+	replay    timeline.Blocks[item] // shared replay frames (replay.go)
+	joinFrame joinFrameCache        // the history-on-join frame (join.go)
 }
 
 // joinFrameCache is a room's history-on-join frame for the range of

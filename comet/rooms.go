@@ -264,5 +264,5 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 // maxCatchUp is the largest gap, in positions, a slow viewer is caught up
 // over; a viewer further behind is disconnected (4008) and resumes when it
 // reconnects. A catch-up is the ring's shared replay frames (see
-// replayLocked), so it costs the viewer's queue a frame per replayBlock.
+// replayLocked), so it costs the viewer's queue a frame per timeline.ReplayBlock.
 const maxCatchUp = 4096
