@@ -1,0 +1,377 @@
+package vodstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgStore is the PostgreSQL engine.
+type pgStore struct {
+	pool *pgxpool.Pool
+
+	mu   sync.Mutex      // guards days
+	days map[string]bool // partitions known to exist
+}
+
+var _ Store = (*pgStore)(nil)
+
+// migrationLock is the advisory lock key that serialises migrations and
+// partition creation across processes.
+const migrationLock = 0x64616e6d616b75 // "danmaku"
+
+func openPostgres(ctx context.Context, dsn string) (*pgStore, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("archive dsn: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, wrap("open postgres", err)
+	}
+	return &pgStore{pool: pool, days: map[string]bool{}}, nil
+}
+
+func (s *pgStore) Close() error { s.pool.Close(); return nil }
+
+func (s *pgStore) Migrate(ctx context.Context) error {
+	steps, err := migrations("postgres")
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return wrap("migrate", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return wrap("migrate: lock", err)
+	}
+	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS vod_schema (version integer NOT NULL)"); err != nil {
+		return wrap("migrate", err)
+	}
+	var v int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM vod_schema").Scan(&v); err != nil {
+		return wrap("migrate", err)
+	}
+	if v > len(steps) {
+		return fmt.Errorf("migrate: the database is at schema version %d, newer than this build's %d", v, len(steps))
+	}
+	for _, m := range steps[v:] {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO vod_schema (version) VALUES ($1)", m.version); err != nil {
+			return wrap("migrate", err)
+		}
+	}
+	return wrap("migrate", tx.Commit(ctx))
+}
+
+// ensureDay creates the comments partition of the day of startMS with its
+// index, once per process.
+func (s *pgStore) ensureDay(ctx context.Context, startMS int64) error {
+	day, lo, hi := dayBounds(startMS)
+	s.mu.Lock()
+	known := s.days[day]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return err
+	}
+	name := pgx.Identifier{"vod_comments_" + day}.Sanitize()
+	stmts := []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF vod_comments FOR VALUES FROM (%d) TO (%d)", name, lo, hi),
+		fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (sid, off_ms, hashtextextended(id, 0))",
+			pgx.Identifier{"vod_comments_" + day + "_key"}.Sanitize(), name),
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("create partition %s: %w", day, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.days[day] = true
+	s.mu.Unlock()
+	return nil
+}
+
+const pgStreamCols = "sid, room, id, start_ms, coalesce(end_ms, 0), part, start_off, coalesce(end_off, -1), auto, n"
+
+func scanStream(row pgx.Row) (Stream, error) {
+	var st Stream
+	err := row.Scan(&st.SID, &st.Room, &st.ID, &st.Start, &st.End, &st.Part, &st.StartOff, &st.EndOff, &st.Auto, &st.Count)
+	return st, err
+}
+
+func (s *pgStore) StartStream(ctx context.Context, st Stream) (Stream, error) {
+	if err := s.ensureDay(ctx, st.Start); err != nil {
+		return Stream{}, wrap("start stream", err)
+	}
+	for try := 0; ; try++ {
+		got, err := scanStream(s.pool.QueryRow(ctx, `
+			INSERT INTO vod_streams (sid, room, id, start_ms, part, start_off, auto)
+			VALUES (($1::bigint << 10) | (nextval('vod_stream_seq') % 1024), $2, $3, $1, $4, $5, $6)
+			ON CONFLICT (room, id) DO NOTHING
+			RETURNING `+pgStreamCols, st.Start, st.Room, st.ID, st.Part, st.StartOff, st.Auto))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.Stream(ctx, st.Room, st.ID)
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && try < 3 {
+			continue // another stream took this sid in the same millisecond
+		}
+		return got, wrap("start stream", err)
+	}
+}
+
+func (s *pgStore) Write(ctx context.Context, b *Batch) (int, error) {
+	if b.Empty() {
+		return 0, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, wrap("write", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	n, err := pgInsertRows(ctx, tx, b.Rows)
+	if err != nil {
+		return 0, err
+	}
+	if len(b.Tombstones) > 0 {
+		rooms, ids := make([]string, len(b.Tombstones)), make([]string, len(b.Tombstones))
+		for i, t := range b.Tombstones {
+			rooms[i], ids[i] = t.Room, t.ID
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO vod_tombstones (room, id, at_ms)
+			SELECT r, i, $3 FROM unnest($1::text[], $2::text[]) AS x(r, i)
+			ON CONFLICT DO NOTHING`, rooms, ids, time.Now().UnixMilli()); err != nil {
+			return 0, wrap("write tombstones", err)
+		}
+	}
+	for _, e := range b.Ends {
+		if _, err := tx.Exec(ctx, `UPDATE vod_streams SET end_ms = $2, end_off = $3
+			WHERE sid = $1 AND end_ms IS NULL`, e.SID, e.End, e.EndOff); err != nil {
+			return 0, wrap("write end", err)
+		}
+	}
+	return n, wrap("write", tx.Commit(ctx))
+}
+
+// pgInsertRows inserts rows in one statement, skipping those stored
+// before, and adds the new ones to their streams' counts.
+func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	var (
+		sids, uids          = make([]int64, len(rows)), make([]int64, len(rows))
+		offs                = make([]int32, len(rows))
+		flags               = make([]int16, len(rows))
+		ids, names, content = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	)
+	for i, r := range rows {
+		sids[i], uids[i], offs[i], flags[i] = r.SID, r.UID, int32(r.Offset), r.Flags
+		ids[i], names[i], content[i] = r.ID, r.Name, r.Content
+	}
+	var n int
+	err := tx.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO vod_comments (sid, uid, off_ms, flags, id, name, content)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::smallint[], $5::text[], $6::text[], $7::text[])
+			ON CONFLICT DO NOTHING
+			RETURNING sid
+		), counts AS (
+			SELECT sid, count(*) AS c FROM ins GROUP BY sid
+		), upd AS (
+			UPDATE vod_streams s SET n = s.n + counts.c FROM counts WHERE s.sid = counts.sid
+		)
+		SELECT coalesce(sum(c), 0)::int FROM counts`,
+		sids, uids, offs, flags, ids, names, content).Scan(&n)
+	return n, wrap("write comments", err)
+}
+
+func (s *pgStore) Recent(ctx context.Context, rooms []string, since int64) ([]Stream, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+pgStreamCols+` FROM vod_streams
+		WHERE room = ANY($1) AND (end_ms IS NULL OR end_ms > $2) ORDER BY sid`, rooms, since)
+	return collectStreams(rows, err, "recent streams")
+}
+
+func (s *pgStore) Streams(ctx context.Context, room string, limit int) ([]Stream, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+pgStreamCols+` FROM vod_streams
+		WHERE room = $1 ORDER BY sid DESC LIMIT $2`, room, limit)
+	return collectStreams(rows, err, "streams")
+}
+
+func collectStreams(rows pgx.Rows, err error, verb string) ([]Stream, error) {
+	if err != nil {
+		return nil, wrap(verb, err)
+	}
+	defer rows.Close()
+	var out []Stream
+	for rows.Next() {
+		st, err := scanStream(rows)
+		if err != nil {
+			return nil, wrap(verb, err)
+		}
+		out = append(out, st)
+	}
+	return out, wrap(verb, rows.Err())
+}
+
+func (s *pgStore) Stream(ctx context.Context, room, id string) (Stream, error) {
+	st, err := scanStream(s.pool.QueryRow(ctx, `SELECT `+pgStreamCols+` FROM vod_streams
+		WHERE room = $1 AND id = $2`, room, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Stream{}, errNotFound(room, id)
+	}
+	return st, wrap("stream", err)
+}
+
+func (s *pgStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, uid, name, content, off_ms, flags FROM vod_comments c
+		WHERE sid = $1 AND off_ms >= $2 AND off_ms < $3
+		AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = $4 AND t.id = c.id)
+		ORDER BY off_ms, id`, st.SID, clamp32(from), clamp32(to), st.Room)
+	if err != nil {
+		return nil, wrap("comments", err)
+	}
+	defer rows.Close()
+	out := []Comment{}
+	for rows.Next() {
+		var c Comment
+		if err := rows.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags); err != nil {
+			return nil, wrap("comments", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("comments", rows.Err())
+}
+
+func (s *pgStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT off_ms / $2 AS b, count(*) FROM vod_comments c
+		WHERE sid = $1 AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = $3 AND t.id = c.id)
+		GROUP BY b ORDER BY b`, st.SID, bucketMS, st.Room)
+	if err != nil {
+		return nil, wrap("density", err)
+	}
+	defer rows.Close()
+	out := []int64{}
+	for rows.Next() {
+		var b, n int64
+		if err := rows.Scan(&b, &n); err != nil {
+			return nil, wrap("density", err)
+		}
+		for int64(len(out)) < b {
+			out = append(out, 0)
+		}
+		out = append(out, n)
+	}
+	return out, wrap("density", rows.Err())
+}
+
+func (s *pgStore) Prune(ctx context.Context, before time.Time) (int, error) {
+	cut := before.UnixMilli()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, wrap("prune", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return 0, wrap("prune", err)
+	}
+	var sids []int64
+	rows, err := tx.Query(ctx, `DELETE FROM vod_streams WHERE end_ms IS NOT NULL AND end_ms < $1 RETURNING sid`, cut)
+	if err == nil {
+		sids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		return 0, wrap("prune streams", err)
+	}
+	// Whole days whose streams are all gone lose their partition; the
+	// rest lose the rows of the pruned streams.
+	parts, err := pgPartitions(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range parts {
+		var left bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM vod_streams WHERE sid >= $1 AND sid < $2)`, p.lo, p.hi).Scan(&left); err != nil {
+			return 0, wrap("prune", err)
+		}
+		if !left && p.hi <= sidFor(cut, 0) {
+			if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{p.name}.Sanitize()); err != nil {
+				return 0, wrap("prune: drop partition", err)
+			}
+			s.mu.Lock()
+			s.days = map[string]bool{}
+			s.mu.Unlock()
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM vod_comments WHERE sid = ANY($1)`, sids); err != nil {
+		return 0, wrap("prune comments", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM vod_tombstones WHERE at_ms < $1`, cut); err != nil {
+		return 0, wrap("prune tombstones", err)
+	}
+	return len(sids), wrap("prune", tx.Commit(ctx))
+}
+
+type pgPartition struct {
+	name   string
+	lo, hi int64
+}
+
+// pgPartitions lists the day partitions of vod_comments.
+func pgPartitions(ctx context.Context, tx pgx.Tx) ([]pgPartition, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'vod_comments'::regclass`)
+	if err != nil {
+		return nil, wrap("partitions", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrap("partitions", err)
+	}
+	var out []pgPartition
+	for _, n := range names {
+		t, err := time.Parse("vod_comments_20060102", n)
+		if err != nil {
+			continue
+		}
+		_, lo, hi := dayBounds(t.UnixMilli())
+		out = append(out, pgPartition{n, lo, hi})
+	}
+	return out, nil
+}
+
+func (s *pgStore) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0)::bigint
+		FROM pg_inherits WHERE inhparent = 'vod_comments'::regclass`).Scan(&n)
+	return n, wrap("size", err)
+}
+
+// clamp32 keeps an offset within the integer column.
+func clamp32(v int64) int64 {
+	return min(max(v, -1<<31), 1<<31-1)
+}

@@ -1,0 +1,306 @@
+package vodstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+)
+
+// sqliteStore is the embedded engine: one database file (WAL mode), for
+// the all-in-one binary and development.
+type sqliteStore struct {
+	db *sql.DB
+}
+
+var _ Store = (*sqliteStore)(nil)
+
+func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
+	if path == "" {
+		return nil, errors.New("archive dsn: sqlite: needs a file path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, wrap("open sqlite", err)
+		}
+	}
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(OFF)"} {
+		q.Add("_pragma", p)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, wrap("open sqlite", err)
+	}
+	db.SetMaxOpenConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, wrap("open sqlite", err)
+	}
+	return &sqliteStore{db: db}, nil
+}
+
+func (s *sqliteStore) Close() error { return s.db.Close() }
+
+func (s *sqliteStore) Migrate(ctx context.Context) error {
+	steps, err := migrations("sqlite")
+	if err != nil {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return wrap("migrate", err)
+	}
+	defer conn.Close()
+	// BEGIN IMMEDIATE takes the write lock at once: two processes
+	// migrating one file run one after the other.
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return wrap("migrate", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS vod_schema (version INTEGER NOT NULL)"); err != nil {
+		return wrap("migrate", err)
+	}
+	var v int
+	if err := conn.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM vod_schema").Scan(&v); err != nil {
+		return wrap("migrate", err)
+	}
+	if v > len(steps) {
+		return fmt.Errorf("migrate: the database is at schema version %d, newer than this build's %d", v, len(steps))
+	}
+	for _, m := range steps[v:] {
+		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.name, err)
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO vod_schema (version) VALUES (?)", m.version); err != nil {
+			return wrap("migrate", err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	done = err == nil
+	return wrap("migrate", err)
+}
+
+const sqliteStreamCols = "sid, room, id, start_ms, coalesce(end_ms, 0), part, start_off, coalesce(end_off, -1), auto, n"
+
+type scanner interface{ Scan(...any) error }
+
+func scanSQLiteStream(row scanner) (Stream, error) {
+	var st Stream
+	err := row.Scan(&st.SID, &st.Room, &st.ID, &st.Start, &st.End, &st.Part, &st.StartOff, &st.EndOff, &st.Auto, &st.Count)
+	return st, err
+}
+
+func (s *sqliteStore) StartStream(ctx context.Context, st Stream) (Stream, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Stream{}, wrap("start stream", err)
+	}
+	defer tx.Rollback()
+	got, err := scanSQLiteStream(tx.QueryRowContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams WHERE room = ? AND id = ?`, st.Room, st.ID))
+	if err == nil {
+		return got, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Stream{}, wrap("start stream", err)
+	}
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `UPDATE vod_seq SET n = n + 1 RETURNING n`).Scan(&seq); err != nil {
+		return Stream{}, wrap("start stream", err)
+	}
+	got, err = scanSQLiteStream(tx.QueryRowContext(ctx, `
+		INSERT INTO vod_streams (sid, room, id, start_ms, part, start_off, auto) VALUES (?, ?, ?, ?, ?, ?, ?)
+		RETURNING `+sqliteStreamCols, sidFor(st.Start, seq), st.Room, st.ID, st.Start, st.Part, st.StartOff, st.Auto))
+	if err != nil {
+		return Stream{}, wrap("start stream", err)
+	}
+	return got, wrap("start stream", tx.Commit())
+}
+
+func (s *sqliteStore) Write(ctx context.Context, b *Batch) (int, error) {
+	if b.Empty() {
+		return 0, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("write", err)
+	}
+	defer tx.Rollback()
+	n, err := sqliteInsertRows(ctx, tx, b.Rows)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now().UnixMilli()
+	for _, t := range b.Tombstones {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO vod_tombstones (room, id, at_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, t.Room, t.ID, now); err != nil {
+			return 0, wrap("write tombstones", err)
+		}
+	}
+	for _, e := range b.Ends {
+		if _, err := tx.ExecContext(ctx, `UPDATE vod_streams SET end_ms = ?, end_off = ? WHERE sid = ? AND end_ms IS NULL`, e.End, e.EndOff, e.SID); err != nil {
+			return 0, wrap("write end", err)
+		}
+	}
+	return n, wrap("write", tx.Commit())
+}
+
+// sqliteInsertRows inserts rows one statement each (SQLite statements are
+// calls within the process), skipping those stored before, and adds the
+// new ones to their streams' counts.
+func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO vod_comments (sid, off_ms, h, uid, flags, id, name, content)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	if err != nil {
+		return 0, wrap("write comments", err)
+	}
+	defer ins.Close()
+	added := map[int64]int64{}
+	total := 0
+	for _, r := range rows {
+		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, r.Flags, r.ID, r.Name, r.Content)
+		if err != nil {
+			return 0, wrap("write comments", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			added[r.SID]++
+			total++
+		}
+	}
+	for sid, k := range added {
+		if _, err := tx.ExecContext(ctx, `UPDATE vod_streams SET n = n + ? WHERE sid = ?`, k, sid); err != nil {
+			return 0, wrap("write counts", err)
+		}
+	}
+	return total, nil
+}
+
+func (s *sqliteStore) Recent(ctx context.Context, rooms []string, since int64) ([]Stream, error) {
+	var out []Stream
+	for _, room := range rooms {
+		rows, err := s.db.QueryContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
+			WHERE room = ? AND (end_ms IS NULL OR end_ms > ?) ORDER BY sid`, room, since)
+		got, err := collectSQLiteStreams(rows, err, "recent streams")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+func (s *sqliteStore) Streams(ctx context.Context, room string, limit int) ([]Stream, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
+		WHERE room = ? ORDER BY sid DESC LIMIT ?`, room, limit)
+	return collectSQLiteStreams(rows, err, "streams")
+}
+
+func collectSQLiteStreams(rows *sql.Rows, err error, verb string) ([]Stream, error) {
+	if err != nil {
+		return nil, wrap(verb, err)
+	}
+	defer rows.Close()
+	var out []Stream
+	for rows.Next() {
+		st, err := scanSQLiteStream(rows)
+		if err != nil {
+			return nil, wrap(verb, err)
+		}
+		out = append(out, st)
+	}
+	return out, wrap(verb, rows.Err())
+}
+
+func (s *sqliteStore) Stream(ctx context.Context, room, id string) (Stream, error) {
+	st, err := scanSQLiteStream(s.db.QueryRowContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
+		WHERE room = ? AND id = ?`, room, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Stream{}, errNotFound(room, id)
+	}
+	return st, wrap("stream", err)
+}
+
+func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, uid, name, content, off_ms, flags FROM vod_comments c
+		WHERE sid = ? AND off_ms >= ? AND off_ms < ?
+		AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = ? AND t.id = c.id)
+		ORDER BY off_ms, id`, st.SID, from, to, st.Room)
+	if err != nil {
+		return nil, wrap("comments", err)
+	}
+	defer rows.Close()
+	out := []Comment{}
+	for rows.Next() {
+		var c Comment
+		if err := rows.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags); err != nil {
+			return nil, wrap("comments", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("comments", rows.Err())
+}
+
+func (s *sqliteStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT off_ms / ? AS b, count(*) FROM vod_comments c
+		WHERE sid = ? AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = ? AND t.id = c.id)
+		GROUP BY b ORDER BY b`, bucketMS, st.SID, st.Room)
+	if err != nil {
+		return nil, wrap("density", err)
+	}
+	defer rows.Close()
+	out := []int64{}
+	for rows.Next() {
+		var b, n int64
+		if err := rows.Scan(&b, &n); err != nil {
+			return nil, wrap("density", err)
+		}
+		for int64(len(out)) < b {
+			out = append(out, 0)
+		}
+		out = append(out, n)
+	}
+	return out, wrap("density", rows.Err())
+}
+
+func (s *sqliteStore) Prune(ctx context.Context, before time.Time) (int, error) {
+	cut := before.UnixMilli()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("prune", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM vod_comments WHERE sid IN
+		(SELECT sid FROM vod_streams WHERE end_ms IS NOT NULL AND end_ms < ?)`, cut); err != nil {
+		return 0, wrap("prune comments", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM vod_streams WHERE end_ms IS NOT NULL AND end_ms < ?`, cut)
+	if err != nil {
+		return 0, wrap("prune streams", err)
+	}
+	n, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM vod_tombstones WHERE at_ms < ?`, cut); err != nil {
+		return 0, wrap("prune tombstones", err)
+	}
+	return int(n), wrap("prune", tx.Commit())
+}
+
+func (s *sqliteStore) Size(ctx context.Context) (int64, error) {
+	// The comments table is one B-tree (WITHOUT ROWID): its pages are
+	// the table and its index.
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = 'vod_comments'`).Scan(&n)
+	return n, wrap("size", err)
+}
