@@ -16,9 +16,12 @@ import (
 
 // delivery is the scheduler's request to deliver one room batch.
 type delivery struct {
-	room   string
-	msgs   []pending  // oldest first, at most Budget
-	drain  bool       // shutdown drain: skip the cooldown window
+	room  string
+	msgs  []pending // oldest first, at most Budget
+	drain bool      // shutdown drain: skip the cooldown window
+	// urgent: the room holds a high-priority message, in this delivery or
+	// behind it; the delivery skips the cooldown window.
+	urgent bool
 	giveUp bool       // deliver to the comets that take it, count the rest as dropped
 	known  route.Head // the room's timeline head as this job last assigned it
 	// historySize is how many messages the room's history keeps after
@@ -199,8 +202,8 @@ func (d *deliverer) begin(ctx context.Context, req *delivery, msgs []danmaku.Mes
 	// set a round trip after the scheduler started its window, and would
 	// otherwise still run for those milliseconds when the next batch is due.
 	window := d.cfg.Window - min(d.cfg.Window/20, 10*time.Millisecond)
-	if req.drain {
-		window = 0 // shutdown drain: deliver now
+	if req.drain || req.urgent {
+		window = 0 // shutdown drain or high priority: deliver now
 	}
 	return d.store.BeginBroadcast(ctx, req.room, msgs, route.BeginOptions{
 		Window: window, Owner: d.owner, ClaimTTL: d.cfg.ProcessedTTL, LockTTL: d.cfg.LockTTL,

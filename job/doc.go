@@ -28,6 +28,14 @@
 // consumer pauses instead of dropping. Policy drop sends one message per
 // window and skips the others, counted (reason "cooldown").
 //
+// High-priority messages (danmaku.PriorityHigh) are never dropped, by
+// overflow or by the drop policy, and never wait for the window: a room
+// whose buffer holds one is due at once, and its buffered messages go out
+// with it, oldest first and Budget per delivery, so the room's order and
+// positions hold; those deliveries skip the cooldown check in Redis too.
+// They open the room's window like any batch. logic's per-room
+// high-priority rate limit bounds how many there are.
+//
 // The broadcast lock (token per acquisition, renewed while pushes run,
 // released by compare-and-delete) keeps two members of the group from
 // broadcasting a room at once while partitions move between them. A lock

@@ -36,6 +36,7 @@ type metrics struct {
 	staleLocks                    prometheus.Counter
 	events                        *prometheus.CounterVec
 	notices                       *prometheus.CounterVec
+	highConsumed, highEarly       prometheus.Counter
 }
 
 // The reasons of danmaku_job_undelivered_total.
@@ -92,6 +93,10 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_notices_total",
 			Help: "Notices finished, by op (user, all) and result (delivered, no_route: the user had no connection, duplicate)."}, []string{"op", "result"}),
 	}
+	m.highConsumed = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_total",
+		Help: "High-priority messages consumed; none is dropped by overflow or the drop policy."})
+	m.highEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_early_total",
+		Help: "High-priority messages dispatched while their room's window still ran, with the messages queued before them, instead of at its end."})
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the last fetch of each reported it."}, lag)
 	m.precreate()
@@ -99,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
-		m.undelivered, m.staleLocks, m.events, m.notices)
+		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly)
 	return m
 }
 

@@ -40,6 +40,10 @@ type roomState struct {
 	due       time.Time // scheduled dispatch; zero when none
 	inflight  bool
 	failures  int // failed deliveries in a row
+	// high counts the high-priority messages in queue: while there is one
+	// the room is due at once, window or not, and none of its messages
+	// is dropped for the drop policy's cooldown.
+	high int
 	// lane marks a lane of notices (notice.go) rather than a room: it has
 	// no window, and its deliveries go out as soon as a worker is free.
 	lane bool
@@ -263,6 +267,7 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		return
 	}
 	r := s.room(rec.env.Room)
+	high := rec.env.Msg.Priority.High()
 	if rec.env.Event != nil {
 		// Events are never dropped and do not wait for the window.
 		r.queue = append(r.queue, pending{ev: rec.env.Event, part: rec.part, off: rec.off})
@@ -273,21 +278,27 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		return
 	}
 	busy := r.inflight || len(r.queue) > 0 || now.Before(r.windowEnd)
-	if s.cfg.Policy == PolicyDrop && busy {
+	// A high-priority message is never dropped, by either policy: the
+	// logic's per-room high-priority rate limit bounds how many come.
+	if s.cfg.Policy == PolicyDrop && busy && !high {
 		// One message per window; the rest are skipped.
 		s.m.dropped.WithLabelValues("cooldown").Inc()
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
-	if s.cfg.Policy != PolicyDrop && len(r.queue) >= s.cfg.MaxPending && r.failures == 0 {
+	if s.cfg.Policy != PolicyDrop && len(r.queue) >= s.cfg.MaxPending && r.failures == 0 && !high {
 		s.m.dropped.WithLabelValues("overflow").Inc()
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
-	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy}
+	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy && !high}
 	p.raw = p.encoded() // its size counts toward the batch's bytes
 	r.queue = append(r.queue, p)
 	s.buffered++
+	if high {
+		r.high++
+		s.m.highConsumed.Inc()
+	}
 	if !r.inflight {
 		s.schedule(r, s.dueAt(r, now))
 	}
@@ -295,13 +306,15 @@ func (s *scheduler) accept(rec record, now time.Time) {
 
 // dueAt is when r, not in flight and with a queue, is to be dispatched:
 // at the end of its window, or now for a lane of notices, for an event at
-// the head of its queue or while draining; never before the backoff of a
-// room or lane whose deliveries fail has run out, whatever arrives.
+// the head of its queue, for a queue holding a high-priority message
+// (with the messages before it, so the room's order holds) or while
+// draining; never before the backoff of a room or lane whose deliveries
+// fail has run out, whatever arrives.
 func (s *scheduler) dueAt(r *roomState, now time.Time) time.Time {
 	if r.failures > 0 && r.windowEnd.After(now) {
 		return r.windowEnd // backing off after a failed delivery (see complete)
 	}
-	if s.draining || r.lane || r.queue[0].ev != nil || !r.windowEnd.After(now) {
+	if s.draining || r.lane || r.queue[0].ev != nil || r.high > 0 || !r.windowEnd.After(now) {
 		return now
 	}
 	return r.windowEnd
@@ -344,8 +357,9 @@ func (s *scheduler) dispatchReady(now time.Time) {
 		n := batchLen(r.queue, s.cfg.Budget, s.cfg.MaxBatchBytes)
 		h := s.heads[r.name]
 		d := &delivery{room: r.name, msgs: append([]pending(nil), r.queue[:n]...), drain: s.draining,
-			giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head}
+			urgent: r.high > 0, giveUp: r.failures >= s.cfg.GiveUpAfter, known: h.Head}
 		r.queue = r.queue[n:]
+		s.takeHigh(r, d, now)
 		r.inflight = true
 		s.inflight++
 		if d.msgs[0].ev != nil || r.lane {
@@ -410,6 +424,7 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 	s.buffered -= len(o.done)
 	if len(o.retry) > 0 {
 		r.queue = append(o.retry, r.queue...)
+		r.high += countHigh(o.retry)
 	}
 	wait := o.wait
 	if o.failed {
@@ -431,6 +446,31 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 		at = r.windowEnd // a retry waits, even while draining
 	}
 	s.schedule(r, at)
+}
+
+// takeHigh takes the high-priority messages of d, just dispatched, off
+// r's count and counts those that went out before r's window ended: the
+// ones the high lane did not make wait.
+func (s *scheduler) takeHigh(r *roomState, d *delivery, now time.Time) {
+	if r.high == 0 {
+		return
+	}
+	n := countHigh(d.msgs)
+	r.high -= n
+	if now.Before(r.windowEnd) {
+		s.m.highEarly.Add(float64(n))
+	}
+}
+
+// countHigh returns how many messages of ps are high priority.
+func countHigh(ps []pending) int {
+	n := 0
+	for i := range ps {
+		if ps[i].ev == nil && ps[i].notice == nil && ps[i].msg.Priority.High() {
+			n++
+		}
+	}
+	return n
 }
 
 // sweep forgets idle rooms whose window has ended, and timeline heads
