@@ -13,7 +13,8 @@ import (
 
 // TestProtocolExamples round-trips every frame example of
 // docs/protocol.md through the types of this package: decoded with no
-// field left over and encoded again, it says the same. Examples with
+// field left over and encoded again, it says the same; frames of the ops
+// job also pushes to comets do so through danmaku.Push too. Examples with
 // placeholders that are not JSON ("ts":...) are left out.
 func TestProtocolExamples(t *testing.T) {
 	doc, err := os.ReadFile("docs/protocol.md")
@@ -37,6 +38,8 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpUser:         {func() any { return new(danmaku.NoticeFrame) }, func() any { return new(danmaku.NoticePush) }},
 		danmaku.OpAll:          {func() any { return new(danmaku.NoticeFrame) }},
 	}
+	// The ops of frames that are also push bodies (danmaku.Push).
+	pushOps := map[string]bool{danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpUser: true, danmaku.OpAll: true}
 	seen := map[string]int{}
 	for _, ex := range regexp.MustCompile(`\{"op":"[a-z]+"[^\n`+"`"+`|]*\}`).FindAll(doc, -1) {
 		var probe struct{ Op string }
@@ -50,6 +53,17 @@ func TestProtocolExamples(t *testing.T) {
 		}
 		if !roundTrips(t, ex, makers) {
 			t.Errorf("%s does not round-trip through %T", ex, makers[0]())
+		}
+		if pushOps[probe.Op] {
+			var p danmaku.Push
+			var out []byte
+			err := json.Unmarshal(ex, &p)
+			if err == nil {
+				out, err = json.Marshal(p)
+			}
+			if err != nil || !sameJSON(t, out, ex) {
+				t.Errorf("%s does not round-trip through danmaku.Push: %s", ex, out)
+			}
 		}
 		seen[probe.Op]++
 	}

@@ -1,9 +1,7 @@
 package comet
 
 import (
-	"bytes"
 	"encoding/json"
-	"strconv"
 	"sync"
 
 	"github.com/gorilla/websocket"
@@ -185,58 +183,6 @@ func (s *Server) deliverNotices(p *danmaku.NoticePush) (delivered, dups int) {
 	}
 	s.cut(slow)
 	return delivered, dups
-}
-
-// readNoticePush decodes and checks a notice push.
-func readNoticePush(body []byte) (*danmaku.NoticePush, error) {
-	var p danmaku.NoticePush
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&p); err != nil {
-		return nil, danmaku.Errorf(danmaku.EINVALID, "body", "decode notices: %v", err)
-	}
-	if dec.More() {
-		return nil, danmaku.Errorf(danmaku.EINVALID, "body", "trailing data after the notices")
-	}
-	checkIDs := func(field string, msgs []danmaku.Notice) error {
-		for j, m := range msgs {
-			if m.ID == "" {
-				return danmaku.Errorf(danmaku.EINVALID, field+"["+strconv.Itoa(j)+"].id", "must not be empty")
-			}
-		}
-		return nil
-	}
-	if p.Op == danmaku.OpAll {
-		return &p, checkIDs("msgs", p.Msgs)
-	}
-	for i, un := range p.Users {
-		field := "users[" + strconv.Itoa(i) + "]"
-		if err := danmaku.CheckID(field+".user", un.User); err != nil {
-			return nil, err
-		}
-		if err := checkIDs(field+".msgs", un.Msgs); err != nil {
-			return nil, err
-		}
-	}
-	return &p, nil
-}
-
-// pushOp returns the op of a push body: cheaply when "op" is its first key
-// (job writes it first), else by decoding the body.
-func pushOp(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	if k, err := dec.Token(); err == nil && k == "op" {
-		v, _ := dec.Token()
-		op, _ := v.(string)
-		return op
-	}
-	var p struct {
-		Op string `json:"op"`
-	}
-	json.Unmarshal(body, &p)
-	return p.Op
 }
 
 // noticeCount is the number of notices in p.
