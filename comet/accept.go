@@ -124,7 +124,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
 		c.fc.OnPing = func(payload []byte) { c.sendItem(item{Pong: payload}) }
+		c.fc.OnPong = c.alive
 	}
+	c.alive()
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)
 
 	s.mu.RLock()

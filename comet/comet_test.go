@@ -137,10 +137,12 @@ func TestHeartbeat(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) {
 		c.PingPeriod = 100 * time.Millisecond
 		c.PongWait = time.Second
+		c.WriteWait = 300 * time.Millisecond
 	})
 	room := testkit.Uniq("r-")
 	// A live viewer answers pings (the client library does while reading)
-	// and stays connected well past PongWait.
+	// and stays connected well past PongWait, and past the write deadline
+	// of the last frame it was sent (pings are written after it passed).
 	live := mustDial(t, s, "room="+room)
 	mustReadOp(t, live, opWelcome)
 	pings := make(chan struct{}, 100)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -50,6 +51,10 @@ type conn struct {
 	members []*member
 	// nextReg numbers the connection's registrations in Redis.
 	nextReg uint64
+
+	// seen is when something last arrived from the viewer (UnixNano):
+	// the ping sweep closes a viewer silent for PongWait.
+	seen atomic.Int64
 
 	w writer
 }
@@ -176,8 +181,8 @@ func (c *conn) readLoop(u urlRooms) {
 		return
 	}
 	for {
-		// A read deadline passing here means the viewer stopped answering
-		// pings.
+		// An error here is the socket closed: by the peer, or by the ping
+		// sweep for a viewer that stopped answering pings.
 		if c.fc.WaitReadable() != nil {
 			return
 		}
@@ -206,7 +211,6 @@ func (c *conn) deep(fn func() bool) bool {
 func (c *conn) start(u urlRooms) {
 	ws := c.ws
 	ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
-	c.alive()
 	ws.SetPongHandler(func(string) error { c.alive(); return nil })
 	for _, err := range u.bad {
 		c.sendError(codeBadRoom, badRoomText(err))
@@ -224,8 +228,49 @@ func (c *conn) start(u urlRooms) {
 	}
 }
 
-// alive extends the read deadline: the viewer showed it is there.
-func (c *conn) alive() { c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PongWait)) }
+// alive notes that the viewer showed it is there. It is a store, not a
+// read deadline: an idle viewer answering pings sets no timer.
+func (c *conn) alive() { c.seen.Store(time.Now().UnixNano()) }
+
+// silent reports whether nothing arrived from the viewer for PongWait.
+func (c *conn) silent(now time.Time) bool {
+	return now.UnixNano()-c.seen.Load() > int64(c.s.cfg.PongWait)
+}
+
+// pingFrame is a WebSocket ping with no payload, as a server sends it.
+var pingFrame = []byte{0x89, 0x00}
+
+// ping sends the viewer its periodic ping. A viewer with nothing queued
+// or being written gets it at once from the caller's goroutine with one
+// non-blocking send (no drain goroutine, no write deadline); otherwise,
+// or when its socket is full, the ping is queued like any frame.
+func (c *conn) ping() {
+	if c.fc != nil && c.w.WriteIdle(c.pingNow) {
+		return
+	}
+	if c.enqueue(pingItem) == queueFull {
+		c.slowConsumer()
+	}
+}
+
+// pingNow writes pingFrame without waiting; the writer's lock is held, so
+// no other frame is being written. It reports false when the socket has
+// no room (the ping is queued instead).
+func (c *conn) pingNow() bool {
+	n, err := c.fc.TryWrite(pingFrame)
+	switch {
+	case err != nil || n == 1:
+		// A failed send, or half a frame (a socket with room for one
+		// byte): the connection cannot go on; the reader cleans up.
+		c.s.metrics.writeError()
+		c.ws.Close()
+	case n == 0:
+		return false
+	default:
+		c.s.metrics.wrote(0)
+	}
+	return true
+}
 
 // readReady takes in what the socket has and serves every complete frame.
 // It reports false when the connection is over.

@@ -354,10 +354,11 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// pingLoop pings every viewer once per PingPeriod. It sweeps one hub shard
-// per tick, so pings are spread over the period and no per-connection timer
-// exists; the ping is queued like any frame and written by the viewer's
-// writer.
+// pingLoop pings every viewer once per PingPeriod and closes the viewers
+// silent for PongWait (so one is closed between PongWait and PongWait +
+// PingPeriod after it went quiet). It sweeps one hub shard per tick, so
+// pings are spread over the period and no per-connection timer or read
+// deadline exists; see conn.ping for how the ping is written.
 func (s *Server) pingLoop() {
 	defer s.bg.Done()
 	t := time.NewTicker(max(s.cfg.PingPeriod/numShards, time.Millisecond))
@@ -369,10 +370,13 @@ func (s *Server) pingLoop() {
 		case <-s.quit:
 			return
 		case <-t.C:
+			now := time.Now()
 			buf = s.hub.forEachConn(next, buf, func(c *conn) {
-				if c.enqueue(pingItem) == queueFull {
-					c.slowConsumer()
+				if c.silent(now) {
+					c.ws.Close() // the reader sees it and cleans up
+					return
 				}
+				c.ping()
 			})
 			next = (next + 1) % numShards
 		}

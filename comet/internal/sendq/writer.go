@@ -136,6 +136,23 @@ func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
 	return Enqueued
 }
 
+// WriteIdle lets the caller write a small frame itself, in place of a
+// drain goroutine, when the writer is idle: open, nothing queued and no
+// drain running. write runs under the writer's lock, so no drain starts
+// and no close is marked while it runs; it must not block (one
+// non-blocking send) and reports false when the frame was not written
+// (the socket would block), in which case the caller queues it instead.
+// WriteIdle reports false, without calling write, when the writer is not
+// idle.
+func (w *Writer[R]) WriteIdle(write func() bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.draining || len(w.queue) > 0 {
+		return false
+	}
+	return write()
+}
+
 // overflowLocked drops the queued frames a catch-up replaces (msgs frames
 // with positions) or that later ones supersede (lossy), and marks every
 // room of the viewer behind. It reports false when the viewer is in no

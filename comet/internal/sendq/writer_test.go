@@ -295,3 +295,50 @@ func (s *posSink) WriteFrame(it item) bool {
 	s.frames = append(s.frames, ps)
 	return true
 }
+
+// WriteIdle runs its write only while the writer is idle (open, nothing
+// queued, no drain), and no drain starts while the write runs.
+func TestWriterWriteIdle(t *testing.T) {
+	var w writer
+	r := newRecordSink()
+	ran := 0
+	write := func() bool { ran++; return true }
+	if !w.WriteIdle(write) || ran != 1 {
+		t.Fatalf("idle writer: write ran %d times, want 1", ran)
+	}
+	if w.WriteIdle(func() bool { return false }) {
+		t.Fatal("WriteIdle reported done for a write that did not happen")
+	}
+	r.gate = make(chan struct{})
+	w.Enqueue(item{Size: 1}, 16, r)
+	<-r.started // the drain is writing
+	if w.WriteIdle(write) || ran != 1 {
+		t.Fatalf("writer with a drain running: write ran %d times, want 1", ran)
+	}
+	close(r.gate)
+	waitWritten(t, r, []int{1})
+	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
+	// A frame enqueued while the write runs waits for it.
+	entered, release := make(chan struct{}), make(chan struct{})
+	done := make(chan bool)
+	go func() {
+		done <- w.WriteIdle(func() bool { close(entered); <-release; return true })
+	}()
+	<-entered
+	queued := make(chan Result)
+	go func() { queued <- w.Enqueue(item{Size: 2}, 16, r) }()
+	select {
+	case res := <-queued:
+		t.Fatalf("enqueue during the idle write returned %v before it ended", res)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if !<-done || <-queued != enqueued {
+		t.Fatal("idle write or the enqueue after it failed")
+	}
+	waitWritten(t, r, []int{1, 2})
+	w.MarkClosed()
+	if w.WriteIdle(write) || ran != 1 {
+		t.Fatalf("closed writer: write ran %d times, want 1", ran)
+	}
+}

@@ -29,7 +29,9 @@ import (
 //     which the runtime shrinks to the minimum.
 //
 // Ownership: only the viewer's reader goroutine calls Read, Pump, Pending
-// and WaitReadable, and so owns every field; OnPing is set before it starts.
+// and WaitReadable, and so owns every field; OnPing and OnPong are set
+// before it starts. TryWrite may be called by any goroutine that holds
+// the connection's writes.
 type Conn struct {
 	net.Conn
 	raw syscall.RawConn
@@ -39,6 +41,7 @@ type Conn struct {
 	remain int64 // bytes of the current data frame not yet handed to gorilla
 
 	OnPing func(payload []byte) // called for each consumed ping
+	OnPong func()               // called when WaitReadable consumed pongs
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control
@@ -245,22 +248,77 @@ func (f *Conn) Read(p []byte) (int, error) {
 
 // WaitReadable blocks until the socket has data, EOF or an error, or the
 // read deadline passes. It keeps the goroutine's stack shallow while idle.
+//
+// Complete pong frames that arrive while Conn holds nothing are consumed
+// here, without returning, and OnPong is called after each read of them. An idle viewer's answer to
+// a ping thus costs a peek and a read on this shallow stack and no other
+// goroutine.
 func (f *Conn) WaitReadable() error {
-	var peek [1]byte
-	var werr error
+	var peek [pongPeek]byte
 	err := f.raw.Read(func(fd uintptr) bool {
-		_, _, e := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if e == syscall.EAGAIN || e == syscall.EWOULDBLOCK {
-			return false
+		for {
+			n, _, e := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if e == syscall.EAGAIN || e == syscall.EWOULDBLOCK {
+				return false
+			}
+			// Data, EOF or a socket error (which shows up on the next read).
+			if e != nil || n <= 0 || f.OnPong == nil || f.buf != nil || f.remain != 0 {
+				return true
+			}
+			// Only pongs are there (a full peek may end inside one): consume
+			// them and wait on. The socket is drained in this loop since the
+			// poller reports edges only.
+			k := pongsLen(peek[:n])
+			if k == 0 || k < n && n < len(peek) {
+				return true
+			}
+			if _, _, e := syscall.Recvfrom(int(fd), peek[:k], syscall.MSG_DONTWAIT); e != nil {
+				return true
+			}
+			f.OnPong()
 		}
-		werr = e
-		return true
 	})
-	if err != nil {
-		return err
+	return err
+}
+
+// pongPeek is how many bytes WaitReadable looks at: a few pongs with the
+// payloads a ping of the comet carries (none).
+const pongPeek = 32
+
+// pongsLen returns the length of the complete masked pong frames at the
+// start of b.
+func pongsLen(b []byte) int {
+	n := 0
+	for n < len(b) {
+		h, ok := parseHeader(b[n:])
+		if !ok || h.opcode != opcodePong || !h.masked || !h.final || h.payloadLen() > maxControlPayload ||
+			int64(len(b)-n) < h.frameLen {
+			break
+		}
+		n += int(h.frameLen)
 	}
-	_ = werr // a socket error shows up on the next read
-	return nil
+	return n
+}
+
+// TryWrite writes b with one non-blocking send and returns how many bytes
+// the socket took (0 when its buffer is full); it never waits. It is for
+// a frame small enough to go whole into any socket with room: a ping. It
+// ignores the write deadline (gorilla leaves the last one set, long
+// passed on an idle connection) and takes no lock of the net package: the
+// caller makes sure no other frame is being written.
+func (f *Conn) TryWrite(b []byte) (int, error) {
+	var n int
+	var err error
+	cerr := f.raw.Control(func(fd uintptr) {
+		n, err = syscall.Write(int(fd), b)
+	})
+	if err == syscall.EAGAIN || err == syscall.EWOULDBLOCK {
+		return 0, nil
+	}
+	if cerr != nil {
+		err = cerr
+	}
+	return max(n, 0), err
 }
 
 // Hijacker hands gorilla a Conn instead of the raw connection; Frames is

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -227,4 +229,141 @@ func maskedFrame(opcode byte, payload []byte) []byte {
 		b = append(b, c^key[i&3])
 	}
 	return b
+}
+
+// tcpPair returns both ends of a loopback TCP connection, the server's
+// wrapped in a Conn.
+func tcpPair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := New(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return fc, client
+}
+
+// WaitReadable consumes complete pongs that arrive while Conn holds
+// nothing, calling OnPong after each read of them, and returns once anything else is
+// there: a data frame behind them, half a pong, or EOF. What it returns
+// for is left in the socket for the next read.
+func TestWaitReadableConsumesPongs(t *testing.T) {
+	fc, client := tcpPair(t)
+	pongs := make(chan struct{}, 100)
+	fc.OnPong = func() { pongs <- struct{}{} }
+	returned := make(chan error, 1)
+	wait := func() { go func() { returned <- fc.WaitReadable() }() }
+	notReturned := func(what string) {
+		t.Helper()
+		select {
+		case err := <-returned:
+			t.Fatalf("WaitReadable returned (%v) after %s", err, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	countPongs := func(want int) {
+		t.Helper()
+		for range want {
+			select {
+			case <-pongs:
+			case <-time.After(5 * time.Second):
+				t.Fatal("OnPong not called")
+			}
+		}
+	}
+	wait()
+	client.Write(maskedFrame(opcodePong, nil))
+	countPongs(1)
+	notReturned("a pong")
+	// Eight pongs at once (48 bytes, beyond one peek), with a payload each.
+	var many []byte
+	for i := range 8 {
+		many = append(many, maskedFrame(opcodePong, []byte{byte(i)})...)
+	}
+	client.Write(many)
+	countPongs(1) // once per read of pongs, at least
+	notReturned("eight pongs")
+	// Half a pong, then the rest: it returns for the half and leaves it.
+	pong := maskedFrame(opcodePong, nil)
+	client.Write(pong[:3])
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	client.Write(pong[3:])
+	if ready, err := fc.Pump(); err != nil || ready {
+		t.Fatalf("Pump = %v, %v; want a consumed pong", ready, err)
+	}
+	// A text frame behind a pong: the pong is consumed, the frame left.
+	text := maskedFrame(0x1, []byte("hi"))
+	client.Write(append(maskedFrame(opcodePong, nil), text...))
+	wait()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if ready, err := fc.Pump(); err != nil || !ready {
+		t.Fatalf("Pump = %v, %v; want the text frame ready", ready, err)
+	}
+	// EOF.
+	client.Close()
+	fc.r, fc.w, fc.remain = 0, 0, 0
+	fc.release()
+	wait()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TryWrite sends without waiting: whole while the socket has room, 0 bytes
+// and no error once it is full.
+func TestTryWrite(t *testing.T) {
+	fc, client := tcpPair(t)
+	if n, err := fc.TryWrite([]byte{0x89, 0}); n != 2 || err != nil {
+		t.Fatalf("TryWrite = %d, %v", n, err)
+	}
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(client, got); err != nil || got[0] != 0x89 {
+		t.Fatalf("read % x, %v", got, err)
+	}
+	// The client reads no more: fill the socket until it refuses.
+	fc.Conn.(*net.TCPConn).SetWriteBuffer(4096)
+	chunk := make([]byte, 4096)
+	start := time.Now()
+	for {
+		n, err := fc.TryWrite(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the socket never filled")
+		}
+	}
+}
+
+// TryWrite writes whatever write deadline gorilla left on the socket.
+func TestTryWriteAfterDeadline(t *testing.T) {
+	fc, client := tcpPair(t)
+	fc.SetWriteDeadline(time.Now().Add(-time.Second))
+	if n, err := fc.TryWrite([]byte{0x89, 0}); n != 2 || err != nil {
+		t.Fatalf("TryWrite past the deadline = %d, %v", n, err)
+	}
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -47,16 +47,19 @@ func main() {
 	rooms := flag.Int("rooms", 1, "spread viewers over this many rooms (clients, measure)")
 	compress := flag.Bool("compress", false, "offer permessage-deflate (clients)")
 	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
+	pingPeriod := flag.Duration("ping-period", 0, "the comet's ping_period (serve, measure; 0: the default)")
+	cpuWindow := flag.Duration("cpu-window", 30*time.Second, "how long the comet's CPU is measured while the viewers idle, after settle (measure; 0: not measured)")
 	flag.Parse()
 	var err error
 	switch *mode {
 	case "serve":
-		err = serve(*redisAddr)
+		err = serve(*redisAddr, *pingPeriod)
 	case "clients":
 		n, _ := strconv.Atoi(*counts)
 		err = clients(*addr, *room, *rooms, n, *compress)
 	case "measure":
-		err = measure(*redisAddr, *counts, *rooms, *settle)
+		servePing = *pingPeriod
+		err = measure(*redisAddr, *counts, *rooms, *settle, *cpuWindow)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
@@ -69,7 +72,7 @@ func main() {
 // serve runs a comet with the default configuration on loopback ports and
 // answers commands on stdin: "gc" forces a collection and returns memory
 // to the OS, "stats" prints runtime figures. EOF stops it.
-func serve(redisAddr string) error {
+func serve(redisAddr string, pingPeriod time.Duration) error {
 	if os.Getenv("IDLELOAD_PROFILE") != "" {
 		runtime.MemProfileRate = 64 // exact attribution, at a memory cost
 	}
@@ -78,6 +81,10 @@ func serve(redisAddr string) error {
 	cfg.Listen, cfg.InternalListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Secret = "idleload-push-secret"
 	cfg.MaxConnsPerIP = 0
+	if pingPeriod > 0 {
+		cfg.PingPeriod = pingPeriod
+		cfg.PongWait = max(cfg.PongWait, 2*pingPeriod)
+	}
 	// The client as cmd/comet builds it.
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64,
 		ContextTimeoutEnabled: true, ReadBufferSize: 4096, WriteBufferSize: 4096})
@@ -110,6 +117,18 @@ func serve(redisAddr string) error {
 				pprof.Lookup("goroutine").WriteTo(f, 1)
 				f.Close()
 			}
+			fmt.Println("OK")
+		case "cpuprofile":
+			// A CPU profile of the comet until "cpuprofile-stop", for go
+			// tool pprof.
+			f, err := os.Create(fmt.Sprintf("/tmp/idleload-cpu-%d.pprof", os.Getpid()))
+			if err == nil {
+				pprof.StartCPUProfile(f)
+				defer f.Close()
+			}
+			fmt.Println("OK")
+		case "cpuprofile-stop":
+			pprof.StopCPUProfile()
 			fmt.Println("OK")
 		case "stats":
 			var ms runtime.MemStats
@@ -192,6 +211,32 @@ func drain(c *websocket.Conn) {
 	}
 }
 
+// idleCPUPercent measures the comet's CPU over window while the viewers
+// idle, in percent of one core; with IDLELOAD_CPUPROFILE set the comet
+// writes a CPU profile of the window.
+func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
+	if window <= 0 {
+		return 0
+	}
+	profile := os.Getenv("IDLELOAD_CPUPROFILE") != ""
+	if profile {
+		fmt.Fprintln(srv.in, "cpuprofile")
+		srv.expect("OK")
+	}
+	c0, t0 := cpuSeconds(pid), time.Now()
+	time.Sleep(window)
+	c1, t1 := cpuSeconds(pid), time.Now()
+	if profile {
+		fmt.Fprintln(srv.in, "cpuprofile-stop")
+		srv.expect("OK")
+		fmt.Printf("  CPU profile: /tmp/idleload-cpu-%d.pprof\n", pid)
+	}
+	return 100 * (c1 - c0) / t1.Sub(t0).Seconds()
+}
+
+// servePing is the -ping-period measure hands its comet.
+var servePing time.Duration
+
 type child struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
@@ -253,21 +298,37 @@ func rss(pid int) int64 {
 	return -1
 }
 
-func measure(redisAddr, counts string, rooms int, settle time.Duration) error {
+// cpuSeconds returns the user and system CPU time of pid.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The command name may hold spaces; fields start after the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+func measure(redisAddr, counts string, rooms int, settle, cpuWindow time.Duration) error {
 	for _, s := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
 			return err
 		}
-		if err := measureOne(redisAddr, n, rooms, settle); err != nil {
+		if err := measureOne(redisAddr, n, rooms, settle, cpuWindow); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func measureOne(redisAddr string, n, rooms int, settle time.Duration) error {
-	srv, err := start("-mode", "serve", "-redis", redisAddr)
+func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration) error {
+	srv, err := start("-mode", "serve", "-redis", redisAddr, "-ping-period", servePing.String())
 	if err != nil {
 		return err
 	}
@@ -307,6 +368,7 @@ func measureOne(redisAddr string, n, rooms int, settle time.Duration) error {
 	fmt.Sscanf(line, "CONNECTED %d", &got)
 	time.Sleep(settle)
 	idle := rss(pid)
+	idleCPU := idleCPUPercent(srv, pid, cpuWindow)
 	fmt.Fprintln(srv.in, "stats")
 	stats, _ := srv.expect("STATS")
 	fmt.Fprintln(srv.in, "heap")
@@ -325,6 +387,10 @@ func measureOne(redisAddr string, n, rooms int, settle time.Duration) error {
 		base>>10, idle>>10, float64(idle-base)/float64(got), float64(idle-base)/float64(got)/1024)
 	fmt.Printf("  after forced GC: rss=%d KiB -> %.0f bytes/viewer (%.2f KiB)\n",
 		afterGC>>10, float64(afterGC-base)/float64(got), float64(afterGC-base)/float64(got)/1024)
+	if cpuWindow > 0 {
+		fmt.Printf("  idle CPU over %v: %.2f %% of a core (%.1f us per viewer-second)\n",
+			cpuWindow, idleCPU, idleCPU*1e4/float64(max(got, 1)))
+	}
 	fmt.Printf("  runtime idle:     %s\n  runtime after GC: %s\n", strings.TrimPrefix(stats, "STATS "), strings.TrimPrefix(statsGC, "STATS "))
 	return nil
 }
