@@ -12,6 +12,11 @@
 // broadcasts a second, each viewer connecting as a user of its own
 // (scenario U1); -admin-secret is logic's.
 //
+// -tiers 30:0.99,all:0.01 gives viewers density caps (a mix) and
+// -high-rate H adds high-priority messages: each capped viewer's rate is
+// judged against its cap over 10 s windows, the high lane and the all
+// tier exactly; the wire bytes per delivered comment are reported.
+//
 // -jitter D makes every viewer drop once during sending and resume after
 // about D; -churn F makes a share F of them drop -churn-drops times. Viewers
 // resume with ?since=POS&epoch=E and are accounted like viewers that never
@@ -101,7 +106,11 @@ func run(args []string) int {
 	fs.IntVar(&c.Users, "users", 1000, "distinct userIds the messages rotate through")
 	fs.Float64Var(&c.UserRate, "user-rate", 0, "notices per second to users drawn at random among the viewers (POST /logic/push/user); every viewer connects as a user of its own")
 	fs.Float64Var(&c.BroadcastRate, "broadcast-rate", 0, "broadcasts per second (POST /logic/broadcast) to every viewer")
-	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate and -broadcast-rate")
+	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate, -broadcast-rate and -high-rate")
+	tiers := fs.String("tiers", "", "viewers' density caps as CAP:SHARE,... (CAP a number or all; shares sum to 1), e.g. 30:0.99,all:0.01: capped viewers dial with density=CAP and are held to it over 10 s windows")
+	fs.Float64Var(&c.HighRate, "high-rate", 0, "high-priority messages per second (\"priority\":1, with -admin-secret), accounted exactly for every viewer of every tier")
+	fs.BoolVar(&c.Compress, "compress", false, "viewers offer permessage-deflate")
+	fs.DurationVar(&c.TargetHighP99, "target-high-p99", 0, "report whether the high-priority lane's p99 latency stays under this")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "the comets' auth.hmac_secret, for -user-rate: each viewer proves its user with a token it signs (comets send user notices only to proven users)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "pause between the ramp and sending")
@@ -145,6 +154,11 @@ func run(args []string) int {
 	}
 	c.Comets = comets
 	c.JobMetrics = jobMetrics
+	var err error
+	if c.Tiers, err = loadtest.ParseTiers(*tiers); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest: -tiers:", err)
+		return 2
+	}
 	for _, p := range pids {
 		name, pid, ok := strings.Cut(p, "=")
 		if _, err := strconv.Atoi(pid); !ok || err != nil {

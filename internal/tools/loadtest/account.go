@@ -9,7 +9,7 @@ import (
 
 // account turns the viewers' results into deliveries, losses and
 // duplicates.
-func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
+func (rep *Report) account(l *Layout, snd, high *sender, results []*PoolResult, sendStart, sendEnd time.Time) {
 	var hist, replayed, resume, redial, caught Hist
 	perSec := map[int64]uint64{}
 	secHist := map[int64]*Hist{}
@@ -43,6 +43,7 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 		rep.RSSGeneratorMiB += float64(r.RSSBytes) / (1 << 20)
 		r.Hist.addTo(&hist)
 		r.ReplayHist.addTo(&replayed)
+		rep.addLanes(r)
 		for s, n := range r.PerSec {
 			perSec[s] += n
 		}
@@ -61,12 +62,9 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 			m.Exact += rr.Exact
 			m.Counted += rr.Counted
 			m.CountedMsgs += rr.CountedMsgs
-			for len(m.Counts) < len(rr.Counts) {
-				m.Counts = append(m.Counts, 0)
-			}
-			for i, n := range rr.Counts {
-				m.Counts[i] += n
-			}
+			addCounts(&m.Counts, rr.Counts)
+			m.HighViewers += rr.HighViewers
+			addCounts(&m.HighCounts, rr.HighCounts)
 		}
 	}
 	// Messages no whole-time viewer received at all: under the drop policy
@@ -111,6 +109,7 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 			}
 		}
 	}
+	rep.accountHigh(high, sendEnd.Sub(sendStart), rooms)
 	policy := uint64(rep.JobDropped["cooldown"])
 	rep.UndeliveredMessages = undelivered
 	if undelivered > 0 {
@@ -169,6 +168,16 @@ func (rep *Report) account(l *Layout, snd *sender, results []*PoolResult, sendSt
 	}
 }
 
+// addCounts adds counts o to m, index by index.
+func addCounts(m *[]uint32, o []uint32) {
+	for len(*m) < len(o) {
+		*m = append(*m, 0)
+	}
+	for i, n := range o {
+		(*m)[i] += n
+	}
+}
+
 func (rep *Report) judge(c Config) {
 	if rep.Lost > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d deliveries lost", rep.Lost))
@@ -195,6 +204,7 @@ func (rep *Report) judge(c Config) {
 		rep.Problems = append(rep.Problems, "no message accepted")
 	}
 	rep.Problems = append(rep.Problems, rep.noticeProblems()...)
+	rep.Problems = append(rep.Problems, rep.highProblems()...)
 	rep.Pass = len(rep.Problems) == 0
 	if c.TargetP99 > 0 {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("p99 < %s", c.TargetP99),
@@ -204,6 +214,7 @@ func (rep *Report) judge(c Config) {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("live p99 < %s", c.TargetLiveP99),
 			Met: rep.LiveLatency.Count > 0 && rep.LiveLatency.P99 < ms(c.TargetLiveP99)})
 	}
+	rep.Targets = append(rep.Targets, rep.laneTargets(c)...)
 	if c.TargetDPS > 0 {
 		rep.Targets = append(rep.Targets, Target{Name: fmt.Sprintf("deliveries/s >= %.0f", c.TargetDPS),
 			Met: rep.DeliveriesPerS.Median >= c.TargetDPS})

@@ -68,7 +68,16 @@ type PoolSpec struct {
 	// user to the comets (auth.hmac_secret); comets deliver user notices
 	// only to proven users.
 	TokenSecret string `json:"tokenSecret,omitempty"`
+	// Tiers: the viewers' density caps (density.go); High: high-priority
+	// messages are sent and accounted; Compress: viewers offer
+	// permessage-deflate.
+	Tiers    []TierShare `json:"tiers,omitempty"`
+	High     bool        `json:"high,omitempty"`
+	Compress bool        `json:"compress,omitempty"`
 }
+
+// lanes reports whether frames are accounted by lane (density.go).
+func (s *PoolSpec) lanes() bool { return len(s.Tiers) > 0 || s.High }
 
 // Progress is a snapshot of the ramp.
 type Progress struct {
@@ -97,8 +106,9 @@ type shard struct {
 	replay Hist   // the part of hist that came in replay frames
 	total  uint64 // messages and notices received
 	perSec map[int64]*secStat
-	// Latencies of notices to users and of broadcasts (notice.go).
-	userHist, allHist Hist
+	// Latencies of notices to users and of broadcasts (notice.go), and
+	// of high-priority messages (density.go).
+	userHist, allHist, highHist Hist
 }
 
 type secStat struct {
@@ -146,6 +156,7 @@ type viewer struct {
 	foreign   uint64 // messages without a load-test content
 	misrouted uint64 // frames for another room
 	notices   noticeBits
+	lane      laneState
 }
 
 // resumeStats counts the drops and resumes of one pool.
@@ -208,7 +219,9 @@ func NewPool(spec PoolSpec) *Pool {
 	l := &Layout{Viewers: spec.RoomViewers}
 	for i := spec.From; i < spec.To; i++ {
 		first := i % max(1, len(spec.Targets)-spec.Standby)
-		p.viewers = append(p.viewers, &viewer{idx: i, room: l.ViewerRoom(i), exact: i%spec.ExactEvery == 0, target: first})
+		v := &viewer{idx: i, room: l.ViewerRoom(i), exact: i%spec.ExactEvery == 0, target: first}
+		v.lane.cap = tierOf(spec.Tiers, i)
+		p.viewers = append(p.viewers, v)
 	}
 	return p
 }
@@ -293,20 +306,26 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, e
 		nd.LocalAddr = &net.TCPAddr{IP: ip}
 	}
 	d := websocket.Dialer{
-		NetDialContext:   nd.DialContext,
-		HandshakeTimeout: p.spec.DialTimeout,
-		ReadBufferSize:   4096,
-		WriteBufferPool:  &sync.Pool{},
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := c.(*net.TCPConn)
+			tc.SetReadBuffer(viewerReadBuffer)
+			return countConn{TCPConn: tc, n: &v.lane.wire}, nil
+		},
+		HandshakeTimeout:  p.spec.DialTimeout,
+		ReadBufferSize:    4096,
+		WriteBufferPool:   &sync.Pool{},
+		EnableCompression: p.spec.Compress,
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + uidQuery(p.spec.UserBase, p.spec.TokenSecret, v.idx)}
+	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + densityQuery(v.lane.cap) + uidQuery(p.spec.UserBase, p.spec.TokenSecret, v.idx)}
 	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
 	if err != nil {
 		return nil, welcome{}, dialError(resp, err)
-	}
-	if tc, ok := c.NetConn().(*net.TCPConn); ok {
-		tc.SetReadBuffer(viewerReadBuffer)
 	}
 	c.SetReadDeadline(time.Now().Add(p.spec.DialTimeout))
 	_, msg, err := c.ReadMessage()
@@ -453,6 +472,16 @@ func (p *Pool) frame(v *viewer, sh *shard, b []byte, now int64, roomKey []byte) 
 		}
 	}
 	sec := now / 1e9
+	if p.spec.lanes() {
+		sh.mu.Lock()
+		st := sh.sec(sec)
+		normal, high := p.laneFrame(v, sh, st, b, now, isReplay(b), mode == replayLenient)
+		st.deliveries += normal + high
+		sh.total += normal + high
+		sh.mu.Unlock()
+		v.msgs += normal
+		return
+	}
 	if !v.exact {
 		// Every message is one JSON object inside the frame's object, and
 		// load-test contents hold no braces: counting one byte is a single
@@ -532,6 +561,9 @@ func (p *Pool) Mark() {
 	now := time.Now()
 	p.markNs.Store(now.UnixNano())
 	p.cpuMark = selfCPU()
+	for _, v := range p.viewers {
+		v.lane.wireAt = v.lane.wire.Load()
+	}
 	if drops := p.plan(); len(drops) > 0 {
 		p.planned = len(drops)
 		p.wg.Add(1)

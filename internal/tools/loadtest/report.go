@@ -82,6 +82,14 @@ type Report struct {
 	// deliveries, losses and duplicates are also in the totals above.
 	Notices *NoticeStats `json:"notices,omitempty"`
 
+	// Density tiers, the high-priority lane and the bytes on the wire
+	// (density.go); nil or empty unless the run has tiers or a high rate.
+	Tiers    []*TierResult `json:"tiers,omitempty"`
+	High     *HighResult   `json:"high,omitempty"`
+	Wire     *WireStats    `json:"wire,omitempty"`
+	highHist Hist
+	compress bool
+
 	Ingest        []IngestStep `json:"ingest,omitempty"`
 	MaxIngestPerS float64      `json:"maxIngestPerSecondP99Under50ms,omitempty"`
 
@@ -281,6 +289,7 @@ func (rep *Report) Print(w io.Writer) {
 			}
 		}
 		rep.printNotices(p)
+		rep.printLanes(p)
 		l := rep.Latency
 		p("latency send->receipt ms: p50 %.1f  p90 %.1f  p99 %.1f  p999 %.1f  max %.1f  (%d samples)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
 		if r := rep.ReplayLatency; r.Count > 0 {

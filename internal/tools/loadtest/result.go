@@ -23,6 +23,7 @@ func (p *Pool) Finish() *PoolResult {
 		Failures: p.failures, Closes: p.closes, Rooms: map[int]*RoomResult{},
 		PerSec: map[int64]uint64{}, CPUSeconds: cpu, RSSBytes: selfRSS(),
 	}
+	full := int(p.spec.SendFor / capWindow)
 	for _, v := range p.viewers {
 		res.Frames += v.frames
 		res.Bytes += v.bytes
@@ -51,31 +52,28 @@ func (p *Pool) Finish() *PoolResult {
 			rr = &RoomResult{}
 			res.Rooms[v.room] = rr
 		}
+		if p.spec.lanes() {
+			res.laneResult(v, rr, full)
+			if v.lane.cap > 0 {
+				continue // its normal messages are thinned, not lost
+			}
+		}
 		if !v.exact {
 			rr.Counted++
 			rr.CountedMsgs += v.msgs
 			continue
 		}
 		rr.Exact++
-		for w, word := range v.bits {
-			for word != 0 {
-				tz := bits.TrailingZeros64(word)
-				seq := w*64 + tz
-				for len(rr.Counts) <= seq {
-					rr.Counts = append(rr.Counts, 0)
-				}
-				rr.Counts[seq]++
-				word &^= 1 << uint(tz)
-			}
-		}
+		addBits(&rr.Counts, v.bits)
 	}
 	res.Notices = p.noticeResult(mark)
-	var h, rh Hist
+	var h, rh, hh Hist
 	secs := map[int64]*Hist{}
 	for i := range p.shards {
 		sh := &p.shards[i]
 		h.Merge(&sh.hist)
 		rh.Merge(&sh.replay)
+		hh.Merge(&sh.highHist)
 		for s, st := range sh.perSec {
 			res.PerSec[s] += st.deliveries
 			if secs[s] == nil {
@@ -92,7 +90,7 @@ func (p *Pool) Finish() *PoolResult {
 	res.Resume.RecoveredTrue, res.Resume.RecoveredFalse = rs.recoveredTrue.Load(), rs.recoveredFalse.Load()
 	res.Resume.RecoveredMissing, res.Resume.Failed = rs.recoveredMissing.Load(), rs.failed.Load()
 	res.ResumeHist, res.RedialHist, res.CaughtUpHist = rs.resume.sparse(), rs.redial.sparse(), rs.caught.sparse()
-	res.Hist, res.ReplayHist = h.sparse(), rh.sparse()
+	res.Hist, res.ReplayHist, res.HighHist = h.sparse(), rh.sparse(), hh.sparse()
 	res.SecHist = map[int64]sparse{}
 	for s, sh := range secs {
 		res.SecHist[s] = sh.sparse()
@@ -108,6 +106,10 @@ type RoomResult struct {
 	// Counted viewers and the messages they got in total.
 	Counted     int    `json:"counted"`
 	CountedMsgs uint64 `json:"countedMsgs"`
+	// Whole-time viewers of every tier and, per high-priority sequence,
+	// how many of them got it (density.go).
+	HighViewers int      `json:"highViewers,omitempty"`
+	HighCounts  []uint32 `json:"highCounts,omitempty"`
 }
 
 // PoolResult is one process's viewer result.
@@ -137,6 +139,8 @@ type PoolResult struct {
 	ReplayHist       sparse              `json:"replayHist"` // the messages of Hist that came in replay frames
 	SecHist          map[int64]sparse    `json:"secHist"`
 	Notices          *NoticeResult       `json:"notices,omitempty"`
+	Tiers            map[int]*TierResult `json:"tiers,omitempty"`
+	HighHist         sparse              `json:"highHist,omitempty"`
 	CPUSeconds       float64             `json:"cpuSeconds"`
 	RSSBytes         int64               `json:"rssBytes"`
 }
@@ -176,4 +180,31 @@ func (r *ResumeCounts) add(o ResumeCounts) {
 // and is connected at the end, every session after a drop resumed.
 func (v *viewer) wholeTime(mark int64) bool {
 	return v.connected != 0 && v.connected < mark && v.conn != nil && !v.gone
+}
+
+// laneResult adds whole-time viewer v to its tier and its high-priority
+// messages to rr.
+func (res *PoolResult) laneResult(v *viewer, rr *RoomResult, full int) {
+	if res.Tiers == nil {
+		res.Tiers = map[int]*TierResult{}
+	}
+	v.tierResult(res.Tiers, full)
+	rr.HighViewers++
+	addBits(&rr.HighCounts, v.lane.hbits)
+}
+
+// addBits adds one to counts[seq] for every sequence set in a viewer's
+// bitmap.
+func addBits(counts *[]uint32, bitmap []uint64) {
+	for w, word := range bitmap {
+		for word != 0 {
+			tz := bits.TrailingZeros64(word)
+			seq := w*64 + tz
+			for len(*counts) <= seq {
+				*counts = append(*counts, 0)
+			}
+			(*counts)[seq]++
+			word &^= 1 << uint(tz)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -240,7 +239,7 @@ func (p *Pool) cut(v *viewer, away time.Duration) bool {
 }
 
 func abort(c *websocket.Conn) {
-	if tc, ok := c.NetConn().(*net.TCPConn); ok {
+	if tc, ok := tcpOf(c.NetConn()); ok {
 		tc.SetLinger(0)
 	}
 	c.NetConn().Close()

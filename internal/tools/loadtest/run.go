@@ -123,6 +123,15 @@ type Config struct {
 	TargetP99     time.Duration // reported as met or missed
 	TargetLiveP99 time.Duration // the same for messages of live frames only
 	TargetDPS     float64
+	TargetHighP99 time.Duration // the high-priority lane's p99
+
+	// Tiers is the viewers' mix of density caps; HighRate is
+	// high-priority messages per second over Duration (posted with
+	// AdminSecret); Compress makes viewers offer permessage-deflate
+	// (density.go).
+	Tiers    []TierShare
+	HighRate float64
+	Compress bool
 
 	Exe      string    // this binary, for worker processes
 	Progress io.Writer // progress bar; nil: quiet
@@ -164,6 +173,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	if c.MaxDrain < c.Drain {
 		c.MaxDrain = c.Drain
+	}
+	if c.HighRate > 0 && c.AdminSecret == "" {
+		return nil, errNoHighSender
 	}
 	layout, err := NewLayout(c.RoomPrefix, c.Rooms, c.Viewers, c.Hot, c.Zipf)
 	if err != nil {
@@ -233,7 +245,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			Dialers: c.Dialers, SourceIPs: srcIPs, SourceBase: c.SourceBase, ExactEvery: exactEvery,
 			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
 			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects,
-			Standby: c.Standby, UserBase: userBase, TokenSecret: c.TokenSecret}
+			Standby: c.Standby, UserBase: userBase, TokenSecret: c.TokenSecret,
+			Tiers: c.Tiers, High: c.HighRate > 0, Compress: c.Compress}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
@@ -328,6 +341,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
 	notices := newNoticeSenders(c, userBase)
+	var high *sender
+	if c.HighRate > 0 {
+		high = newSender(SendSpec{LogicURL: c.LogicURL, Senders: 16, Users: c.Users, Timeout: c.Timeout,
+			Layout: layout, High: true, AdminSecret: c.AdminSecret})
+	}
 	sendStart := time.Now()
 	var killed chan string
 	if victim > 0 {
@@ -384,8 +402,16 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		go func() {
 			defer close(done)
 			waitNotices := notices.start(ctx, c.Duration)
+			highDone := make(chan struct{})
+			go func() {
+				defer close(highDone)
+				if high != nil {
+					high.openLoop(ctx, c.HighRate, c.Duration)
+				}
+			}()
 			snd.openLoop(ctx, c.Rate, c.Duration)
 			waitNotices()
+			<-highDone
 		}()
 		tick := time.NewTicker(500 * time.Millisecond)
 	wait:
@@ -471,7 +497,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			rep.GeneratorCPUPct += 100 * r.CPUSeconds / window.Seconds()
 		}
 	}
-	rep.account(layout, snd, results, sendStart, sendEnd)
+	rep.compress = c.Compress
+	rep.account(layout, snd, high, results, sendStart, sendEnd)
 	rep.accountNotices(notices, results, sendEnd.Sub(sendStart))
 	if c.RedisAddr != "" && len(layout.Rooms) > 0 {
 		if n, err := repeatedIDs(ctx, c.RedisAddr, layout.Rooms); err != nil {

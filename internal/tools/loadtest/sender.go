@@ -36,6 +36,9 @@ type SendSpec struct {
 	Targets     int
 	UserBase    int64
 	AdminSecret string
+	// High sends high-priority messages ("priority":1, content "lh:"),
+	// with AdminSecret; otherwise contents are "lt:" (density.go).
+	High bool
 }
 
 // sender posts load-test messages and records what logic answered.
@@ -118,11 +121,16 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		if j > 0 {
 			buf.WriteByte(',')
 		}
-		buf.WriteString(`{"content":"lt:`)
+		buf.WriteString(`{"content":"`)
+		buf.WriteString(s.prefix())
 		buf.WriteString(strconv.FormatUint(first+j, 10))
 		buf.WriteByte(':')
 		buf.WriteString(strconv.FormatInt(start.UnixNano(), 10))
-		buf.WriteString(`"}`)
+		if s.spec.High {
+			buf.WriteString(`","priority":1}`)
+		} else {
+			buf.WriteString(`"}`)
+		}
 	}
 	buf.WriteString(`]}`)
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
@@ -167,6 +175,15 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		s.lat.Add(end.Sub(start))
 		s.status[code]++
 	}
+}
+
+// prefix starts the content of each message: "lt:", or "lh:" for high
+// priority.
+func (s *sender) prefix() string {
+	if s.spec.High {
+		return "lh:"
+	}
+	return "lt:"
 }
 
 // openLoop sends at rate requests per second for d on a fixed schedule:
