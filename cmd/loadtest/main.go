@@ -108,7 +108,7 @@ func run(args []string) int {
 	fs.Float64Var(&c.BroadcastRate, "broadcast-rate", 0, "broadcasts per second (POST /logic/broadcast) to every viewer")
 	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate, -broadcast-rate and -high-rate")
 	tiers := fs.String("tiers", "", "viewers' density caps as CAP:SHARE,... (CAP a number or all; shares sum to 1), e.g. 30:0.99,all:0.01: capped viewers dial with density=CAP and are held to it over 10 s windows")
-	fs.Float64Var(&c.HighRate, "high-rate", 0, "high-priority messages per second (\"priority\":1, with -admin-secret), accounted exactly for every viewer of every tier")
+	fs.Float64Var(&c.HighRate, "high-rate", 0, "high-priority messages per second (POST /logic/admin/send with -admin-secret, \"priority\":1), accounted exactly for every viewer of every tier")
 	fs.BoolVar(&c.Compress, "compress", false, "viewers offer permessage-deflate")
 	fs.DurationVar(&c.TargetHighP99, "target-high-p99", 0, "report whether the high-priority lane's p99 latency stays under this")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "the comets' auth.hmac_secret, for -user-rate: each viewer proves its user with a token it signs (comets send user notices only to proven users)")

@@ -365,6 +365,10 @@ type WireStats struct {
 	PerDelivered    float64 `json:"bytesPerDelivered"`
 	PayloadPerDeliv float64 `json:"payloadBytesPerDelivered"` // after decompression
 	Compress        bool    `json:"compressionOffered"`
+	// The comets' CPU over the sending and drain window per delivery
+	// and per viewer-second of the whole-time viewers, in microseconds.
+	CometUsPerDelivery     float64 `json:"cometUsPerDelivery"`
+	CometUsPerViewerSecond float64 `json:"cometUsPerViewerSecond"`
 }
 
 // addLanes merges a worker's tiers and high-lane latencies into the
@@ -398,9 +402,24 @@ func (rep *Report) accountHigh(high *sender, sendFor time.Duration, rooms map[in
 			w.Delivered += t.Delivered
 			payload += t.Payload
 		}
+		var cometCPU, window float64
+		viewers := 0
+		for _, sv := range rep.Servers {
+			if strings.HasPrefix(sv.Name, "comet") && sv.CPUPct > 0 {
+				cometCPU += sv.CPUSeconds
+				window = 100 * sv.CPUSeconds / sv.CPUPct
+			}
+		}
+		for _, t := range rep.Tiers {
+			viewers += t.Viewers
+		}
 		if w.Delivered > 0 {
 			w.PerDelivered = float64(w.Bytes) / float64(w.Delivered)
 			w.PayloadPerDeliv = float64(payload) / float64(w.Delivered)
+			w.CometUsPerDelivery = 1e6 * cometCPU / float64(w.Delivered)
+		}
+		if viewers > 0 && window > 0 {
+			w.CometUsPerViewerSecond = 1e6 * cometCPU / float64(viewers) / window
 		}
 		rep.Wire = w
 	}
@@ -496,5 +515,6 @@ func (rep *Report) printLanes(p func(string, ...any)) {
 	if w := rep.Wire; w != nil {
 		p("wire: %d bytes read by the whole-time viewers' sockets for %d deliveries: %.1f bytes per delivered comment (%.1f after decompression; permessage-deflate offered: %v)",
 			w.Bytes, w.Delivered, w.PerDelivered, w.PayloadPerDeliv, w.Compress)
+		p("  comets' CPU: %.2f us per delivery, %.2f us per viewer-second", w.CometUsPerDelivery, w.CometUsPerViewerSecond)
 	}
 }

@@ -36,8 +36,9 @@ type SendSpec struct {
 	Targets     int
 	UserBase    int64
 	AdminSecret string
-	// High sends high-priority messages ("priority":1, content "lh:"),
-	// with AdminSecret; otherwise contents are "lt:" (density.go).
+	// High sends high-priority messages ("priority":1, contents "lh:")
+	// through POST /logic/admin/send with AdminSecret; otherwise contents
+	// are "lt:" (density.go).
 	High bool
 }
 
@@ -85,6 +86,9 @@ func newSender(spec SendSpec) *sender {
 		n, path = 1, "/logic/broadcast"
 	default:
 		n = len(spec.Layout.Rooms)
+		if spec.High {
+			path = "/logic/admin/send"
+		}
 	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -115,7 +119,11 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		buf.WriteString(s.spec.Layout.Rooms[room])
 		buf.WriteString(`","userId":`)
 		buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
-		buf.WriteString(`,"userName":"lt","messages":[`)
+		buf.WriteString(`,"userName":"lt",`)
+		if s.spec.High {
+			buf.WriteString(`"priority":1,`)
+		}
+		buf.WriteString(`"messages":[`)
 	}
 	for j := uint64(0); j < k; j++ {
 		if j > 0 {
@@ -126,11 +134,7 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		buf.WriteString(strconv.FormatUint(first+j, 10))
 		buf.WriteByte(':')
 		buf.WriteString(strconv.FormatInt(start.UnixNano(), 10))
-		if s.spec.High {
-			buf.WriteString(`","priority":1}`)
-		} else {
-			buf.WriteString(`"}`)
-		}
+		buf.WriteString(`"}`)
 	}
 	buf.WriteString(`]}`)
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
