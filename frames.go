@@ -1,5 +1,7 @@
 package danmaku
 
+import "encoding/json"
+
 // The WebSocket frames between a comet and its viewers (docs/protocol.md),
 // apart from the msgs frame (Batch) and the notice frames (NoticeFrame).
 
@@ -76,4 +78,79 @@ type OnlineFrame struct {
 	Op     string `json:"op"`
 	Room   string `json:"room"`
 	Online int64  `json:"online"`
+}
+
+// ServerFrame is any frame a comet sends a viewer, decoded by UnmarshalJSON
+// into the type of its op: one of the pointers is set, none for a pong or
+// an op this version does not know (a client skips those). Go clients
+// read frames with it, the test viewers among them.
+type ServerFrame struct {
+	Op           string
+	Welcome      *Welcome
+	Msgs         *Batch
+	Del          *DelFrame
+	Notices      *NoticeFrame // op user or all
+	Error        *ErrorFrame
+	Online       *OnlineFrame
+	Unsubscribed *Unsubscribed
+}
+
+// frame returns the value f holds, nil when none.
+func (f *ServerFrame) frame() any {
+	switch {
+	case f.Welcome != nil:
+		return f.Welcome
+	case f.Msgs != nil:
+		return f.Msgs
+	case f.Del != nil:
+		return f.Del
+	case f.Notices != nil:
+		return f.Notices
+	case f.Error != nil:
+		return f.Error
+	case f.Online != nil:
+		return f.Online
+	case f.Unsubscribed != nil:
+		return f.Unsubscribed
+	}
+	return nil
+}
+
+// MarshalJSON encodes the frame f holds ({"op":...} alone when none).
+func (f ServerFrame) MarshalJSON() ([]byte, error) {
+	if v := f.frame(); v != nil {
+		return json.Marshal(v)
+	}
+	return json.Marshal(struct {
+		Op string `json:"op"`
+	}{f.Op})
+}
+
+// UnmarshalJSON decodes a frame into the type of its op.
+func (f *ServerFrame) UnmarshalJSON(b []byte) error {
+	*f = ServerFrame{Op: opOf(b)}
+	switch f.Op {
+	case OpWelcome:
+		f.Welcome = new(Welcome)
+	case OpMsgs:
+		f.Msgs = new(Batch)
+	case OpDel:
+		f.Del = new(DelFrame)
+	case OpUser, OpAll:
+		f.Notices = new(NoticeFrame)
+	case OpError:
+		f.Error = new(ErrorFrame)
+	case OpOnline:
+		f.Online = new(OnlineFrame)
+	case OpUnsubscribed:
+		f.Unsubscribed = new(Unsubscribed)
+	case "":
+		return Errorf(EINVALID, "op", "frame without op: %.100s", b)
+	default:
+		return nil
+	}
+	if err := json.Unmarshal(b, f.frame()); err != nil {
+		return Errorf(EINVALID, "body", "decode %s frame: %v", f.Op, err)
+	}
+	return nil
 }

@@ -13,8 +13,9 @@ import (
 
 // TestProtocolExamples round-trips every frame example of
 // docs/protocol.md through the types of this package: decoded with no
-// field left over and encoded again, it says the same; frames of the ops
-// job also pushes to comets do so through danmaku.Push too. Examples with
+// field left over and encoded again, it says the same; so do they through
+// the union types danmaku.ServerFrame (frames to viewers) and danmaku.Push
+// (job's push bodies). Examples with
 // placeholders that are not JSON ("ts":...) are left out.
 func TestProtocolExamples(t *testing.T) {
 	doc, err := os.ReadFile("docs/protocol.md")
@@ -38,8 +39,12 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpUser:         {func() any { return new(danmaku.NoticeFrame) }, func() any { return new(danmaku.NoticePush) }},
 		danmaku.OpAll:          {func() any { return new(danmaku.NoticeFrame) }},
 	}
-	// The ops of frames that are also push bodies (danmaku.Push).
+	// The ops of frames that are also push bodies (danmaku.Push), and of
+	// the frames a comet sends viewers (danmaku.ServerFrame; a del or user
+	// example may be a push body only).
 	pushOps := map[string]bool{danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpUser: true, danmaku.OpAll: true}
+	serverOps := map[string]bool{danmaku.OpWelcome: true, danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpUser: true,
+		danmaku.OpAll: true, danmaku.OpError: true, danmaku.OpOnline: true, danmaku.OpUnsubscribed: true, danmaku.OpPong: true}
 	seen := map[string]int{}
 	for _, ex := range regexp.MustCompile(`\{"op":"[a-z]+"[^\n`+"`"+`|]*\}`).FindAll(doc, -1) {
 		var probe struct{ Op string }
@@ -54,16 +59,12 @@ func TestProtocolExamples(t *testing.T) {
 		if !roundTrips(t, ex, makers) {
 			t.Errorf("%s does not round-trip through %T", ex, makers[0]())
 		}
-		if pushOps[probe.Op] {
-			var p danmaku.Push
-			var out []byte
-			err := json.Unmarshal(ex, &p)
-			if err == nil {
-				out, err = json.Marshal(p)
-			}
-			if err != nil || !sameJSON(t, out, ex) {
-				t.Errorf("%s does not round-trip through danmaku.Push: %s", ex, out)
-			}
+		push := pushOps[probe.Op] && through(t, ex, new(danmaku.Push))
+		if pushOps[probe.Op] && !push {
+			t.Errorf("%s does not round-trip through danmaku.Push", ex)
+		}
+		if serverOps[probe.Op] && !through(t, ex, new(danmaku.ServerFrame)) && !push {
+			t.Errorf("%s does not round-trip through danmaku.ServerFrame", ex)
 		}
 		seen[probe.Op]++
 	}
@@ -102,4 +103,32 @@ func roundTrips(t *testing.T, ex []byte, makers []func() any) bool {
 		}
 	}
 	return false
+}
+
+// through reports whether ex decodes into v (a union type with its own
+// decoder) and encodes back to the same JSON value.
+func through(t *testing.T, ex []byte, v any) bool {
+	if json.Unmarshal(ex, v) != nil {
+		return false
+	}
+	out, err := json.Marshal(v)
+	return err == nil && sameJSON(t, out, ex)
+}
+
+// A frame of an op this version does not know decodes to its op alone (a
+// client skips it); a frame without op is refused.
+func TestServerFrameOps(t *testing.T) {
+	var f danmaku.ServerFrame
+	if err := json.Unmarshal([]byte(`{"room":"r","op":"later","x":1}`), &f); err != nil || f.Op != "later" || f != (danmaku.ServerFrame{Op: "later"}) {
+		t.Fatalf("unknown op: %+v, %v", f, err)
+	}
+	if err := json.Unmarshal([]byte(`{"room":"r"}`), &f); danmaku.ErrorField(err) != "op" {
+		t.Fatalf("no op: %v", err)
+	}
+	if err := json.Unmarshal([]byte(`{"op":"msgs","msgs":{}}`), &f); danmaku.ErrorField(err) != "body" {
+		t.Fatalf("bad msgs: %v", err)
+	}
+	if err := json.Unmarshal([]byte(`{"op":"welcome","room":"r","connId":"c","online":3}`), &f); err != nil || f.Welcome == nil || f.Welcome.Online != 3 {
+		t.Fatalf("welcome: %+v, %v", f, err)
+	}
 }

@@ -50,7 +50,7 @@ func (p Push) MarshalJSON() ([]byte, error) {
 func (p *Push) UnmarshalJSON(b []byte) error {
 	*p = Push{}
 	var v any
-	switch op := pushOp(b); op {
+	switch op := opOf(b); op {
 	case OpMsgs:
 		p.Batch = new(Batch)
 		v = p.Batch
@@ -134,9 +134,9 @@ func checkNoticeIDs(field string, msgs []Notice) error {
 	return nil
 }
 
-// pushOp returns the op of a push body: cheaply when "op" is its first key
-// (job writes it first), else by decoding the body.
-func pushOp(body []byte) string {
+// opOf returns the op of a push body or frame: cheaply when "op" is its
+// first key (job and the comets write it first), else by decoding it.
+func opOf(body []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return ""

@@ -111,40 +111,26 @@ type Frame struct {
 	First, Last int64 // positions of the first and last message
 }
 
-type inFrame struct {
-	Op        string `json:"op"`
-	Room      string `json:"room"`
-	Epoch     string `json:"epoch"`
-	Pos       int64  `json:"pos"`
-	Recovered *bool  `json:"recovered"`
-	Replay    bool   `json:"replay"`
-	Msgs      []struct {
-		danmaku.Message
-		Data json.RawMessage `json:"data"` // of a notice
-	} `json:"msgs"`
-	IDs []string `json:"ids"` // of a del frame
-}
-
 // decoded holds the last frames decoded, by their bytes: the viewers of a
 // room receive the same bytes (a comet encodes a batch once for all), so
 // each frame is decoded once however many viewers the test runs. The
 // decoded frames are shared and never modified.
 var decoded = struct {
 	sync.Mutex
-	m     map[string]*inFrame
+	m     map[string]*danmaku.ServerFrame
 	order []string
-}{m: map[string]*inFrame{}}
+}{m: map[string]*danmaku.ServerFrame{}}
 
 const decodedFrames = 1024
 
-func decode(data []byte) (*inFrame, error) {
+func decode(data []byte) (*danmaku.ServerFrame, error) {
 	decoded.Lock()
 	f, ok := decoded.m[string(data)]
 	decoded.Unlock()
 	if ok {
 		return f, nil
 	}
-	f = new(inFrame)
+	f = new(danmaku.ServerFrame)
 	if err := json.Unmarshal(data, f); err != nil {
 		return nil, fmt.Errorf("bad frame %q: %v", data, err)
 	}
@@ -322,18 +308,18 @@ func (v *Viewer) session(ws *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
-		switch f.Op {
-		case "welcome":
-			conn = v.welcomed(f, u, since)
-		case danmaku.OpMsgs:
+		switch {
+		case f.Welcome != nil:
+			conn = v.welcomed(f.Welcome, u, since)
+		case f.Msgs != nil:
 			if conn == 0 {
 				return fmt.Errorf("msgs frame before the welcome: %.200s", data)
 			}
-			v.received(f, conn)
-		case danmaku.OpDel:
-			v.deleted(f, conn)
-		case danmaku.OpUser, danmaku.OpAll:
-			v.notified(f)
+			v.received(f.Msgs, conn)
+		case f.Del != nil:
+			v.deleted(f.Del, conn)
+		case f.Notices != nil:
+			v.notified(f.Notices)
 		}
 	}
 }
@@ -350,7 +336,7 @@ func isClosed(c chan struct{}) bool {
 // welcomed takes the timeline from a welcome like danmaku.js: a recovered
 // resume keeps the client's position, anything else starts at the
 // welcome's.
-func (v *Viewer) welcomed(f *inFrame, u string, since int64) int {
+func (v *Viewer) welcomed(f *danmaku.Welcome, u string, since int64) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.conns++
@@ -363,7 +349,7 @@ func (v *Viewer) welcomed(f *inFrame, u string, since int64) int {
 }
 
 // received shows a msgs frame's new messages and moves the position on.
-func (v *Viewer) received(f *inFrame, conn int) {
+func (v *Viewer) received(f *danmaku.Batch, conn int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	fr := Frame{Conn: conn, Room: f.Room, Replay: f.Replay, Epoch: f.Epoch, N: len(f.Msgs)}
@@ -374,7 +360,7 @@ func (v *Viewer) received(f *inFrame, conn int) {
 	var top int64
 	now := time.Now()
 	for _, m := range f.Msgs {
-		v.arrivals = append(v.arrivals, Arrival{Msg: m.Message, Epoch: f.Epoch, Replay: f.Replay, Conn: conn})
+		v.arrivals = append(v.arrivals, Arrival{Msg: m, Epoch: f.Epoch, Replay: f.Replay, Conn: conn})
 	}
 	for _, m := range f.Msgs {
 		top = max(top, m.Pos)
@@ -404,21 +390,19 @@ func (v *Viewer) received(f *inFrame, conn int) {
 }
 
 // deleted records a del frame's ids.
-func (v *Viewer) deleted(f *inFrame, conn int) {
+func (v *Viewer) deleted(f *danmaku.DelFrame, conn int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, id := range f.IDs {
-		v.arrivals = append(v.arrivals, Arrival{Deleted: id, Epoch: f.Epoch, Conn: conn})
+		v.arrivals = append(v.arrivals, Arrival{Deleted: id, Conn: conn})
 	}
 }
 
 // notified records a notice frame's notices.
-func (v *Viewer) notified(f *inFrame) {
+func (v *Viewer) notified(f *danmaku.NoticeFrame) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, m := range f.Msgs {
-		v.notices[f.Op] = append(v.notices[f.Op], danmaku.Notice{ID: m.ID, TS: m.TS, Content: m.Content, Data: m.Data})
-	}
+	v.notices[f.Op] = append(v.notices[f.Op], f.Msgs...)
 }
 
 // Drop cuts the connection (a network drop) and does not reconnect until
