@@ -38,6 +38,9 @@ type AdminRequest struct {
 	Duration string `json:"duration,omitempty"`
 	// IDs are the ids of the messages to delete, as viewers got them.
 	IDs []string `json:"ids,omitempty"`
+	// StreamID names the stream a stream/start starts (empty: a new id)
+	// or a stream/end ends (empty: the room's live stream).
+	StreamID string `json:"streamId,omitempty"`
 	// Actor names the moderator for the log (the secret is shared, so
 	// this is what tells moderators apart); empty logs "unnamed".
 	Actor string `json:"actor,omitempty"`
@@ -60,6 +63,11 @@ type AdminResponse struct {
 	Found   int      `json:"found,omitempty"`
 	Missing []string `json:"missing,omitempty"`
 	EventID string   `json:"eventId,omitempty"`
+	// StreamID and At are the stream a stream/start or stream/end acted
+	// on (empty for an end of whatever stream is live) and when, Unix
+	// milliseconds: comments accepted from then on belong to it.
+	StreamID string `json:"streamId,omitempty"`
+	At       int64  `json:"at,omitempty"`
 	// Mode and Words describe the blocked-word list after a reload.
 	Mode  string `json:"mode,omitempty"`
 	Words *int   `json:"words,omitempty"`

@@ -67,6 +67,8 @@ func TestEventEnvelopeRoundTrip(t *testing.T) {
 	for _, ev := range []danmaku.Event{
 		{Op: danmaku.OpDel, Room: "video_123", ID: "ev1", IDs: []string{"a", "b"}},
 		{Op: danmaku.OpBan, Room: "video_123", ID: "ev2", User: "42", Until: 1730620801123},
+		{Op: danmaku.OpStreamStart, Room: "video_123", ID: "ev3", Stream: "s1", At: 1730620801123},
+		{Op: danmaku.OpStreamEnd, Room: "video_123", ID: "ev4", At: 1730620801123},
 	} {
 		b, err := danmaku.MarshalEvent(ev)
 		if err != nil {
@@ -78,7 +80,7 @@ func TestEventEnvelopeRoundTrip(t *testing.T) {
 		}
 		if e.V != danmaku.EventEnvelopeVersion || e.Room != ev.Room || e.Event == nil || e.Event.Op != ev.Op ||
 			e.Event.ID != ev.ID || strings.Join(e.Event.IDs, ",") != strings.Join(ev.IDs, ",") ||
-			e.Event.User != ev.User || e.Event.Until != ev.Until {
+			e.Event.User != ev.User || e.Event.Until != ev.Until || e.Event.Stream != ev.Stream || e.Event.At != ev.At {
 			t.Fatalf("round trip of %+v: %+v %+v", ev, e, e.Event)
 		}
 	}
@@ -86,15 +88,18 @@ func TestEventEnvelopeRoundTrip(t *testing.T) {
 
 func TestEventEnvelopeRejects(t *testing.T) {
 	cases := map[string]struct{ body, field string }{
-		"newer than v3":  {`{"v":4,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x"]}}`, "envelope.v"},
-		"other room":     {`{"v":2,"room":"r","event":{"op":"del","room":"s","id":"e","ids":["x"]}}`, "envelope.event.room"},
-		"unknown op":     {`{"v":2,"room":"r","event":{"op":"kick","room":"r","id":"e"}}`, "event.op"},
-		"no event id":    {`{"v":2,"room":"r","event":{"op":"del","room":"r","ids":["x"]}}`, "event.id"},
-		"no ids":         {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e"}}`, "event.ids"},
-		"bad id":         {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x","a:b"]}}`, "event.ids[1]"},
-		"ban no user":    {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","until":5}}`, "event.user"},
-		"ban no until":   {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","user":"7"}}`, "event.until"},
-		"message no id2": {`{"v":2,"room":"r","msg":{}}`, "envelope.msg.id"},
+		"newer than v3":   {`{"v":4,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x"]}}`, "envelope.v"},
+		"other room":      {`{"v":2,"room":"r","event":{"op":"del","room":"s","id":"e","ids":["x"]}}`, "envelope.event.room"},
+		"unknown op":      {`{"v":2,"room":"r","event":{"op":"kick","room":"r","id":"e"}}`, "event.op"},
+		"no event id":     {`{"v":2,"room":"r","event":{"op":"del","room":"r","ids":["x"]}}`, "event.id"},
+		"no ids":          {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e"}}`, "event.ids"},
+		"bad id":          {`{"v":2,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x","a:b"]}}`, "event.ids[1]"},
+		"ban no user":     {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","until":5}}`, "event.user"},
+		"ban no until":    {`{"v":2,"room":"r","event":{"op":"ban","room":"r","id":"e","user":"7"}}`, "event.until"},
+		"start no stream": {`{"v":2,"room":"r","event":{"op":"stream_start","room":"r","id":"e","at":5}}`, "event.stream"},
+		"end bad stream":  {`{"v":2,"room":"r","event":{"op":"stream_end","room":"r","id":"e","stream":"a b","at":5}}`, "event.stream"},
+		"end no at":       {`{"v":2,"room":"r","event":{"op":"stream_end","room":"r","id":"e"}}`, "event.at"},
+		"message no id2":  {`{"v":2,"room":"r","msg":{}}`, "envelope.msg.id"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -106,6 +111,15 @@ func TestEventEnvelopeRejects(t *testing.T) {
 	}
 	if _, err := danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpDel, Room: "r", ID: "e"}); danmaku.ErrorField(err) != "event.ids" {
 		t.Fatalf("MarshalEvent of a del without ids: %v", err)
+	}
+}
+
+// Stream events are the archive's: job does not deliver them to comets.
+func TestEventForViewers(t *testing.T) {
+	for op, want := range map[string]bool{danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpStreamStart: false, danmaku.OpStreamEnd: false} {
+		if got := (&danmaku.Event{Op: op}).ForViewers(); got != want {
+			t.Errorf("%s: ForViewers = %v, want %v", op, got, want)
+		}
 	}
 }
 

@@ -11,6 +11,12 @@ const (
 	// close code 4003. Joins while the ban lasts are refused by the
 	// registry, not by this event.
 	OpBan = "ban"
+	// OpStreamStart and OpStreamEnd start and end a stream of the room
+	// (a live session whose comments the archive keeps for replay). They
+	// are for the archive alone: job consumes them without delivering
+	// them, comets never see them (see ForViewers).
+	OpStreamStart = "stream_start"
+	OpStreamEnd   = "stream_end"
 )
 
 // MaxDelIDs is the most message ids one del event carries.
@@ -39,6 +45,10 @@ type Event struct {
 	// Batch.Dels).
 	Epoch string `json:"epoch,omitempty"`
 	Dels  int64  `json:"dels,omitempty"`
+	// Stream is the stream a stream event starts or ends (an end without
+	// it ends the room's live stream), At when (Unix milliseconds).
+	Stream string `json:"stream,omitempty"`
+	At     int64  `json:"at,omitempty"`
 }
 
 // Check reports whether ev is a valid event; the error is EINVALID and
@@ -67,8 +77,23 @@ func (ev *Event) Check() error {
 		if ev.Until <= 0 {
 			return Errorf(EINVALID, "event.until", "must be a time in Unix milliseconds")
 		}
+	case OpStreamStart, OpStreamEnd:
+		if ev.Op == OpStreamStart || ev.Stream != "" {
+			if err := CheckID("event.stream", ev.Stream); err != nil {
+				return err
+			}
+		}
+		if ev.At <= 0 {
+			return Errorf(EINVALID, "event.at", "must be a time in Unix milliseconds")
+		}
 	default:
 		return Errorf(EINVALID, "event.op", "unknown event op %q", ev.Op)
 	}
 	return nil
+}
+
+// ForViewers reports whether job delivers ev to the room's comets: every
+// moderation event does; stream events are for the archive alone.
+func (ev *Event) ForViewers() bool {
+	return ev.Op != OpStreamStart && ev.Op != OpStreamEnd
 }

@@ -158,3 +158,43 @@ func TestEventSurvivesACrash(t *testing.T) {
 		return nil
 	})
 }
+
+// Stream events are the archive's: job neither delivers nor counts them as
+// invalid, the messages around them go out in order, and their offsets
+// are committed.
+func TestStreamEventsSkipped(t *testing.T) {
+	e := newEnv(t, 1)
+	room := testkit.Uniq("room")
+	v := e.viewer(e.comets[0], room)
+	e.waitOnline(room, 1)
+	j := e.startJob(jobConfig(), nil)
+	now := time.Now().UnixMilli()
+	e.write(msgRecord(t, room, "m1"),
+		e.eventRecord(danmaku.Event{Op: danmaku.OpStreamStart, Room: room, ID: testkit.Uniq("ev"), Stream: "s1", At: now}),
+		msgRecord(t, room, "m2"),
+		e.eventRecord(danmaku.Event{Op: danmaku.OpStreamEnd, Room: room, ID: testkit.Uniq("ev"), At: now}),
+		msgRecord(t, room, "m3"))
+	want := []string{"m1", "m2", "m3"}
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		if got := v.arrived(); !slices.Equal(got, want) {
+			return fmt.Errorf("arrivals %v, want %v", got, want)
+		}
+		if n, err := e.committed(); err != nil || n != 5 {
+			return fmt.Errorf("committed %d, %v; want 5", n, err)
+		}
+		return nil
+	})
+	if n := counter(t, j.reg, "danmaku_job_invalid_total"); n != 0 {
+		t.Errorf("invalid records %v, want 0", n)
+	}
+	for _, op := range []string{danmaku.OpStreamStart, danmaku.OpStreamEnd} {
+		for _, result := range []string{"delivered", "duplicate"} {
+			if n := counter(t, j.reg, "danmaku_job_events_total", "op", op, "result", result); n != 0 {
+				t.Errorf("%s events %s: %v, want none", op, result, n)
+			}
+		}
+	}
+	if n := counter(t, j.reg, "danmaku_job_retries_total", "reason", "push"); n != 0 {
+		t.Errorf("push retries %v: a stream event went to a comet", n)
+	}
+}

@@ -266,6 +266,11 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		s.acceptNotice(rec, now)
 		return
 	}
+	if ev := rec.env.Event; ev != nil && !ev.ForViewers() {
+		// A stream event is the archive's: nothing to deliver here.
+		s.offsets.finished(rec.part, rec.off)
+		return
+	}
 	r := s.room(rec.env.Room)
 	high := rec.env.Msg.Priority.High()
 	if rec.env.Event != nil {

@@ -29,8 +29,10 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/unban         {"userId","roomId","actor"?}
 //	POST /logic/admin/delete        {"roomId","ids":[...],"actor"?}
 //	POST /logic/admin/words/reload  {"actor"?}
+//	POST /logic/admin/stream/start  {"roomId","streamId"?,"actor"?}
+//	POST /logic/admin/stream/end    {"roomId","streamId"?,"actor"?}
 //
-// Ban and delete are in moderation.go.
+// Ban and delete are in moderation.go, streams in vod.go.
 func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/mute", "admin", s.admin("mute", s.adminMute))
 	s.handleOn(s.adminMux, "/logic/admin/unmute", "admin", s.admin("unmute", s.adminUnmute))
@@ -38,6 +40,8 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/unban", "admin", s.admin("unban", s.adminUnban))
 	s.handleOn(s.adminMux, "/logic/admin/delete", "admin", s.admin("delete", s.adminDelete))
 	s.handleOn(s.adminMux, "/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
+	s.handleOn(s.adminMux, "/logic/admin/stream/start", "admin", s.admin("stream_start", s.adminStreamStart))
+	s.handleOn(s.adminMux, "/logic/admin/stream/end", "admin", s.admin("stream_end", s.adminStreamEnd))
 }
 
 // The bodies of the admin routes, declared in the root package.
