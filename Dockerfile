@@ -13,14 +13,14 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
-        ./cmd/logic ./cmd/job ./cmd/comet ./cmd/danmaku ./cmd/healthcheck
+        ./cmd/logic ./cmd/job ./cmd/comet ./cmd/archive ./cmd/danmaku ./cmd/healthcheck
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
 COPY configs/ /etc/danmaku/
 USER nonroot:nonroot
-# 8090 logic / all-in-one, 8080 comet public, 8081 comet internal, 8082 job metrics
-EXPOSE 8090 8080 8081 8082
+# 8090 logic / all-in-one, 8080 comet public, 8081 comet internal, 8082 job metrics, 8083 archive metrics
+EXPOSE 8090 8080 8081 8082 8083
 # The all-in-one binds loopback by default; in a container it must listen
 # on the container's interface for -p to reach it.
 CMD ["/usr/local/bin/danmaku", "-logic.listen=:8090"]

@@ -55,7 +55,7 @@ func (s set) has(importPath string) bool {
 }
 
 var (
-	roles = []string{"logic/...", "job/...", "comet/..."}
+	roles = []string{"logic/...", "job/...", "comet/...", "archive/..."}
 	// Test libraries and tools: never linked into a binary that ships. The
 	// load tool's command is one of the tools.
 	testsAndTools = []string{"internal/testkit/...", "internal/tools/...", "e2e/...", "cmd/loadtest"}
@@ -74,6 +74,10 @@ var depRules = []depRule{
 	{pkgs("...").but(testsAndTools...), ext("testing"), "production code never links package testing"},
 	{pkgs("cmd/job"), ext("github.com/gorilla/websocket/..."), "job pushes to comets over HTTP; it has no business with WebSockets"},
 	{pkgs("cmd/job"), pkgs("web", "comet/..."), "job serves no page and holds no viewer"},
+	{pkgs("archive/..."), pkgs("logic/...", "job/...", "comet/..."), "a role imports no other role; what they share lives in the root, route or internal/"},
+	{pkgs("logic/...", "job/...", "comet/..."), pkgs("archive/..."), "a role imports no other role; the archive's database is vodstore"},
+	{pkgs("cmd/archive"), ext("github.com/gorilla/websocket/..."), "the archive reads Kafka and writes a database; it holds no viewer"},
+	{pkgs("cmd/archive"), pkgs("web", "comet/...", "route/..."), "the archive serves no page and needs no Redis"},
 	{pkgs("vodstore/..."), pkgs(roles...), "vodstore is the archive's database; the archive writes it and logic reads it, it knows neither"},
 	{pkgs("comet/..."), pkgs("web"), "the comet binary serves the page; package comet does not link its assets"},
 }
@@ -166,6 +170,8 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 			{p("internal/testkit/stack"), []string{p("route"), "testing"}},
 			{p("web"), nil},
 			{p("vodstore"), []string{p(""), "github.com/jackc/pgx/v5"}},
+			{p("archive"), []string{p(""), p("vodstore")}},
+			{p("cmd/archive"), []string{p("archive")}},
 		}
 		for i := range g {
 			g[i].Deps = append(g[i].Deps, extra[g[i].ImportPath]...)
@@ -176,14 +182,16 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 		t.Fatalf("graph within the rules: %v", v)
 	}
 	v := violations(graph(map[string][]string{
-		p(""):         {p("internal/config")},
-		p("route"):    {p("job")},
-		p("logic"):    {p("comet")},
-		p("job"):      {p("logic")},
-		p("comet"):    {p("job"), p("web")},
-		p("web"):      {p("internal/testkit"), "testing"},
-		p("cmd/job"):  {"github.com/gorilla/websocket", p("web")},
-		p("vodstore"): {p("logic")},
+		p(""):            {p("internal/config")},
+		p("route"):       {p("job")},
+		p("logic"):       {p("comet")},
+		p("job"):         {p("logic")},
+		p("comet"):       {p("job"), p("web"), p("archive")},
+		p("web"):         {p("internal/testkit"), "testing"},
+		p("cmd/job"):     {"github.com/gorilla/websocket", p("web")},
+		p("vodstore"):    {p("logic")},
+		p("archive"):     {p("logic")},
+		p("cmd/archive"): {"github.com/gorilla/websocket", p("route")},
 	}), depRules)
 	for i, r := range depRules {
 		if !slices.ContainsFunc(v, func(v violation) bool { return v.rule == i }) {

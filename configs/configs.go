@@ -5,7 +5,7 @@ package configs
 
 import "embed"
 
-// Files holds logic.yaml, job.yaml, comet.yaml and danmaku.yaml.
+// Files holds logic.yaml, job.yaml, comet.yaml, archive.yaml and danmaku.yaml.
 //
 //go:embed *.yaml
 var Files embed.FS

@@ -2,10 +2,8 @@ package vodstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/danmaku/danmaku/internal/testkit/pgserver"
@@ -13,41 +11,9 @@ import (
 	"github.com/danmaku/danmaku/vodstore"
 )
 
-var (
-	pg    *pgserver.Server
-	dbSeq atomic.Int64
-)
+func TestMain(m *testing.M) { os.Exit(pgserver.Run(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if pg != nil {
-		pg.Remove()
-	}
-	os.Exit(code)
-}
-
-// postgres returns the package's PostgreSQL server, started on first use.
-func postgres(t *testing.T) *pgserver.Server {
-	t.Helper()
-	if pg == nil {
-		s, err := pgserver.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			s.Remove()
-			t.Fatal(err)
-		}
-		pg = s
-	}
-	return pg
-}
-
-// OpenPostgres opens a store on a fresh database of the package's server.
-func openPostgres(t *testing.T) vodstore.Store {
-	dsn := postgres(t).DSN(t, fmt.Sprintf("vod%d", dbSeq.Add(1)))
-	return mustOpen(t, dsn)
-}
+func openPostgres(t *testing.T) vodstore.Store { return mustOpen(t, pgserver.FreshDSN(t)) }
 
 func openSQLite(t *testing.T) vodstore.Store {
 	return mustOpen(t, "sqlite:"+filepath.Join(t.TempDir(), "sub", "archive.db"))

@@ -254,3 +254,59 @@ func freeAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+var (
+	sharedMu  sync.Mutex
+	shared    *Server
+	sharedErr error
+	dbSeq     int
+)
+
+// Run runs the tests of a package and stops the server Shared started.
+//
+//	func TestMain(m *testing.M) { os.Exit(pgserver.Run(m)) }
+func Run(m *testing.M) int {
+	code := m.Run()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared != nil {
+		shared.Remove()
+		shared = nil
+	}
+	return code
+}
+
+// Shared returns the server shared by the tests of this process, started
+// on first use (stopped by Run).
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil && sharedErr == nil {
+		s, err := New()
+		if err == nil {
+			if err = s.Start(); err != nil {
+				s.Remove()
+			}
+		}
+		shared, sharedErr = s, err
+		if err != nil {
+			shared = nil
+		}
+	}
+	if sharedErr != nil {
+		tb.Fatal(sharedErr)
+	}
+	return shared
+}
+
+// FreshDSN returns the URL of a new, empty database on the shared server.
+func FreshDSN(tb testing.TB) string {
+	tb.Helper()
+	s := Shared(tb)
+	sharedMu.Lock()
+	dbSeq++
+	name := fmt.Sprintf("t%d_%d", os.Getpid()%100000, dbSeq)
+	sharedMu.Unlock()
+	return s.DSN(tb, name)
+}

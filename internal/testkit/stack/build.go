@@ -33,7 +33,7 @@ import (
 )
 
 // The binaries Build makes, each from ./cmd/<name>.
-var binaryNames = []string{"logic", "job", "comet", "devkafka", "danmaku"}
+var binaryNames = []string{"logic", "job", "comet", "archive", "devkafka", "danmaku"}
 
 var (
 	buildOnce sync.Once

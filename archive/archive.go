@@ -1,0 +1,371 @@
+// Package archive is the archive role: a Kafka consumer group of its own
+// on the room topic that writes every accepted comment, with its stream
+// and its video offset, to the archive's database (vodstore), for replay
+// over the stream's recording.
+//
+// Invariants:
+//   - Records are applied in partition order, in batches; a batch is one
+//     database transaction, and its offsets are committed only after it
+//     was written. A failed write is retried (consumption pauses), never
+//     skipped.
+//   - A comment belongs to the stream whose records [StartOff, EndOff) of
+//     the room's partition hold it: the stream events (from the admin
+//     API) mark those bounds, so a redelivered record lands in the stream
+//     it landed in before, and the database's key (stream, offset, id)
+//     keeps it from being stored twice. A client's retry (same id, later
+//     time) is caught by the ids remembered for retryWindow.
+//   - Deletions become tombstones of their room: whatever order the
+//     comment and its deletion are written in, reads never return it.
+//   - Records of a partition are expected one offset after the other; a
+//     jump (a rebalance gave the partition to another member and back)
+//     makes the archive forget what it knew of that partition's rooms and
+//     read their streams from the database again.
+package archive
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/vodstore"
+)
+
+// Archive consumes the room topic into a vodstore.Store.
+type Archive struct {
+	cfg   Config
+	kcfg  config.Kafka
+	store vodstore.Store
+	log   *zap.Logger
+	m     *metrics
+
+	reader *kafka.Reader
+	rooms  map[string]*room
+	// next is, per partition, the offset expected after the last record
+	// applied; lag the partition's records not yet written.
+	next map[int32]int64
+	lag  sync.Map // int32 -> int64
+
+	cancel    context.CancelFunc
+	done      chan struct{}
+	running   atomic.Bool
+	lastPrune time.Time
+}
+
+// Deps are what New needs besides the configuration.
+type Deps struct {
+	Kafka      config.Kafka
+	Store      vodstore.Store
+	Log        *zap.Logger
+	Registerer prometheus.Registerer
+}
+
+// New returns an archive that does nothing until Start.
+func New(cfg Config, d Deps) (*Archive, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Archive{cfg: cfg, kcfg: d.Kafka, store: d.Store, log: d.Log, rooms: map[string]*room{},
+		next: map[int32]int64{}, done: make(chan struct{})}
+	if a.log == nil {
+		a.log = zap.NewNop()
+	}
+	a.m = newMetrics(d.Registerer, a.lagSum)
+	return a, nil
+}
+
+// Start joins the consumer group and consumes in the background until
+// Shutdown.
+func (a *Archive) Start(ctx context.Context) error {
+	a.reader = kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           a.kcfg.Brokers,
+		GroupID:           a.cfg.Group,
+		Topic:             a.kcfg.Topic,
+		MinBytes:          1,
+		MaxBytes:          16 << 20,
+		MaxWait:           100 * time.Millisecond,
+		StartOffset:       kafka.FirstOffset,
+		CommitInterval:    0, // synchronous: committed when CommitMessages returns
+		HeartbeatInterval: a.cfg.HeartbeatInterval,
+		SessionTimeout:    a.cfg.SessionTimeout,
+		RebalanceTimeout:  a.cfg.RebalanceTimeout,
+		ReadBackoffMin:    50 * time.Millisecond,
+		ReadBackoffMax:    time.Second,
+		ErrorLogger:       kafka.LoggerFunc(a.log.Sugar().Debugf),
+	})
+	ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.running.Store(true)
+	go a.run(ctx)
+	return nil
+}
+
+// Ready reports whether the archive consumes and its database answers.
+func (a *Archive) Ready(ctx context.Context) error {
+	if !a.running.Load() {
+		return danmaku.Unavailable("the archive's consumer has not started", nil)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := a.store.Streams(ctx, "-", 1); err != nil {
+		return danmaku.Unavailable("the archive's database does not answer", err)
+	}
+	return nil
+}
+
+// Shutdown stops consuming after the batch in hand is written and
+// committed (or ctx ends), and leaves the group.
+func (a *Archive) Shutdown(ctx context.Context) error {
+	if a.cancel == nil {
+		return nil
+	}
+	a.cancel()
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return errors.New("archive: shutdown timed out while a batch was being written")
+	}
+	return a.reader.Close()
+}
+
+// run is the consuming loop: fetch a batch, apply it, write it, commit.
+func (a *Archive) run(ctx context.Context) {
+	defer close(a.done)
+	for ctx.Err() == nil {
+		msgs := a.fetch(ctx)
+		if len(msgs) == 0 {
+			a.idle(ctx)
+			continue
+		}
+		if !a.process(ctx, msgs) {
+			return // stopping before the batch was written: it is redelivered
+		}
+		a.commit(ctx, msgs)
+	}
+}
+
+// idleAfter is how long the loop waits for a first record before it
+// runs its idle work.
+const idleAfter = time.Second
+
+// fetch returns the next batch: up to BatchSize records, gathered for at
+// most BatchWait after the first; none after idleAfter without a record.
+func (a *Archive) fetch(ctx context.Context) []kafka.Message {
+	var msgs []kafka.Message
+	deadline := time.Now().Add(idleAfter)
+	for len(msgs) < a.cfg.BatchSize {
+		wait, cancel := context.WithDeadline(ctx, deadline)
+		m, err := a.reader.FetchMessage(wait)
+		waited := wait.Err() != nil
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !waited {
+				a.log.Debug("kafka fetch failed; retrying", zap.Error(err))
+				a.m.fetchErrors.Inc()
+				sleep(ctx, 200*time.Millisecond)
+			}
+			break
+		}
+		if len(msgs) == 0 {
+			deadline = time.Now().Add(a.cfg.BatchWait)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// process applies msgs and writes the batch, retrying until it is
+// written; false when ctx ended first.
+func (a *Archive) process(ctx context.Context, msgs []kafka.Message) bool {
+	recs := make([]record, len(msgs))
+	var rooms []string
+	oldest := time.Now()
+	for i, m := range msgs {
+		env, err := danmaku.UnmarshalEnvelope(m.Value)
+		recs[i] = record{part: int32(m.Partition), off: m.Offset, env: env, err: err}
+		if want, ok := a.next[int32(m.Partition)]; ok && want != m.Offset {
+			// Another member had the partition meanwhile, or records
+			// come again: what this process knows may be stale.
+			a.rooms = map[string]*room{}
+		}
+		a.next[int32(m.Partition)] = m.Offset + 1
+		if err == nil && env.Notice == nil {
+			rooms = append(rooms, env.Room)
+		}
+		if m.Time.Before(oldest) {
+			oldest = m.Time
+		}
+	}
+	for {
+		err := a.load(ctx, rooms, oldest)
+		if err == nil {
+			b, aerr := a.apply(ctx, recs)
+			if err = aerr; err == nil {
+				err = a.write(ctx, b)
+			}
+		}
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		a.m.writeErrors.Inc()
+		a.log.Warn("archive write failed; retrying the batch", zap.Int("records", len(recs)), zap.Error(err))
+		// What the failed attempt placed is read again from the database.
+		for _, id := range rooms {
+			delete(a.rooms, id)
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// load reads the streams of the rooms not known yet that may hold
+// records since oldest.
+func (a *Archive) load(ctx context.Context, rooms []string, oldest time.Time) error {
+	var todo []string
+	seen := map[string]bool{}
+	for _, id := range rooms {
+		if a.rooms[id] == nil && !seen[id] {
+			seen[id] = true
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.WriteTimeout)
+	defer cancel()
+	sts, err := a.store.Recent(ctx, todo, oldest.Add(-time.Minute).UnixMilli())
+	if err != nil {
+		return err
+	}
+	for _, id := range todo {
+		a.rooms[id] = &room{}
+	}
+	for _, st := range sts {
+		r := a.rooms[st.Room]
+		r.streams = append(r.streams, st)
+	}
+	return nil
+}
+
+// apply places every record of the batch.
+func (a *Archive) apply(ctx context.Context, recs []record) (*vodstore.Batch, error) {
+	p := &placer{a: a}
+	for _, rec := range recs {
+		switch {
+		case rec.err != nil:
+			a.m.records.WithLabelValues("invalid").Inc()
+		case rec.env.Notice != nil:
+			a.m.records.WithLabelValues("notice").Inc()
+		default:
+			if err := p.apply(ctx, a.rooms[rec.env.Room], rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &p.batch, nil
+}
+
+// write stores b in one transaction.
+func (a *Archive) write(ctx context.Context, b *vodstore.Batch) error {
+	if b.Empty() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.WriteTimeout)
+	defer cancel()
+	start := time.Now()
+	n, err := a.store.Write(ctx, b)
+	if err != nil {
+		return err
+	}
+	a.m.writeSeconds.Observe(time.Since(start).Seconds())
+	a.m.stored.Add(float64(n))
+	a.m.duplicates.Add(float64(len(b.Rows) - n))
+	return nil
+}
+
+// commit commits the batch's last offset of each partition and updates
+// the lag.
+func (a *Archive) commit(ctx context.Context, msgs []kafka.Message) {
+	last := map[int]kafka.Message{}
+	for _, m := range msgs {
+		last[m.Partition] = m
+	}
+	out := make([]kafka.Message, 0, len(last))
+	for _, m := range last {
+		out = append(out, m)
+		a.lag.Store(int32(m.Partition), max(m.HighWaterMark-m.Offset-1, 0))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.WriteTimeout)
+	defer cancel()
+	if err := a.reader.CommitMessages(cctx, out...); err != nil {
+		// Written but not committed: redelivered later, stored once.
+		a.m.commitErrors.Inc()
+		a.log.Warn("kafka commit failed", zap.Error(err))
+	}
+}
+
+func (a *Archive) lagSum() float64 {
+	var n int64
+	a.lag.Range(func(_, v any) bool { n += v.(int64); return true })
+	return float64(n)
+}
+
+// idle runs what waits for a quiet moment: ending auto streams after
+// their silence, and retention.
+func (a *Archive) idle(ctx context.Context) {
+	a.lag.Range(func(k, _ any) bool { a.lag.Store(k, int64(0)); return true })
+	if sil := a.cfg.AutoSilence; sil > 0 {
+		a.endSilent(ctx, sil)
+	}
+	if a.cfg.Retention > 0 && time.Since(a.lastPrune) > time.Hour {
+		a.lastPrune = time.Now()
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		n, err := a.store.Prune(pctx, time.Now().Add(-a.cfg.Retention))
+		cancel()
+		if err != nil {
+			a.log.Warn("archive retention failed", zap.Error(err))
+		} else if n > 0 {
+			a.log.Info("archive retention removed streams", zap.Int("streams", n))
+		}
+	}
+}
+
+// endSilent ends the live auto streams whose last comment is older than
+// sil; every record of their partition so far was applied, so the next
+// offset is where they end.
+func (a *Archive) endSilent(ctx context.Context, sil time.Duration) {
+	p := &placer{a: a}
+	now := time.Now().UnixMilli()
+	for _, r := range a.rooms {
+		if r == nil {
+			continue
+		}
+		if live := r.live(); live != nil && live.Auto && r.lastTS > 0 && now-r.lastTS > sil.Milliseconds() {
+			if next, ok := a.next[live.Part]; ok {
+				p.end(r, r.lastTS+1, next)
+			}
+		}
+	}
+	if !p.batch.Empty() {
+		if err := a.write(ctx, &p.batch); err != nil {
+			a.log.Warn("ending silent streams failed", zap.Error(err))
+			a.rooms = map[string]*room{} // read them again
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,226 @@
+package archive
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/vodstore"
+)
+
+// room is what the archive knows of one room: its recent streams, as the
+// database had them when the room was loaded plus what this process did
+// since. Only the consuming goroutine touches it.
+type room struct {
+	streams []vodstore.Stream // oldest first; at most one live, the last
+	lastTS  int64             // the newest comment stored in the live stream
+	// recent holds the ids of the room's comments of the last
+	// retryWindow, with their time: a client's retry of a send is a
+	// second record with the same id and a later time (another offset),
+	// which the database's key (stream, offset, id) would not catch.
+	recent map[string]int64
+}
+
+// retryWindow is how long an id is remembered against client retries.
+const retryWindow = 2 * time.Minute
+
+// live returns the room's live stream, or nil.
+func (r *room) live() *vodstore.Stream {
+	if n := len(r.streams); n > 0 && r.streams[n-1].Live() {
+		return &r.streams[n-1]
+	}
+	return nil
+}
+
+// holder returns the stream that the record at off of part belongs to,
+// or nil.
+func (r *room) holder(part int32, off int64) *vodstore.Stream {
+	for i := len(r.streams) - 1; i >= 0; i-- {
+		if r.streams[i].Holds(part, off) {
+			return &r.streams[i]
+		}
+	}
+	return nil
+}
+
+// behind reports whether the record at off of part comes before a
+// stream the room knows: a record read again, which starts or ends
+// nothing.
+func (r *room) behind(part int32, off int64) bool {
+	n := len(r.streams)
+	return n > 0 && r.streams[n-1].Part == part && r.streams[n-1].StartOff > off
+}
+
+// seen reports whether id was stored in the last retryWindow before ts,
+// and remembers it.
+func (r *room) seen(id string, ts int64) bool {
+	if r.recent == nil {
+		r.recent = map[string]int64{}
+	}
+	if _, ok := r.recent[id]; ok {
+		return true
+	}
+	if len(r.recent) > 4096 {
+		for k, t := range r.recent {
+			if ts-t > retryWindow.Milliseconds() {
+				delete(r.recent, k)
+			}
+		}
+	}
+	r.recent[id] = ts
+	return false
+}
+
+// record is one consumed Kafka record.
+type record struct {
+	part int32
+	off  int64
+	env  danmaku.Envelope
+	err  error
+}
+
+// placer turns the records of a batch into a vodstore.Batch: it places
+// each comment in its stream, starts and ends streams, and turns
+// moderation into tombstones.
+type placer struct {
+	a     *Archive
+	batch vodstore.Batch
+}
+
+// apply adds rec to the batch. Starting a stream writes it at once (its
+// key is needed for the comments after it); everything else waits for
+// the batch's write.
+func (p *placer) apply(ctx context.Context, r *room, rec record) error {
+	env := rec.env
+	if ev := env.Event; ev != nil {
+		return p.event(ctx, r, rec, ev)
+	}
+	m := env.Msg
+	if !visible(env) {
+		p.a.m.records.WithLabelValues("not_visible").Inc()
+		return nil
+	}
+	if sil := p.a.cfg.AutoSilence; sil > 0 && !r.behind(rec.part, rec.off) {
+		if live := r.live(); live != nil && live.Auto && m.TS-r.lastTS > sil.Milliseconds() && r.lastTS > 0 {
+			p.end(r, r.lastTS+1, rec.off)
+		}
+		if r.holder(rec.part, rec.off) == nil {
+			id := "a" + strconv.FormatUint(hashOf(env.Room, m.ID), 36)
+			if err := p.start(ctx, r, env.Room, id, m.TS, rec, true); err != nil {
+				return err
+			}
+		}
+	}
+	st := r.holder(rec.part, rec.off)
+	if st == nil {
+		p.a.m.records.WithLabelValues("outside_stream").Inc()
+		return nil
+	}
+	if r.seen(m.ID, m.TS) {
+		p.a.m.records.WithLabelValues("retry").Inc()
+		return nil
+	}
+	if st.Live() {
+		r.lastTS = max(r.lastTS, m.TS)
+	}
+	p.batch.Rows = append(p.batch.Rows, vodstore.Row{SID: st.SID, Comment: vodstore.Comment{
+		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS, st.Start), Flags: flagsOf(m),
+	}})
+	p.a.m.records.WithLabelValues("comment").Inc()
+	return nil
+}
+
+// event applies a moderation or stream event in partition order.
+func (p *placer) event(ctx context.Context, r *room, rec record, ev *danmaku.Event) error {
+	p.a.m.records.WithLabelValues("event").Inc()
+	if !ev.ForViewers() && r.behind(rec.part, rec.off) {
+		return nil // a stream event read again
+	}
+	switch ev.Op {
+	case danmaku.OpStreamStart:
+		if st := r.holder(rec.part, rec.off); st != nil && st.ID == ev.Stream {
+			return nil // a redelivered start
+		}
+		if live := r.live(); live != nil {
+			p.end(r, ev.At, rec.off)
+		}
+		return p.start(ctx, r, ev.Room, ev.Stream, ev.At, rec, false)
+	case danmaku.OpStreamEnd:
+		if live := r.live(); live != nil && (ev.Stream == "" || ev.Stream == live.ID) {
+			p.end(r, ev.At, rec.off)
+		}
+		return nil
+	}
+	for _, id := range hiddenIDs(ev) {
+		p.batch.Tombstones = append(p.batch.Tombstones, vodstore.Tombstone{Room: ev.Room, ID: id})
+	}
+	return nil
+}
+
+// start creates a stream whose records begin after rec.
+func (p *placer) start(ctx context.Context, r *room, roomID, id string, at int64, rec record, auto bool) error {
+	wctx, cancel := context.WithTimeout(ctx, p.a.cfg.WriteTimeout)
+	defer cancel()
+	st, err := p.a.store.StartStream(wctx, vodstore.Stream{Room: roomID, ID: id, Start: at, Part: rec.part, StartOff: rec.off, EndOff: -1, Auto: auto})
+	if err != nil {
+		return err
+	}
+	if !st.Live() || st.Part != rec.part || st.StartOff != rec.off {
+		// The room already had a stream of this id, elsewhere in the
+		// partition: a start of an id used before starts nothing.
+		p.a.m.records.WithLabelValues("stream_id_reused").Inc()
+		return nil
+	}
+	r.streams = append(r.streams, st)
+	r.lastTS = at
+	p.a.m.streams.WithLabelValues("start").Inc()
+	return nil
+}
+
+// end ends the room's live stream at the record at off (not its own).
+func (p *placer) end(r *room, at, off int64) {
+	live := r.live()
+	live.End, live.EndOff = max(at, live.Start+1), off
+	p.batch.Ends = append(p.batch.Ends, vodstore.End{SID: live.SID, End: live.End, EndOff: off})
+	p.a.m.streams.WithLabelValues("end").Inc()
+}
+
+// visible reports whether a message is stored as a comment. Messages
+// that viewers never see as sent (held for review, rejected, shadow
+// hidden) are not: when the envelope says so, this is where they stay
+// out.
+func visible(env danmaku.Envelope) bool {
+	return !env.Msg.Deleted
+}
+
+// hiddenIDs returns the messages an event hides from the replay: a
+// deletion's ids. Events that hide messages (a shadow hide, a rejection
+// of a held message) add their case here.
+func hiddenIDs(ev *danmaku.Event) []string {
+	if ev.Op == danmaku.OpDel {
+		return ev.IDs
+	}
+	return nil
+}
+
+// flagsOf returns the comment flags of m: what Sample always keeps.
+// A moderator's message is flagged here once messages carry their
+// sender's role.
+func flagsOf(m danmaku.Message) int16 {
+	var f int16
+	if m.Priority.High() {
+		f |= vodstore.FlagHigh
+	}
+	return f
+}
+
+func hashOf(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, s := range parts {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
