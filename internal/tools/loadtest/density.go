@@ -250,11 +250,23 @@ type TierResult struct {
 	Within        int            `json:"windowsWithin,omitempty"`
 	ViewersWithin int            `json:"viewersWithin,omitempty"`
 	Ratios        map[int]uint64 `json:"ratioPermille,omitempty"`
-	Normal        uint64         `json:"normalReceived"`
-	Skipped       uint64         `json:"skipped"`
-	WireBytes     uint64         `json:"wireBytes"`
-	Payload       uint64         `json:"payloadBytes"`
-	Delivered     uint64         `json:"delivered"` // normal and high messages since the mark
+	// ByWindow: the same per window of sending, in order (the first shows
+	// how the thinning starts in a room that was quiet).
+	ByWindow  []WindowStat `json:"byWindow,omitempty"`
+	Normal    uint64       `json:"normalReceived"`
+	Skipped   uint64       `json:"skipped"`
+	WireBytes uint64       `json:"wireBytes"`
+	Payload   uint64       `json:"payloadBytes"`
+	Delivered uint64       `json:"delivered"` // normal and high messages since the mark
+}
+
+// WindowStat is one window of sending over the capped viewers of a tier:
+// how many were judged, how many within the tolerance, and the sum of
+// their rates over the cap.
+type WindowStat struct {
+	Viewers  int     `json:"viewers"`
+	Within   int     `json:"within"`
+	RatioSum float64 `json:"ratioSum"`
 }
 
 // CapTolerance is how far a capped viewer's window rate may be from its
@@ -271,6 +283,14 @@ func (t *TierResult) merge(o *TierResult) {
 	t.WireBytes += o.WireBytes
 	t.Payload += o.Payload
 	t.Delivered += o.Delivered
+	for len(t.ByWindow) < len(o.ByWindow) {
+		t.ByWindow = append(t.ByWindow, WindowStat{})
+	}
+	for i, w := range o.ByWindow {
+		t.ByWindow[i].Viewers += w.Viewers
+		t.ByWindow[i].Within += w.Within
+		t.ByWindow[i].RatioSum += w.RatioSum
+	}
 	for k, n := range o.Ratios {
 		if t.Ratios == nil {
 			t.Ratios = map[int]uint64{}
@@ -331,8 +351,15 @@ func (v *viewer) tierResult(res map[int]*TierResult, full int) {
 		}
 		t.Ratios[int(math.Round(r*1000))]++
 		t.Windows++
+		for len(t.ByWindow) <= w {
+			t.ByWindow = append(t.ByWindow, WindowStat{})
+		}
+		bw := &t.ByWindow[w]
+		bw.Viewers++
+		bw.RatioSum += r
 		if math.Abs(r-1) <= CapTolerance {
 			t.Within++
+			bw.Within++
 		} else {
 			all = false
 		}
@@ -503,6 +530,11 @@ func (rep *Report) printLanes(p func(string, ...any)) {
 			p("  normal messages per second over %s windows / cap: p1 %.3f  p50 %.3f  p99 %.3f  min %.3f  max %.3f;  windows within ±%.0f%% %d of %d;  viewers all within %d of %d",
 				capWindow, t.ratioQuantile(0.01), t.ratioQuantile(0.5), t.ratioQuantile(0.99), t.ratioQuantile(0), t.ratioQuantile(1),
 				100*CapTolerance, t.Within, t.Windows, t.ViewersWithin, t.Viewers)
+			var ws []string
+			for i, w := range t.ByWindow {
+				ws = append(ws, fmt.Sprintf("%d: mean %.3f, %d of %d within", i+1, w.RatioSum/float64(max(w.Viewers, 1)), w.Within, w.Viewers))
+			}
+			p("  by window: %s", strings.Join(ws, ";  "))
 		}
 	}
 	if h := rep.High; h != nil {

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,21 @@ func TestTierResult(t *testing.T) {
 	v.tierResult(res, 3)
 	if r.ViewersWithin != 1 || r.Viewers != 2 || r.ratioQuantile(1) != 1.017 {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// Windows are also summed one by one, and merge across workers.
+func TestTierByWindow(t *testing.T) {
+	a, b := map[int]*TierResult{}, map[int]*TierResult{}
+	for _, wins := range [][]uint32{{360, 300}, {300, 301}} {
+		var v viewer
+		v.lane.cap, v.lane.wins = 30, wins
+		v.tierResult(a, 2)
+		v.tierResult(b, 2)
+	}
+	a[30].merge(b[30])
+	w := a[30].ByWindow
+	if len(w) != 2 || w[0].Viewers != 4 || w[0].Within != 2 || w[1].Within != 4 || math.Abs(w[0].RatioSum-4.4) > 1e-9 {
+		t.Fatalf("by window %+v", w)
 	}
 }
