@@ -1,117 +1,97 @@
-// Command backend is how a site's backend talks to danmaku: it mints a
-// token for one of its users, sends a comment as that user, reads the
-// room's history and pushes a notice to the user. It needs logic's address
-// and the two secrets of logic's configuration:
+// Command backend is how a site's backend talks to danmaku with the Go
+// client package: it mints a token for one of its users, sends a comment
+// as that user, reads the room's history, pushes a notice to the user and
+// watches the room for a moment. It needs logic's address and the two
+// secrets of logic's configuration:
 //
 //	LOGIC_URL=http://localhost:8090 \
 //	DANMAKU_AUTH_HMAC_SECRET=... DANMAKU_LOGIC_ADMIN_SECRET=... go run ./docs/examples/backend
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/client"
 )
 
-// api calls logic's HTTP API with a bearer token: a user's JWT for
-// /logic/send and /logic/history, the admin secret for /logic/admin/*,
-// /logic/push/user and /logic/broadcast.
-type api struct {
-	base   string
-	client *http.Client
-}
-
-// call sends body (nil: a GET) to path and decodes the answer into out.
-// An error answer's code, field and message are in the returned error.
-func (a api) call(path, bearer string, body, out any) error {
-	method, payload := http.MethodGet, []byte(nil)
-	if body != nil {
-		method = http.MethodPost
-		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return err
-		}
-	}
-	req, err := http.NewRequest(method, a.base+path, bytes.NewReader(payload))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Field, Message string }
-		}
-		json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("%s: %d %s (field %q): %s", path, resp.StatusCode, e.Error.Code, e.Error.Field, e.Error.Message)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// userToken is the JWT of one user: its id, display name and the rooms it
-// may use, valid for an hour.
-func userToken(secret []byte, uid, name string, rooms []string) (string, error) {
-	claims := jwt.MapClaims{"sub": uid, "name": name, "rooms": rooms, "exp": time.Now().Add(time.Hour).Unix()}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
-}
-
 func main() {
-	a := api{base: os.Getenv("LOGIC_URL"), client: &http.Client{Timeout: 10 * time.Second}}
-	admin := os.Getenv("DANMAKU_LOGIC_ADMIN_SECRET")
-	tok, err := userToken([]byte(os.Getenv("DANMAKU_AUTH_HMAC_SECRET")), "42", "Ann", []string{"lobby"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	api := &client.API{URL: os.Getenv("LOGIC_URL"), AdminSecret: os.Getenv("DANMAKU_LOGIC_ADMIN_SECRET")}
+
+	// The JWT of user 42, valid for an hour in room lobby.
+	tok, err := client.Token{UID: 42, Name: "Ann", Rooms: []string{"lobby"}, TTL: time.Hour}.
+		HS256([]byte(os.Getenv("DANMAKU_AUTH_HMAC_SECRET")))
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	// A comment as user 42. msgId makes a retry of the same request show once.
-	var sent struct {
-		MsgIDs []string `json:"msgIds"`
+	// A comment as user 42. The msgId makes a retry show once: Send
+	// retries a 503 or a lost answer with the same ids (it gives every
+	// message without one a random key).
+	ids, err := api.Send(ctx, tok, danmaku.SendRequest{
+		RoomID:   "lobby",
+		Messages: []danmaku.SendMessage{{Content: "hello from the backend", MsgID: "welcome-1"}},
+	})
+	if err != nil {
+		log.Fatal(err) // a *client.Error: status, code and field of a refusal
 	}
-	err = a.call("/logic/send", tok, map[string]any{
-		"roomId":   "lobby",
-		"messages": []map[string]string{{"content": "hello from the backend", "msgId": "welcome-1"}},
-	}, &sent)
+	fmt.Println("accepted:", ids)
+
+	// The room's newest messages, with their positions.
+	h, err := api.History(ctx, tok, "lobby", -1, 10)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("accepted:", sent.MsgIDs)
-
-	// The room's last messages, with their positions.
-	var history struct {
-		Pos      int64 `json:"pos"`
-		Messages []struct {
-			ID      string `json:"id"`
-			Name    string `json:"name"`
-			Content string `json:"content"`
-			Pos     int64  `json:"pos"`
-		} `json:"messages"`
-	}
-	if err := a.call("/logic/history?roomId=lobby&limit=10", tok, nil, &history); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("history up to position", history.Pos, "holds", len(history.Messages), "messages")
+	fmt.Println("history up to position", h.Pos, "holds", len(h.Messages), "messages")
 
 	// A notice to every open tab of user 42, whatever room each shows.
-	var pushed struct {
-		MsgIDs []string `json:"msgIds"`
-	}
-	err = a.call("/logic/push/user", admin, map[string]any{
-		"userId":   42,
-		"messages": []map[string]any{{"content": "you received a gift", "data": map[string]string{"gift": "rose"}, "msgId": "gift-981"}},
-	}, &pushed)
+	notice, err := api.PushUser(ctx, 42, danmaku.NoticeMessage{
+		Content: "you received a gift", Data: []byte(`{"gift":"rose"}`), MsgID: "gift-981"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("notice:", pushed.MsgIDs)
+	fmt.Println("notice:", notice)
+
+	// Watch the room as user 42 where the comet is known: the viewer
+	// resumes from its position whenever its connection ends.
+	if ws := os.Getenv("COMET_WS"); ws != "" {
+		watch(ctx, api, tok, ws)
+	}
+}
+
+// watch joins lobby on the comet at ws, sends one comment and prints it
+// when it comes back.
+func watch(ctx context.Context, api *client.API, tok, ws string) {
+	v, err := client.NewViewer(client.ViewerConfig{URLs: []string{ws}, Rooms: []string{"lobby"}, Token: tok})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Fatal("no message came back: ", ctx.Err())
+		case ev := <-v.Events():
+			switch ev.Kind {
+			case client.Welcome:
+				if _, err := api.Send(ctx, tok, danmaku.SendRequest{RoomID: "lobby",
+					Messages: []danmaku.SendMessage{{Content: "watched"}}}); err != nil {
+					log.Fatal(err)
+				}
+			case client.Messages:
+				for _, m := range ev.Msgs {
+					if m.Content == "watched" {
+						fmt.Printf("viewer: %q at position %d\n", m.Content, m.Pos)
+						return
+					}
+				}
+			}
+		}
+	}
 }

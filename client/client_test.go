@@ -1,0 +1,386 @@
+package client_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/client"
+	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
+)
+
+// record collects a viewer's events until it closes.
+type record struct {
+	mu     sync.Mutex
+	events []client.Event
+	done   chan struct{}
+}
+
+func collect(v *client.Viewer) *record {
+	r := &record{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for ev := range v.Events() {
+			r.mu.Lock()
+			r.events = append(r.events, ev)
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *record) of(kind client.Kind) []client.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []client.Event
+	for _, ev := range r.events {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// delivered is every message id delivered, in order, repeats included.
+func (r *record) delivered() []string {
+	var ids []string
+	for _, ev := range r.of(client.Messages) {
+		for _, m := range ev.Msgs {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+func newViewer(t *testing.T, cfg client.ViewerConfig) (*client.Viewer, *record) {
+	t.Helper()
+	v, err := client.NewViewer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := collect(v)
+	t.Cleanup(func() { v.Close(); <-r.done })
+	return v, r
+}
+
+func waitKind(t *testing.T, r *record, kind client.Kind, n int) []client.Event {
+	t.Helper()
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		if got := len(r.of(kind)); got < n {
+			return errors.New("waiting for " + string(kind))
+		}
+		return nil
+	})
+	return r.of(kind)
+}
+
+// A viewer of the SDK on a comet that is killed (SIGKILL, no close frame)
+// while messages flow reconnects to the next comet of its list, resumes
+// from its position and delivers every accepted message exactly once,
+// with no gap reported.
+func TestViewerResumesAcrossCometKill(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 2})
+	room := testkit.Uniq("sdk-kill-")
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{s.Comets[0].WS(), s.Comets[1].WS()}, Rooms: []string{room},
+		BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second})
+	waitKind(t, r, client.Welcome, 1)
+	sd := s.Send(t, room, 800, 200)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if len(r.delivered()) < 200 {
+			return errors.New("waiting for 200 messages before the kill")
+		}
+		return nil
+	})
+	s.Comets[0].Kill()
+	sd.Wait(t, 60*time.Second)
+	accepted := sd.Accepted()
+	if len(accepted) < 700 {
+		t.Fatalf("only %d of 800 accepted (refused at %v)", len(accepted), sd.RefusedAt())
+	}
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		got := map[string]bool{}
+		for _, id := range r.delivered() {
+			got[id] = true
+		}
+		var lost int
+		for _, id := range accepted {
+			if !got[id] {
+				lost++
+			}
+		}
+		if lost > 0 {
+			return fmt.Errorf("lost %d of %d", lost, len(accepted))
+		}
+		return nil
+	})
+	ids := r.delivered()
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("message %s delivered twice", id)
+		}
+		seen[id] = true
+	}
+	if gaps := r.of(client.Gap); len(gaps) > 0 {
+		t.Errorf("gaps reported: %+v", *gaps[0].Gap)
+	}
+	ws := r.of(client.Welcome)
+	if len(ws) < 2 {
+		t.Fatalf("%d welcomes: the viewer did not reconnect", len(ws))
+	}
+	if w := ws[1].Welcome; w.Recovered == nil || !*w.Recovered {
+		t.Errorf("the resume on the second comet was not recovered: %+v", w)
+	}
+	if c := r.of(client.Connected); c[len(c)-1].URL != s.Comets[1].WS() {
+		t.Errorf("reconnected to %s, want the other comet %s", c[len(c)-1].URL, s.Comets[1].WS())
+	}
+	if _, pos, _ := v.Position(room); pos < int64(len(accepted)) {
+		t.Errorf("position %d after %d messages", pos, len(accepted))
+	}
+	t.Logf("%d accepted, %d delivered once, 0 lost, 0 twice, %d welcomes", len(accepted), len(ids), len(ws))
+}
+
+// A send whose answer is lost after Kafka took it (here: a proxy in front
+// of logic answers 503 to the first attempt) is sent again with the same
+// idempotency keys: the retry gets the same ids and a viewer shows each
+// message once.
+func TestSendRetryKeepsIDs(t *testing.T) {
+	exampleStack()
+	target, _ := url.Parse(logicURL)
+	var calls atomic.Int32
+	var bodies [][]byte
+	var mu sync.Mutex
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		req, _ := http.NewRequest(r.Method, target.String()+r.URL.RequestURI(), strings.NewReader(string(b)))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		if calls.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":{"code":"unavailable","message":"service unavailable"}}`))
+			return
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(answer)
+	}))
+	defer proxy.Close()
+	room := testkit.Uniq("sdk-retry-")
+	_, r := newViewer(t, client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{room}})
+	waitKind(t, r, client.Welcome, 1)
+	api := &client.API{URL: proxy.URL, RetryWait: 10 * time.Millisecond}
+	ids, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: room, UserID: 9, UserName: "bot",
+		Messages: []danmaku.SendMessage{{Content: "one"}, {Content: "two"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || string(bodies[0]) != string(bodies[1]) {
+		t.Fatalf("%d calls, bodies %s and %s: want 2 with the same body", calls.Load(), bodies[0], bodies[len(bodies)-1])
+	}
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if got := r.delivered(); len(got) < 2 {
+			return fmt.Errorf("delivered %v", got)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // a second copy would come within a window
+	raw := 0
+	for _, ev := range r.of(client.Messages) {
+		raw += len(ev.Msgs)
+	}
+	if got := r.delivered(); !slices.Equal(got, ids) || raw != 2 {
+		t.Errorf("delivered %v (%d in all), want %v once", got, raw, ids)
+	}
+	// A refusal is not retried.
+	calls.Store(10)
+	_, err = api.Send(context.Background(), "", danmaku.SendRequest{RoomID: "bad:room", UserID: 9, UserName: "bot",
+		Messages: []danmaku.SendMessage{{Content: "x"}}})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != 400 || e.Code != danmaku.EINVALID || e.Field != "roomId" || calls.Load() != 11 {
+		t.Errorf("bad room: %v (%d calls), want one 400 invalid_argument roomId", err, calls.Load()-10)
+	}
+}
+
+// Calls to a logic that does not answer fail within the context's
+// deadline after their attempts.
+func TestSendTimeout(t *testing.T) {
+	ln := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // so that the server sees the client go away
+		<-r.Context().Done()
+	}))
+	defer ln.Close()
+	api := &client.API{URL: ln.URL, HTTPClient: &http.Client{Timeout: 100 * time.Millisecond}, RetryWait: 10 * time.Millisecond}
+	start := time.Now()
+	_, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: "r", UserID: 1, UserName: "a",
+		Messages: []danmaku.SendMessage{{Content: "x"}}})
+	if err == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("send to a silent logic: %v after %v", err, time.Since(start))
+	}
+}
+
+// Tokens minted by the SDK pass the servers' verifier with their claims:
+// HS256 with the shared secret, RS256 and ES256 with the public key.
+func TestTokensVerify(t *testing.T) {
+	dir := t.TempDir()
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	writePEM := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rsaPub, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
+	ecPub, _ := x509.MarshalPKIXPublicKey(&ecKey.PublicKey)
+	ecPriv, _ := x509.MarshalECPrivateKey(ecKey)
+	pkcs8, _ := x509.MarshalPKCS8PrivateKey(rsaKey)
+	const secret = "0123456789abcdef0123456789abcdef"
+	v, err := auth.New(auth.Config{HMACSecret: secret, Issuer: "site", Audience: "danmaku",
+		PublicKeys: []string{writePEM("rsa.pem", "PUBLIC KEY", rsaPub), writePEM("ec.pem", "PUBLIC KEY", ecPub)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := client.Token{UID: 42, Name: "Ann", Rooms: []string{"lobby", "live-*"}, Roles: []string{client.RoleModerator},
+		Issuer: "site", Audience: []string{"danmaku"}, TTL: time.Hour}
+	signers := map[string]func() (string, error){
+		"HS256": func() (string, error) { return tok.HS256([]byte(secret)) },
+		"RS256 PKCS1": func() (string, error) {
+			return tok.Sign(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rsaKey)}))
+		},
+		"RS256 PKCS8": func() (string, error) {
+			return tok.Sign(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
+		},
+		"ES256": func() (string, error) {
+			return tok.Sign(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecPriv}))
+		},
+	}
+	for name, sign := range signers {
+		t.Run(name, func(t *testing.T) {
+			s, err := sign()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := v.Verify(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.UID != 42 || c.Name != "Ann" || !slices.Equal(c.Rooms, tok.Rooms) || time.Until(c.ExpiresAt) < 59*time.Minute {
+				t.Errorf("claims %+v", c)
+			}
+			payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(s, ".")[1])
+			var raw struct{ Roles []string }
+			if json.Unmarshal(payload, &raw); !slices.Equal(raw.Roles, []string{"moderator"}) {
+				t.Errorf("roles claim in %s", payload)
+			}
+		})
+	}
+	if _, err := (client.Token{UID: 42}).HS256([]byte("short")); err == nil {
+		t.Error("a short secret signed")
+	}
+	if _, err := (client.Token{}).HS256([]byte(secret)); err == nil {
+		t.Error("a token without a user signed")
+	}
+	small, _ := rsa.GenerateKey(rand.Reader, 1024)
+	if _, err := tok.Sign(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(small)})); err == nil {
+		t.Error("a 1024-bit RSA key signed")
+	}
+}
+
+// Subscribe adds a room (its welcome and messages follow), Unsubscribe
+// leaves it (confirmed, nothing of it follows), and a room the token does
+// not allow is refused and not held.
+func TestViewerRooms(t *testing.T) {
+	exampleStack()
+	a, b, c := testkit.Uniq("sdk-a-"), testkit.Uniq("sdk-b-"), testkit.Uniq("sdk-c-")
+	token, err := client.Token{UID: 5, Rooms: []string{a, b}}.HS256([]byte(hmacSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{a}, Token: token})
+	waitKind(t, r, client.Welcome, 1)
+	if err := v.Subscribe(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Subscribe(c); err != nil {
+		t.Fatal(err)
+	}
+	refused := waitKind(t, r, client.Refused, 1)
+	if e := refused[0].Err.(*client.Error); e.Code != danmaku.CodeFrameForbidden || e.Room != c {
+		t.Errorf("refusal %v, want forbidden of %s", e, c)
+	}
+	waitKind(t, r, client.Welcome, 2)
+	if got := v.Rooms(); !slices.Equal(got, []string{a, b}) {
+		t.Errorf("rooms %v, want %v", got, []string{a, b})
+	}
+	api := &client.API{URL: logicURL}
+	send := func(room, text string) {
+		if _, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: room, UserID: 5, UserName: "u",
+			Messages: []danmaku.SendMessage{{Content: text}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(a, "to a")
+	send(b, "to b")
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n := len(r.delivered()); n < 2 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
+	if err := v.Unsubscribe(b); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, r, client.Unsubscribed, 1)
+	send(b, "after unsub")
+	send(a, "to a again")
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n := len(r.delivered()); n < 3 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	for _, ev := range r.of(client.Messages) {
+		for _, m := range ev.Msgs {
+			if m.Content == "after unsub" {
+				t.Errorf("a message of %s after its unsub", b)
+			}
+			if (ev.Room == a) != strings.HasSuffix(m.Content, "a") && !strings.HasSuffix(m.Content, "again") {
+				t.Errorf("%q delivered as a message of %s", m.Content, ev.Room)
+			}
+		}
+	}
+}
