@@ -250,3 +250,25 @@ func value(tb testing.TB, c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// local returns the number of local viewers of id.
+func (h *hub) local(id string) int {
+	r := h.room(id)
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.members)
+}
+
+// deliver enqueues it to every local viewer of id; see deliverLocked.
+func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
+	r := h.room(id)
+	if r == nil {
+		return 0, slow
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deliverLocked(it, slow)
+}

@@ -158,17 +158,6 @@ func (h *hub) leave(m *member) {
 	}
 }
 
-// local returns the number of local viewers of id.
-func (h *hub) local(id string) int {
-	r := h.room(id)
-	if r == nil {
-		return 0
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.members)
-}
-
 // counts returns the number of rooms with local viewers and of
 // connections.
 func (h *hub) counts() (rooms, conns int) {
@@ -214,17 +203,6 @@ func (h *hub) drop(r *room, linger time.Duration, now time.Time) bool {
 	r.dead = true
 	delete(sh.rooms, r.id)
 	return true
-}
-
-// deliver enqueues it to every local viewer of id; see deliverLocked.
-func (h *hub) deliver(id string, it item, slow []*conn) (int, []*conn) {
-	r := h.room(id)
-	if r == nil {
-		return 0, slow
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.deliverLocked(it, slow)
 }
 
 // shardConns returns buf filled with the connections of shard i, taken
