@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // startWithAuth starts a comet with comet.auth jwt and a verifier of keys.
@@ -54,7 +53,7 @@ func TestTokenAuth(t *testing.T) {
 			if tc.header != "" {
 				h.Set("Authorization", tc.header)
 			}
-			c, resp, err := websocket.DefaultDialer.Dial(wsURL(s, tc.query), h)
+			c, resp, err := wsviewer.TryDial(wsURL(s, tc.query), h)
 			if resp == nil {
 				t.Fatalf("no response: %v", err)
 			}
@@ -179,7 +178,7 @@ func TestOriginCheck(t *testing.T) {
 			if tc.host != "" {
 				h.Set("Host", tc.host)
 			}
-			ws, resp, err := websocket.DefaultDialer.Dial(wsURL(tc.s, ""), h)
+			ws, resp, err := wsviewer.TryDial(wsURL(tc.s, ""), h)
 			status := 0
 			if resp != nil {
 				status = resp.StatusCode

@@ -23,6 +23,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // benchBatch is a batch of 20 comments, about 2 KiB as a frame.
@@ -49,7 +50,8 @@ func BenchmarkPush(b *testing.B) {
 	mustReadOp(b, c, opWelcome)
 	go func() {
 		for {
-			if _, r, err := c.NextReader(); err != nil {
+			// The raw socket: frames drained without decoding them.
+			if _, r, err := c.WS().NextReader(); err != nil {
 				return
 			} else {
 				io.Copy(io.Discard, r)
@@ -176,7 +178,7 @@ func benchInProc(b *testing.B, n int) {
 	s, _ := mustStart(b, nil)
 	room := testkit.Uniq("fan-")
 	var received atomic.Int64
-	conns := make([]*websocket.Conn, 0, n)
+	conns := make([]*wsviewer.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -192,8 +194,8 @@ func benchInProc(b *testing.B, n int) {
 		if err != nil {
 			b.Fatalf("dial %d: %v", i, err)
 		}
-		conns = append(conns, c)
-		mustReadOp(b, c, opWelcome)
+		conns = append(conns, wsviewer.Wrap(c))
+		mustReadOp(b, wsviewer.Wrap(c), opWelcome)
 		c.SetReadDeadline(time.Time{})
 		go func() {
 			buf := make([]byte, 4096)

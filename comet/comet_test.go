@@ -19,6 +19,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 func TestJoinSwitchLeave(t *testing.T) {
@@ -71,7 +72,7 @@ func TestJoinSwitchLeave(t *testing.T) {
 func TestPushFanOut(t *testing.T) {
 	s, _ := mustStart(t, nil)
 	ra, rb := testkit.Uniq("ra-"), testkit.Uniq("rb-")
-	var inA, inB []*websocket.Conn
+	var inA, inB []*wsviewer.Conn
 	for range 3 {
 		c := mustDial(t, s, "room="+ra)
 		mustReadOp(t, c, opWelcome)
@@ -146,18 +147,18 @@ func TestHeartbeat(t *testing.T) {
 	live := mustDial(t, s, "room="+room)
 	mustReadOp(t, live, opWelcome)
 	pings := make(chan struct{}, 100)
-	live.SetPingHandler(func(data string) error {
+	// The raw socket: this viewer answers the comet's pings itself.
+	live.WS().SetPingHandler(func(data string) error {
 		select {
 		case pings <- struct{}{}:
 		default:
 		}
-		return live.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		return live.WS().WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
 	})
 	liveErr := make(chan error, 1)
 	go func() {
 		for {
-			live.SetReadDeadline(time.Now().Add(3 * time.Second))
-			if _, _, err := live.ReadMessage(); err != nil {
+			if _, _, err := live.NextRaw(3 * time.Second); err != nil {
 				liveErr <- err
 				return
 			}
@@ -202,7 +203,7 @@ func TestSlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	mustReadOp(t, slow, opWelcome)
+	mustReadOp(t, wsviewer.Wrap(slow), opWelcome)
 
 	const fast = 2
 	var got [fast]atomic.Int64
@@ -214,15 +215,12 @@ func TestSlowConsumer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				_, data, err := c.ReadMessage()
+				f, _, err := c.Next(10 * time.Second)
 				if err != nil {
 					return
 				}
-				var f frame
-				json.Unmarshal(data, &f)
-				if f.Op == danmaku.OpMsgs {
-					got[i].Add(int64(len(f.Msgs)))
+				if f.Msgs != nil {
+					got[i].Add(int64(len(f.Msgs.Msgs)))
 				}
 			}
 		}()
@@ -273,7 +271,7 @@ func TestSlowConsumer(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	s, store := mustStart(t, nil)
 	r1, r2 := testkit.Uniq("r1-"), testkit.Uniq("r2-")
-	var viewers []*websocket.Conn
+	var viewers []*wsviewer.Conn
 	for i := range 4 {
 		room := r1
 		if i%2 == 1 {
@@ -292,8 +290,7 @@ func TestGracefulShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctx) }()
 	for _, c := range viewers {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, _, err := c.ReadMessage()
+		_, _, err := c.NextRaw(5 * time.Second)
 		var ce *websocket.CloseError
 		if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway {
 			t.Fatalf("viewer got %v, want close 1001", err)
@@ -313,7 +310,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("lease still present: %+v", live[s.ID()])
 	}
 	// New viewers are refused.
-	if _, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+r1), nil); err == nil || (resp != nil && resp.StatusCode == http.StatusSwitchingProtocols) {
+	if _, resp, err := wsviewer.TryDial(wsURL(s, "room="+r1), nil); err == nil || (resp != nil && resp.StatusCode == http.StatusSwitchingProtocols) {
 		t.Fatal("dial after shutdown succeeded")
 	}
 	if err := s.Shutdown(ctx); err != nil {
@@ -325,7 +322,7 @@ func TestCompression(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.Compression = true })
 	room := testkit.Uniq("r-")
 	d := websocket.Dialer{EnableCompression: true}
-	var viewers []*websocket.Conn
+	var viewers []*wsviewer.Conn
 	for range 2 {
 		c, resp, err := d.Dial(wsURL(s, "room="+room), nil)
 		if err != nil {
@@ -335,8 +332,8 @@ func TestCompression(t *testing.T) {
 		if !strings.Contains(resp.Header.Get("Sec-Websocket-Extensions"), "permessage-deflate") {
 			t.Fatalf("compression not negotiated: %v", resp.Header)
 		}
-		mustReadOp(t, c, opWelcome)
-		viewers = append(viewers, c)
+		mustReadOp(t, wsviewer.Wrap(c), opWelcome)
+		viewers = append(viewers, wsviewer.Wrap(c))
 	}
 	plain := mustDial(t, s, "room="+room)
 	mustReadOp(t, plain, opWelcome)
@@ -398,21 +395,19 @@ func TestRegistryUnavailable(t *testing.T) {
 	if f := mustReadOp(t, c, opError); f.Code != codeUnavailable {
 		t.Fatalf("error frame %+v", f)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, _, err := c.ReadMessage()
+	_, _, err := c.NextRaw(5 * time.Second)
 	if !websocket.IsCloseError(err, CloseUnavailable) {
 		t.Fatalf("got %v, want close %d", err, CloseUnavailable)
 	}
 	resume()
 
 	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room), nil)
+		c, _, err := wsviewer.TryDial(wsURL(s, "room="+room), nil)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, data, err := c.ReadMessage()
+		_, data, err := c.NextRaw(5 * time.Second)
 		if err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 			return fmt.Errorf("after resume: %s %v", data, err)
 		}

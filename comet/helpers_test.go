@@ -3,14 +3,12 @@ package comet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -85,59 +84,62 @@ func wsURL(s *Server, query string) string {
 }
 
 // mustDial opens a viewer connection; query is the raw query string.
-func mustDial(tb testing.TB, s *Server, query string) *websocket.Conn {
+func mustDial(tb testing.TB, s *Server, query string) *wsviewer.Conn {
 	tb.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(wsURL(s, query), nil)
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		tb.Fatalf("dial %s: %v (status %d)", query, err, status)
-	}
-	tb.Cleanup(func() { ws.Close() })
-	return ws
+	return wsviewer.DialConn(tb, wsURL(s, query), nil)
 }
 
-// frame is any server frame, decoded loosely.
+// frame is any server frame, decoded into its root type
+// (danmaku.ServerFrame) and flattened for the tests' checks.
 type frame struct {
-	Op      string `json:"op"`
-	ConnID  string `json:"connId"`
-	Room    string `json:"room"`
-	Online  int64  `json:"online"`
-	Heart   int64  `json:"heartbeatMs"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Op      string
+	ConnID  string
+	Room    string
+	Online  int64
+	Heart   int64
+	Code    string
+	Message string
 	// RetryAfterMs is the wait a rate_limited error frame names.
-	RetryAfterMs int64             `json:"retryAfterMs"`
-	Msgs         []danmaku.Message `json:"msgs"`
-	Epoch        string            `json:"epoch"`
-	Pos          int64             `json:"pos"`
-	Replay       bool              `json:"replay"`
+	RetryAfterMs int64
+	Msgs         []danmaku.Message
+	Epoch        string
+	Pos          int64
+	Replay       bool
 	// Recovered is nil when the welcome has no recovered field.
-	Recovered *bool `json:"recovered"`
+	Recovered *bool
 	// IDs are the deleted ids of a del frame.
-	IDs []string `json:"ids"`
+	IDs []string
 }
 
-func mustRead(tb testing.TB, ws *websocket.Conn) frame {
+// flat is f's fields in one frame.
+func flat(f danmaku.ServerFrame) frame {
+	out := frame{Op: f.Op}
+	switch {
+	case f.Welcome != nil:
+		w := f.Welcome
+		out.ConnID, out.Room, out.Online, out.Heart = w.ConnID, w.Room, w.Online, w.HeartbeatMs
+		out.Epoch, out.Pos, out.Recovered = w.Epoch, w.Pos, w.Recovered
+	case f.Msgs != nil:
+		out.Room, out.Epoch, out.Replay, out.Msgs = f.Msgs.Room, f.Msgs.Epoch, f.Msgs.Replay, f.Msgs.Msgs
+	case f.Del != nil:
+		out.Room, out.IDs = f.Del.Room, f.Del.IDs
+	case f.Error != nil:
+		e := f.Error
+		out.Room, out.Code, out.Message, out.RetryAfterMs = e.Room, e.Code, e.Message, e.RetryAfterMs
+	case f.Online != nil:
+		out.Room, out.Online = f.Online.Room, f.Online.Online
+	case f.Unsubscribed != nil:
+		out.Room = f.Unsubscribed.Room
+	}
+	return out
+}
+
+func mustRead(tb testing.TB, ws *wsviewer.Conn) frame {
 	tb.Helper()
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	mt, data, err := ws.ReadMessage()
-	if err != nil {
-		tb.Fatalf("read frame: %v", err)
-	}
-	if mt != websocket.TextMessage {
-		tb.Fatalf("frame type %d, want text", mt)
-	}
-	var f frame
-	if err := json.Unmarshal(data, &f); err != nil {
-		tb.Fatalf("decode frame %q: %v", data, err)
-	}
-	return f
+	return flat(ws.MustNext(tb, 5*time.Second))
 }
 
-func mustReadOp(tb testing.TB, ws *websocket.Conn, op string) frame {
+func mustReadOp(tb testing.TB, ws *wsviewer.Conn, op string) frame {
 	tb.Helper()
 	f := mustRead(tb, ws)
 	if f.Op != op {
@@ -146,37 +148,22 @@ func mustReadOp(tb testing.TB, ws *websocket.Conn, op string) frame {
 	return f
 }
 
-func mustSend(tb testing.TB, ws *websocket.Conn, v any) {
+func mustSend(tb testing.TB, ws *wsviewer.Conn, v any) {
 	tb.Helper()
-	b, _ := json.Marshal(v)
-	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
-		tb.Fatalf("send: %v", err)
-	}
+	ws.MustSend(tb, v)
 }
 
 // expectClose reads ws until the server closes it, which must be with
 // code.
-func expectClose(tb testing.TB, ws *websocket.Conn, code int) {
+func expectClose(tb testing.TB, ws *wsviewer.Conn, code int) {
 	tb.Helper()
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		_, _, err := ws.ReadMessage()
-		if err == nil {
-			continue
-		}
-		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != code {
-			tb.Fatalf("closed with %v, want %d", err, code)
-		}
-		return
-	}
+	ws.ExpectClose(tb, code, 5*time.Second)
 }
 
 // expectNoFrame checks that nothing arrives on ws within d.
-func expectNoFrame(tb testing.TB, ws *websocket.Conn, d time.Duration) {
+func expectNoFrame(tb testing.TB, ws *wsviewer.Conn, d time.Duration) {
 	tb.Helper()
-	ws.SetReadDeadline(time.Now().Add(d))
-	if _, data, err := ws.ReadMessage(); err == nil {
+	if _, data, err := ws.NextRaw(d); err == nil {
 		tb.Fatalf("unexpected frame %s", data)
 	}
 }

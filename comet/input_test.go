@@ -18,6 +18,7 @@ import (
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // TestBadInput sends every kind of bad input while a healthy viewer stays
@@ -62,7 +63,8 @@ func TestBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustDial(t, s, "room="+other)
 			mustReadOp(t, c, opWelcome)
-			if err := c.WriteMessage(websocket.TextMessage, []byte(tc.frame)); err != nil {
+			// The raw socket: frames no well-behaved viewer sends.
+			if err := c.WS().WriteMessage(websocket.TextMessage, []byte(tc.frame)); err != nil {
 				t.Fatal(err)
 			}
 			if f := mustReadOp(t, c, opError); f.Code != tc.code || f.Message == "" {
@@ -77,7 +79,8 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("binary frame", func(t *testing.T) {
 		c := mustDial(t, s, "")
-		if err := c.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
+		// The raw socket: a binary frame.
+		if err := c.WS().WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
 			t.Fatal(err)
 		}
 		if f := mustReadOp(t, c, opError); f.Code != codeBadFrame {
@@ -101,7 +104,8 @@ func TestBadInput(t *testing.T) {
 		c := mustDial(t, s, "room="+other)
 		mustReadOp(t, c, opWelcome)
 		big := `{"op":"join","room":"` + strings.Repeat("a", 1000) + `"}`
-		if err := c.WriteMessage(websocket.TextMessage, []byte(big)); err != nil {
+		// The raw socket: a frame over the read limit.
+		if err := c.WS().WriteMessage(websocket.TextMessage, []byte(big)); err != nil {
 			t.Fatal(err)
 		}
 		expectClose(t, c, websocket.CloseMessageTooBig)
@@ -110,13 +114,13 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("wrong origin", func(t *testing.T) {
 		h := http.Header{"Origin": {"https://evil.example"}}
-		_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
+		_, resp, err := wsviewer.TryDial(wsURL(s, "room="+other), h)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("dial with bad origin: %v %v", err, resp)
 		}
 		expectErrorBody(t, resp, danmaku.CodeForbidden)
 		h = http.Header{"Origin": {"https://good.example"}}
-		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+other), h)
+		c, _, err := wsviewer.TryDial(wsURL(s, "room="+other), h)
 		if err != nil {
 			t.Fatalf("dial with allowed origin: %v", err)
 		}
@@ -126,7 +130,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("bad uid", func(t *testing.T) {
-		_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid=a*b"), nil)
+		_, resp, err := wsviewer.TryDial(wsURL(s, "room="+room+"&uid=a*b"), nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("dial with bad uid: %v", err)
 		}
@@ -211,7 +215,7 @@ func TestPerIPLimit(t *testing.T) {
 	s, _ := mustStart(t, func(c *Config) { c.MaxConnsPerIP = 2 })
 	a := mustDial(t, s, "")
 	mustDial(t, s, "")
-	_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
+	_, resp, err := wsviewer.TryDial(wsURL(s, ""), nil)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third connection: %v", err)
 	}
@@ -219,7 +223,7 @@ func TestPerIPLimit(t *testing.T) {
 	// A slot frees when a connection ends.
 	a.Close()
 	testkit.SucceedsSoon(t, 5*time.Second, func() error {
-		c, _, err := websocket.DefaultDialer.Dial(wsURL(s, ""), nil)
+		c, _, err := wsviewer.TryDial(wsURL(s, ""), nil)
 		if err != nil {
 			return err
 		}
@@ -307,7 +311,8 @@ func TestPipelinedFrames(t *testing.T) {
 	room := testkit.Uniq("r-")
 	c := mustDial(t, s, "")
 	pongs := make(chan string, 4)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+	// The raw socket: control frames and frames written byte by byte.
+	c.WS().SetPongHandler(func(p string) error { pongs <- p; return nil })
 
 	var wire []byte
 	wire = append(wire, maskedFrame(0x9, []byte("hb1"))...)
@@ -316,7 +321,7 @@ func TestPipelinedFrames(t *testing.T) {
 	wire = append(wire, maskedFrame(0x1, []byte(`{"op":"join","room":"`+room+`"}`))...)
 	split := maskedFrame(0x1, []byte(`{"op":"ping"}`))
 	wire = append(wire, split[:3]...)
-	if _, err := c.UnderlyingConn().Write(wire); err != nil {
+	if _, err := c.WS().UnderlyingConn().Write(wire); err != nil {
 		t.Fatal(err)
 	}
 	mustReadOp(t, c, opPong) // the control pong is handled while reading
@@ -327,7 +332,7 @@ func TestPipelinedFrames(t *testing.T) {
 		t.Fatalf("welcome %+v", f)
 	}
 	time.Sleep(20 * time.Millisecond) // let the half frame sit alone
-	if _, err := c.UnderlyingConn().Write(split[3:]); err != nil {
+	if _, err := c.WS().UnderlyingConn().Write(split[3:]); err != nil {
 		t.Fatal(err)
 	}
 	mustReadOp(t, c, opPong)

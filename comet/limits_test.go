@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // A connection's room ops (join, sub, unsub) beyond its burst are refused
@@ -150,7 +149,7 @@ func TestPerIPLimitIPv6Prefix(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	dial := func(from string) (int, error) {
 		fl.from.Store(&from)
-		ws, resp, err := websocket.DefaultDialer.Dial("ws://"+ln.Addr().String()+"/ws", nil)
+		ws, resp, err := wsviewer.TryDial("ws://"+ln.Addr().String()+"/ws", nil)
 		if err != nil {
 			if resp == nil {
 				return 0, err

@@ -13,6 +13,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -50,12 +51,12 @@ func TestDeleteEvent(t *testing.T) {
 	ws1, _ := joinWelcome(t, s, w.id, "")
 	ws2, _ := joinWelcome(t, s, w.id, "")
 	mustPush(t, p, s, w.write(10))
-	for _, ws := range []*websocket.Conn{ws1, ws2} {
+	for _, ws := range []*wsviewer.Conn{ws1, ws2} {
 		expectRange(t, positions(readMsgs(t, ws, 10)), 1, 10)
 	}
 	gone := []string{w.id + "-3", w.id + "-7"}
 	w.delete(p, gone, s, other)
-	for _, ws := range []*websocket.Conn{ws1, ws2} {
+	for _, ws := range []*wsviewer.Conn{ws1, ws2} {
 		if f := mustReadOp(t, ws, danmaku.OpDel); f.Room != w.id || !slices.Equal(f.IDs, gone) {
 			t.Fatalf("del frame %+v, want ids %v", f, gone)
 		}
@@ -82,7 +83,7 @@ func TestDeleteEvent(t *testing.T) {
 		t.Fatalf("history on join from Redis: %v", got)
 	}
 	mustPush(t, p, s, w.write(1))
-	for _, ws := range []*websocket.Conn{ws1, ws2, ws3} {
+	for _, ws := range []*wsviewer.Conn{ws1, ws2, ws3} {
 		if f := mustReadOp(t, ws, "msgs"); len(f.Msgs) != 1 || f.Msgs[0].Pos != 11 || f.Replay {
 			t.Fatalf("live after the delete: %+v", f)
 		}
@@ -100,8 +101,7 @@ func TestDelFrameOnTheWire(t *testing.T) {
 	mustPush(t, p, s, w.write(2))
 	readMsgs(t, ws, 2)
 	w.delete(p, []string{w.id + "-1"}, s)
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, data, err := ws.ReadMessage()
+	_, data, err := ws.NextRaw(5 * time.Second)
 	if want := fmt.Sprintf(`{"op":"del","room":"%s","ids":["%s-1"]}`, w.id, w.id); err != nil || string(data) != want {
 		t.Fatalf("del frame %s %v, want %s", data, err, want)
 	}
@@ -112,13 +112,12 @@ func TestDelFrameOnTheWire(t *testing.T) {
 }
 
 // expectBanned reads the error frame "banned" and the close 4003.
-func expectBanned(tb testing.TB, ws *websocket.Conn) {
+func expectBanned(tb testing.TB, ws *wsviewer.Conn) {
 	tb.Helper()
 	if f := mustReadOp(tb, ws, opError); f.Code != codeBanned {
 		tb.Fatalf("error frame %+v, want %s", f, codeBanned)
 	}
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, _, err := ws.ReadMessage()
+	_, _, err := ws.NextRaw(5 * time.Second)
 	if !websocket.IsCloseError(err, CloseBanned) {
 		tb.Fatalf("after the error frame: %v, want close %d", err, CloseBanned)
 	}
@@ -147,7 +146,7 @@ func TestBanEvent(t *testing.T) {
 	}
 	expectBanned(t, ws1)
 	expectBanned(t, ws2)
-	for _, ws := range []*websocket.Conn{ws3, ws4} {
+	for _, ws := range []*wsviewer.Conn{ws3, ws4} {
 		mustSend(t, ws, map[string]string{"op": "ping"})
 		mustReadOp(t, ws, opPong)
 	}
@@ -169,15 +168,13 @@ func TestBanEvent(t *testing.T) {
 	}
 	// Welcome again after the duration.
 	testkit.SucceedsSoon(t, 5*time.Second, func() error {
-		ws, _, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&uid="+bad), nil)
+		ws, _, err := wsviewer.TryDial(wsURL(s, "room="+room+"&uid="+bad), nil)
 		if err != nil {
 			return err
 		}
 		defer ws.Close()
-		ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := ws.ReadJSON(&f); err != nil || f.Op != opWelcome {
-			return fmt.Errorf("join after the ban: %+v %v", f, err)
+		if f, data, err := ws.Next(5 * time.Second); err != nil || f.Op != opWelcome {
+			return fmt.Errorf("join after the ban: %s %v", data, err)
 		}
 		return nil
 	})
@@ -280,8 +277,7 @@ func TestBanOneOfSeveralRooms(t *testing.T) {
 	if f := mustReadOp(t, ws, opError); f.Code != codeBanned || f.Room != b {
 		t.Fatalf("error frame %+v", f)
 	}
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, CloseBanned) {
+	if _, _, err := ws.NextRaw(5 * time.Second); !websocket.IsCloseError(err, CloseBanned) {
 		t.Fatalf("after the last room's ban: %v, want close %d", err, CloseBanned)
 	}
 	expectRoutes(t, store, s, b, 0)

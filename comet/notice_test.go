@@ -10,35 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 	"github.com/danmaku/danmaku/route"
 )
 
-// noticeFrame is a user or all frame as a viewer decodes it.
-type noticeFrame struct {
-	Op   string           `json:"op"`
-	Msgs []danmaku.Notice `json:"msgs"`
-}
-
 // readNotices reads the next frame, which must be a notice frame of op.
-func readNotices(t *testing.T, ws *websocket.Conn, op string) []danmaku.Notice {
+func readNotices(t *testing.T, ws *wsviewer.Conn, op string) []danmaku.Notice {
 	t.Helper()
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, data, err := ws.ReadMessage()
-	if err != nil {
-		t.Fatalf("read %s frame: %v", op, err)
-	}
-	var f noticeFrame
-	if err := json.Unmarshal(data, &f); err != nil || f.Op != op {
+	f, data, err := ws.Next(5 * time.Second)
+	if err != nil || f.Op != op || f.Notices == nil {
 		t.Fatalf("frame %s, want op %s (%v)", data, op, err)
 	}
-	return f.Msgs
+	return f.Notices.Msgs
 }
 
 func noticeIDs(ns []danmaku.Notice) []string {
@@ -70,14 +58,14 @@ func TestNoticeToUser(t *testing.T) {
 	u := strconv.FormatInt(uid, 10)
 	tok := "&token=" + keys.Token(t, uid, "", nil)
 	r1, r2 := testkit.Uniq("r"), testkit.Uniq("r")
-	tabs := []*websocket.Conn{
+	tabs := []*wsviewer.Conn{
 		mustDial(t, s, "room="+r1+"&uid="+u+tok),
 		mustDial(t, s, "room="+r2+tok),
 		mustDial(t, s, "uid="+u+tok),
 	}
 	mustReadOp(t, tabs[0], opWelcome)
 	mustReadOp(t, tabs[1], opWelcome)
-	bystanders := []*websocket.Conn{mustDial(t, s, "room="+r1+"&token="+keys.Token(t, other, "", nil)), mustDial(t, s, "room="+r1)}
+	bystanders := []*wsviewer.Conn{mustDial(t, s, "room="+r1+"&token="+keys.Token(t, other, "", nil)), mustDial(t, s, "room="+r1)}
 	for _, ws := range bystanders {
 		mustReadOp(t, ws, opWelcome)
 	}
@@ -149,11 +137,11 @@ func TestUserNoticesNeedProof(t *testing.T) {
 			room := testkit.Uniq("r")
 			thief := mustDial(t, s, "room="+room+"&uid="+u)
 			mustReadOp(t, thief, opWelcome)
-			var owner *websocket.Conn
+			var owner *wsviewer.Conn
 			if s == withKeys {
 				owner = mustDial(t, s, "room="+room+"&token="+keys.Token(t, uid, "", nil))
 				mustReadOp(t, owner, opWelcome)
-				_, resp, err := websocket.DefaultDialer.Dial(wsURL(s, "room="+room+"&token="+keys.Attacks(t, uid)[0].Token), nil)
+				_, resp, err := wsviewer.TryDial(wsURL(s, "room="+room+"&token="+keys.Attacks(t, uid)[0].Token), nil)
 				if err == nil || resp == nil || resp.StatusCode != 401 {
 					t.Fatalf("expired token with auth off: %v %v, want 401", resp, err)
 				}
@@ -203,7 +191,7 @@ func startWithKeys(t *testing.T, keys *tokens.Keys, mutate func(*Config)) *Serve
 func TestNoticeToAll(t *testing.T) {
 	s, _ := mustStart(t, nil)
 	room := testkit.Uniq("r")
-	var conns []*websocket.Conn
+	var conns []*wsviewer.Conn
 	for i := 0; i < 4; i++ {
 		ws := mustDial(t, s, "room="+room+"&uid=u"+strconv.Itoa(i))
 		mustReadOp(t, ws, opWelcome)

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // Online frames are per room: a viewer in two rooms gets each room's own
@@ -28,7 +27,7 @@ func TestOnlinePerRoom(t *testing.T) {
 
 // expectOnlineFrames reads frames from ws until the last online frame of each
 // room of want says its count.
-func expectOnlineFrames(tb testing.TB, ws *websocket.Conn, want map[string]int64) {
+func expectOnlineFrames(tb testing.TB, ws *wsviewer.Conn, want map[string]int64) {
 	tb.Helper()
 	got := map[string]int64{}
 	deadline := time.Now().Add(5 * time.Second)

@@ -87,7 +87,8 @@ func TestFrameErrorTexts(t *testing.T) {
 		!strings.HasPrefix(viaURL.Message, "room: ") {
 		t.Errorf("bad room: URL %+v, join %+v", viaURL, viaJoin)
 	}
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"op":5}`)); err != nil {
+	// The raw socket: a frame whose op is no string.
+	if err := ws.WS().WriteMessage(websocket.TextMessage, []byte(`{"op":5}`)); err != nil {
 		t.Fatal(err)
 	}
 	f := mustReadOp(t, ws, opError)
@@ -100,7 +101,8 @@ func TestFrameErrorTexts(t *testing.T) {
 func TestInvalidUTF8TextFrameCloses1007(t *testing.T) {
 	s, _ := mustStart(t, nil)
 	ws := mustDial(t, s, "")
-	if err := ws.WriteMessage(websocket.TextMessage, []byte("{\"op\":\"ping\",\"x\":\"\xff\"}")); err != nil {
+	// The raw socket: a text frame that is no UTF-8.
+	if err := ws.WS().WriteMessage(websocket.TextMessage, []byte("{\"op\":\"ping\",\"x\":\"\xff\"}")); err != nil {
 		t.Fatal(err)
 	}
 	expectClose(t, ws, websocket.CloseInvalidFramePayloadData)

@@ -8,20 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // readRooms reads frames from ws until every room of until has a msgs
 // frame carrying its position, and returns the positions each room got, in
 // order. A msgs frame of a room not in until, or a frame about no room
 // (other than pong), fails the test.
-func readRooms(tb testing.TB, ws *websocket.Conn, until map[string]int64) map[string][]int64 {
+func readRooms(tb testing.TB, ws *wsviewer.Conn, until map[string]int64) map[string][]int64 {
 	tb.Helper()
 	got, _ := readRoomsWelcomes(tb, ws, until)
 	return got
@@ -29,7 +29,7 @@ func readRooms(tb testing.TB, ws *websocket.Conn, until map[string]int64) map[st
 
 // readRoomsWelcomes is readRooms that also returns the welcome frames read,
 // by room.
-func readRoomsWelcomes(tb testing.TB, ws *websocket.Conn, until map[string]int64) (map[string][]int64, map[string]frame) {
+func readRoomsWelcomes(tb testing.TB, ws *wsviewer.Conn, until map[string]int64) (map[string][]int64, map[string]frame) {
 	tb.Helper()
 	got, welcomes := map[string][]int64{}, map[string]frame{}
 	done := func() bool {
@@ -279,7 +279,7 @@ func TestSeveralRoomsResume(t *testing.T) {
 	ws1 := mustDial(t, s, q)
 	ws2 := mustDial(t, other, "room="+a.id+"&since."+a.id+"=5&epoch."+a.id+"="+a.head.Epoch)
 	mustSend(t, ws2, map[string]any{"op": "sub", "room": b.id, "since": 3, "epoch": b.head.Epoch})
-	for _, ws := range []*websocket.Conn{ws1, ws2} {
+	for _, ws := range []*wsviewer.Conn{ws1, ws2} {
 		got, welcomes := readRoomsWelcomes(t, ws, map[string]int64{a.id: 9, b.id: 9})
 		expectRooms(t, got, map[string][2]int64{a.id: {6, 9}, b.id: {4, 9}})
 		for _, w := range []*tlRoom{a, b} {
@@ -294,7 +294,7 @@ func TestSeveralRoomsResume(t *testing.T) {
 		mustPush(t, p, x, ba)
 		mustPush(t, p, x, bb)
 	}
-	for _, ws := range []*websocket.Conn{ws1, ws2} {
+	for _, ws := range []*wsviewer.Conn{ws1, ws2} {
 		expectRooms(t, readRooms(t, ws, map[string]int64{a.id: 11, b.id: 11}), map[string][2]int64{a.id: {10, 11}, b.id: {10, 11}})
 	}
 	expectValue(t, s.metrics.resumes.WithLabelValues("recovered"), 2, "recovered resumes")
@@ -316,19 +316,19 @@ func TestSeveralRoomsSlowViewerCaughtUp(t *testing.T) {
 	}
 	defer ws.Close()
 	for range 2 {
-		mustReadOp(t, ws, opWelcome)
+		mustReadOp(t, wsviewer.Wrap(ws), opWelcome)
 	}
 	for range 30 {
 		mustPush(t, p, s, a.write(1))
 		mustPush(t, p, s, b.write(1))
 	}
 	time.Sleep(300 * time.Millisecond)
-	expectRooms(t, readRooms(t, ws, map[string]int64{a.id: 30, b.id: 30}), map[string][2]int64{a.id: {1, 30}, b.id: {1, 30}})
+	expectRooms(t, readRooms(t, wsviewer.Wrap(ws), map[string]int64{a.id: 30, b.id: 30}), map[string][2]int64{a.id: {1, 30}, b.id: {1, 30}})
 	expectValue(t, s.metrics.slowConsumers, 0, "cuts")
 	if value(t, s.metrics.catchUps) < 1 {
 		t.Fatal("the viewer was never caught up")
 	}
 	mustPush(t, p, s, a.write(1))
 	mustPush(t, p, s, b.write(1))
-	expectRooms(t, readRooms(t, ws, map[string]int64{a.id: 31, b.id: 31}), map[string][2]int64{a.id: {31, 31}, b.id: {31, 31}})
+	expectRooms(t, readRooms(t, wsviewer.Wrap(ws), map[string]int64{a.id: 31, b.id: 31}), map[string][2]int64{a.id: {31, 31}, b.id: {31, 31}})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // A ping whose length uses the 16-bit form reaches the comet over a real
@@ -21,9 +22,10 @@ func TestExtendedLengthPing(t *testing.T) {
 	s, _ := mustStart(t, nil)
 	c := mustDial(t, s, "")
 	pongs := make(chan string, 1)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+	// The raw socket: control frames written byte by byte.
+	c.WS().SetPongHandler(func(p string) error { pongs <- p; return nil })
 	wire := append(maskedFrame16(0x9, []byte("ten bytes!")), maskedFrame(0x1, []byte(`{"op":"ping"}`))...)
-	if _, err := c.UnderlyingConn().Write(wire); err != nil {
+	if _, err := c.WS().UnderlyingConn().Write(wire); err != nil {
 		t.Fatal(err)
 	}
 	mustReadOp(t, c, opPong)
@@ -39,10 +41,11 @@ func TestFragmentedPingCloses1002(t *testing.T) {
 	s, _ := mustStart(t, nil)
 	c := mustDial(t, s, "")
 	pongs := make(chan string, 1)
-	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+	// The raw socket: a fragmented control frame.
+	c.WS().SetPongHandler(func(p string) error { pongs <- p; return nil })
 	frag := maskedFrame(0x9, []byte("part"))
 	frag[0] &^= 0x80 // FIN off
-	if _, err := c.UnderlyingConn().Write(frag); err != nil {
+	if _, err := c.WS().UnderlyingConn().Write(frag); err != nil {
 		t.Fatal(err)
 	}
 	expectClose(t, c, websocket.CloseProtocolError)
@@ -69,7 +72,8 @@ func TestServeFramesOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if w := mustReadOp(t, c, opWelcome); w.Room != room || w.Online != 1 {
+	v := wsviewer.Wrap(c) // a TLS dialer of its own
+	if w := mustReadOp(t, v, opWelcome); w.Room != room || w.Online != 1 {
 		t.Fatalf("welcome %+v", w)
 	}
 	expectRoutes(t, store, s, room, 1)
@@ -78,13 +82,13 @@ func TestServeFramesOverTLS(t *testing.T) {
 	if err := c.WriteControl(websocket.PingMessage, []byte("hb"), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, c, map[string]string{"op": "ping"})
-	mustReadOp(t, c, opPong)
+	mustSend(t, v, map[string]string{"op": "ping"})
+	mustReadOp(t, v, opPong)
 	if p := <-pongs; p != "hb" {
 		t.Fatalf("pong payload %q", p)
 	}
-	mustSend(t, c, map[string]string{"op": "dance"})
-	if f := mustReadOp(t, c, opError); f.Code != codeUnknownOp {
+	mustSend(t, v, map[string]string{"op": "dance"})
+	if f := mustReadOp(t, v, opError); f.Code != codeUnknownOp {
 		t.Fatalf("error frame %+v", f)
 	}
 	p := push.NewClient(testSecret, 2*time.Second)
@@ -92,7 +96,7 @@ func TestServeFramesOverTLS(t *testing.T) {
 	if n := mustPush(t, p, s, batch(room, "t1")); n != 1 {
 		t.Fatalf("delivered %d, want 1", n)
 	}
-	if f := mustReadOp(t, c, danmaku.OpMsgs); f.Msgs[0].ID != "t1" {
+	if f := mustReadOp(t, v, danmaku.OpMsgs); f.Msgs[0].ID != "t1" {
 		t.Fatalf("batch %+v", f)
 	}
 	c.Close()

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -79,7 +79,7 @@ func (w *tlRoom) wipe() {
 
 // readMsgs reads frames from ws until a msgs frame carries position
 // until, and returns the msgs frames read (other frames are skipped).
-func readMsgs(tb testing.TB, ws *websocket.Conn, until int64) []frame {
+func readMsgs(tb testing.TB, ws *wsviewer.Conn, until int64) []frame {
 	tb.Helper()
 	var out []frame
 	for {
@@ -133,7 +133,7 @@ func short(p []int64) string {
 
 // joinWelcome dials the comet into room (extra: more query) and returns
 // the connection and its welcome.
-func joinWelcome(tb testing.TB, s *Server, room, extra string) (*websocket.Conn, frame) {
+func joinWelcome(tb testing.TB, s *Server, room, extra string) (*wsviewer.Conn, frame) {
 	tb.Helper()
 	q := "room=" + room
 	if extra != "" {

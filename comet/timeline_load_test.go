@@ -20,6 +20,7 @@ import (
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // stormViewers is the number of viewers of the resume storm test;
@@ -78,7 +79,7 @@ func stormViewer(s *Server, room, epoch string, since, last int64, hold chan str
 	if err != nil {
 		return err
 	}
-	err = readResume(ws, since, last)
+	err = readResume(wsviewer.Wrap(ws), since, last)
 	if hold == nil || err != nil {
 		ws.Close()
 		return err
@@ -88,22 +89,23 @@ func stormViewer(s *Server, room, epoch string, since, last int64, hold chan str
 }
 
 // readResume reads a resume's welcome and frames up to position last.
-func readResume(ws *websocket.Conn, since, last int64) error {
-	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-	var wel frame
-	if err := ws.ReadJSON(&wel); err != nil {
+func readResume(ws *wsviewer.Conn, since, last int64) error {
+	end := time.Now().Add(20 * time.Second)
+	sf, _, err := ws.Next(time.Until(end))
+	if err != nil {
 		return err
 	}
+	wel := flat(sf)
 	if wel.Op != opWelcome || wel.Recovered == nil || !*wel.Recovered {
 		return fmt.Errorf("welcome %+v, want recovered", wel)
 	}
 	var got []int64
 	for len(got) == 0 || got[len(got)-1] < last {
-		var f frame
-		if err := ws.ReadJSON(&f); err != nil {
+		sf, _, err := ws.Next(time.Until(end))
+		if err != nil {
 			return err
 		}
-		got = append(got, positions([]frame{f})...)
+		got = append(got, positions([]frame{flat(sf)})...)
 	}
 	return checkRange(got, since+1, last)
 }
@@ -170,15 +172,15 @@ var smallBufferDialer = websocket.Dialer{
 	},
 }
 
-func dialSmall(tb testing.TB, s *Server, room string) *websocket.Conn {
+func dialSmall(tb testing.TB, s *Server, room string) *wsviewer.Conn {
 	tb.Helper()
 	ws, _, err := smallBufferDialer.Dial(wsURL(s, "room="+room), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { ws.Close() })
-	mustReadOp(tb, ws, opWelcome)
-	return ws
+	mustReadOp(tb, wsviewer.Wrap(ws), opWelcome)
+	return wsviewer.Wrap(ws)
 }
 
 // slowConfig makes writes to a viewer that does not read block quickly.
@@ -228,9 +230,10 @@ func TestSlowViewerCaughtUp(t *testing.T) {
 		mustPush(t, p, small, w2.write(1))
 	}
 	time.Sleep(300 * time.Millisecond)
-	ws2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The raw socket: read until the comet cuts the connection.
+	ws2.WS().SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		_, _, err := ws2.ReadMessage()
+		_, _, err := ws2.WS().ReadMessage()
 		if err == nil {
 			continue
 		}
@@ -263,12 +266,12 @@ func TestNeverReadingViewerCut(t *testing.T) {
 	go func() {
 		var pos []int64
 		for len(pos) == 0 || pos[len(pos)-1] < 150 {
-			good.SetReadDeadline(time.Now().Add(10 * time.Second))
-			var f frame
-			if err := good.ReadJSON(&f); err != nil {
+			sf, _, err := good.Next(10 * time.Second)
+			if err != nil {
 				got <- err
 				return
 			}
+			f := flat(sf)
 			pos = append(pos, positions([]frame{f})...)
 		}
 		got <- checkRange(pos, 1, 150)
@@ -303,10 +306,11 @@ func TestNeverReadingViewerCut(t *testing.T) {
 
 // answerPings writes a pong on ws every 100 ms until a write fails,
 // without reading: to the comet, a client that answers its pings.
-func answerPings(ws *websocket.Conn) {
+func answerPings(ws *wsviewer.Conn) {
 	for {
 		time.Sleep(100 * time.Millisecond)
-		if ws.WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second)) != nil {
+		// The raw socket: a pong without reading anything.
+		if ws.WS().WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second)) != nil {
 			return
 		}
 	}

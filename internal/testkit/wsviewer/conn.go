@@ -160,3 +160,7 @@ func (c *Conn) ExpectClose(tb testing.TB, code int, d time.Duration) {
 		tb.Fatalf("connection ended with close code %d (%v), want %d", got, err, code)
 	}
 }
+
+// Wrap reads ws, a connection the test dialed itself (over TLS, with
+// compression, through a dialer of its own), frame by frame.
+func Wrap(ws *websocket.Conn) *Conn { return &Conn{ws: ws} }
