@@ -3,6 +3,7 @@ package loadtest
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"time"
 )
@@ -81,27 +82,16 @@ func (rep *Report) account(l *Layout, snd, high *sender, results []*PoolResult, 
 		rep.ExpectedExact += acc * uint64(m.Exact)
 		rep.ExpectedCounted += acc * uint64(m.Counted)
 		rep.CountedDelivered += m.CountedMsgs
-		for w, word := range bits {
-			for b := 0; b < 64; b++ {
-				if word&(1<<uint(b)) == 0 {
-					continue
-				}
-				seq := w*64 + b
-				var got uint32
-				if seq < len(m.Counts) {
-					got = m.Counts[seq]
-				}
-				if m.Exact == 0 {
-					continue
-				}
-				if got == 0 {
-					undelivered++
-					undeliveredDeliveries += uint64(m.Exact)
-					continue
-				}
+		eachAccepted(bits, m.Counts, func(got uint32) {
+			switch {
+			case m.Exact == 0:
+			case got == 0:
+				undelivered++
+				undeliveredDeliveries += uint64(m.Exact)
+			default:
 				rep.Lost += uint64(m.Exact) - uint64(got)
 			}
-		}
+		})
 		for seq, n := range m.Counts {
 			w, b := seq/64, uint(seq%64)
 			if n > 0 && (w >= len(bits) || bits[w]&(1<<b) == 0) {
@@ -165,6 +155,22 @@ func (rep *Report) account(l *Layout, snd, high *sender, results []*PoolResult, 
 	if len(full) > 0 {
 		sort.Float64s(full)
 		rep.DeliveriesPerS = Spread{Median: full[len(full)/2], Min: full[0], Max: full[len(full)-1]}
+	}
+}
+
+// eachAccepted calls fn for every sequence set in accepted with the
+// number of viewers that got it (counts, by sequence).
+func eachAccepted(accepted []uint64, counts []uint32, fn func(got uint32)) {
+	for w, word := range accepted {
+		for word != 0 {
+			tz := bits.TrailingZeros64(word)
+			var got uint32
+			if seq := w*64 + tz; seq < len(counts) {
+				got = counts[seq]
+			}
+			fn(got)
+			word &^= 1 << uint(tz)
+		}
 	}
 }
 

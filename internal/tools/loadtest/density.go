@@ -459,21 +459,11 @@ func (rep *Report) accountHigh(high *sender, sendFor time.Duration, rooms map[in
 		if room >= len(high.accepted) {
 			continue
 		}
-		for w, word := range high.accepted[room] {
-			for b := 0; b < 64; b++ {
-				if word&(1<<uint(b)) == 0 {
-					continue
-				}
-				seq := w*64 + b
-				var got uint32
-				if seq < len(m.HighCounts) {
-					got = m.HighCounts[seq]
-				}
-				h.Expected += uint64(m.HighViewers)
-				h.Delivered += uint64(got)
-				h.Lost += uint64(m.HighViewers) - uint64(min(int(got), m.HighViewers))
-			}
-		}
+		eachAccepted(high.accepted[room], m.HighCounts, func(got uint32) {
+			h.Expected += uint64(m.HighViewers)
+			h.Delivered += uint64(got)
+			h.Lost += uint64(m.HighViewers) - uint64(min(int(got), m.HighViewers))
+		})
 	}
 	h.Latency = quantiles(&rep.highHist)
 	rep.High = h
