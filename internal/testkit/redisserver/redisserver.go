@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,7 +232,13 @@ func (s *Server) start() error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = childAttr()
+	// The parent of a child with a death signal is the thread that
+	// started it: keep this goroutine on it while it does.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	s.mu.Lock()

@@ -2,8 +2,11 @@ package redisserver
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,5 +133,38 @@ func TestClusterFailover(t *testing.T) {
 	}
 	if v, err := direct.Get(ctx, "k").Result(); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
 		t.Fatalf("old master answered %q %v, want MOVED: it is a replica now", v, err)
+	}
+}
+
+// A test process that dies without stopping its servers (a panic, the
+// -timeout kill) takes them with it: the orphan test starts one in a
+// child process of the test binary and exits at once.
+func TestServerDiesWithTestProcess(t *testing.T) {
+	if os.Getenv("REDISSERVER_ORPHAN") == "1" {
+		s, err := StartServer()
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		fmt.Println("PID", s.proc().Process.Pid)
+		os.Exit(0) // no StopAll
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestServerDiesWithTestProcess$")
+	cmd.Env = append(os.Environ(), "REDISSERVER_ORPHAN=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("orphan test: %v\n%s", err, out)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(string(out), "PID %d", &pid); err != nil || pid <= 0 {
+		t.Fatalf("orphan test said %q", out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("redis-server %d outlived the test process that started it", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
