@@ -38,6 +38,7 @@ func TestEncodeOnce(t *testing.T) {
 	for _, b := range []danmaku.Batch{
 		danmaku.NewBatch("room_1", nil),
 		{Op: danmaku.OpMsgs, Room: "video.123", Epoch: "0f3a9c", Dels: 5},
+		{Op: danmaku.OpMsgs, Room: "video.123", Epoch: "0f3a9c", Skipped: 1234},
 		{Op: danmaku.OpMsgs, Room: "r", Epoch: "e", Replay: true},
 	} {
 		for _, pos := range [][]int64{{1, 2, 3, 4}, {0, 0, 0, 0}, {9007199254740993, 7, 1 << 40, 8}} {

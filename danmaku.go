@@ -186,6 +186,11 @@ type Batch struct {
 	// live ones.
 	Replay bool      `json:"replay,omitempty"`
 	Msgs   []Message `json:"msgs"`
+	// Skipped is set on frames thinned for a viewer with a density cap:
+	// how many normal messages of the room since the tier's previous frame
+	// (on a replay frame: within its positions) were left out for it.
+	// Never set in a push from job.
+	Skipped int64 `json:"skipped,omitempty"`
 	// Dels is set in a push from job only: how many message ids were
 	// deleted in the epoch so far, so a comet that missed a del event
 	// reads the rest of the room's deletion log. Comets leave it out of
@@ -255,6 +260,10 @@ func AppendBatchJSON(dst []byte, b Batch, msgs [][]byte, pos []int64) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ']')
+	if b.Skipped != 0 {
+		dst = append(dst, `,"skipped":`...)
+		dst = strconv.AppendInt(dst, b.Skipped, 10)
+	}
 	if b.Dels != 0 {
 		dst = append(dst, `,"dels":`...)
 		dst = strconv.AppendInt(dst, b.Dels, 10)

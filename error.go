@@ -38,6 +38,7 @@ const (
 	CodeTooManyRooms   = "too_many_rooms" // a sub beyond the connection's room limit
 	CodeFrameForbidden = "forbidden"      // the token does not allow the room
 	CodeTokenExpired   = "token_expired"  // a join or sub after the connection's token expired
+	CodeNotSubscribed  = "not_subscribed" // a density op for a room the connection does not hold
 )
 
 // Error is the one error type of the service. Code is machine readable,

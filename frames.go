@@ -16,9 +16,11 @@ const (
 	OpUnsubscribed = "unsubscribed"
 	OpOnline       = "online"
 	OpError        = "error"
+	OpDensity      = "density"
 )
 
-// ClientFrame is a frame a viewer sends: join, sub, unsub or ping.
+// ClientFrame is a frame a viewer sends: join, sub, unsub, density or
+// ping.
 type ClientFrame struct {
 	Op   string `json:"op"`
 	Room string `json:"room,omitempty"`
@@ -26,6 +28,20 @@ type ClientFrame struct {
 	// room's timeline Epoch after position Since.
 	Since *int64 `json:"since,omitempty"`
 	Epoch string `json:"epoch,omitempty"`
+	// Max is a density op's cap: at most this many normal messages a
+	// second of Room (of every room of the connection when Room is
+	// absent); 0 asks for every message.
+	Max *int `json:"max,omitempty"`
+}
+
+// DensityFrame answers a density op, and tells a viewer its cap when the
+// welcome could not: Max is the tier the comet now serves the viewer in
+// Room (0: every message), which may be below what it asked for (the
+// comet's tiers, see docs/protocol.md).
+type DensityFrame struct {
+	Op   string `json:"op"`
+	Room string `json:"room,omitempty"`
+	Max  int    `json:"max"`
 }
 
 // Welcome is sent after every successful join or sub.
@@ -44,6 +60,9 @@ type Welcome struct {
 	// since follows, false when the comet sends the recent history instead
 	// (another epoch, or since older than the kept history).
 	Recovered *bool `json:"recovered,omitempty"`
+	// Density is the tier the viewer is served in the room: at most this
+	// many normal messages a second; absent (0) for every message.
+	Density int `json:"density,omitempty"`
 }
 
 // ErrorFrame reports a client frame that could not be served; the

@@ -33,6 +33,7 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpError:        {func() any { return new(danmaku.ErrorFrame) }},
 		danmaku.OpUnsubscribed: {func() any { return new(danmaku.Unsubscribed) }},
 		danmaku.OpOnline:       {func() any { return new(danmaku.OnlineFrame) }},
+		danmaku.OpDensity:      {func() any { return new(danmaku.ClientFrame) }, func() any { return new(danmaku.DensityFrame) }},
 		danmaku.OpMsgs:         {func() any { return new(danmaku.Batch) }},
 		danmaku.OpDel:          {func() any { return new(danmaku.DelFrame) }, func() any { return new(danmaku.Event) }},
 		danmaku.OpBan:          {func() any { return new(danmaku.Event) }},

@@ -22,6 +22,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
+	dens, err := densityParam(r.URL.Query().Get("density"))
+	if err != nil {
+		s.metrics.rejected("bad_density")
+		httpx.WriteError(w, err)
+		return
+	}
 	rooms := roomsOfURL(r, s.cfg.MaxRoomsPerConn)
 	ip := remoteIP(r)
 	key, ok := s.limiter.acquire(ip)
@@ -36,6 +42,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.claims = claims
+	c.density = dens
 	s.metrics.accept()
 	s.hub.addConn(c)
 	go c.readLoop(rooms)
@@ -120,7 +127,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 		s.metrics.rejected("handshake")
 		return nil
 	}
-	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1)}
+	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1), density: noCap}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
 		c.fc.OnPing = func(payload []byte) { c.sendItem(item{Pong: payload}) }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/density"
 	"github.com/danmaku/danmaku/internal/config"
 )
 
@@ -107,6 +108,15 @@ type Config struct {
 	// is sent to its viewers (an "online" frame, only when it changed);
 	// 0 turns the frames off.
 	OnlinePeriod time.Duration `yaml:"online_period" help:"how often each room's viewer count is sent to its viewers (online frame, only when it changed); 0: never"`
+	// DensityTiers are the caps (normal messages a second per room,
+	// ascending) a viewer's density request maps to, besides every
+	// message; each batch is encoded once per tier with viewers.
+	DensityTiers []int `yaml:"density_tiers" help:"density caps a viewer may ask for (normal messages a second per room, ascending, at most 7); a request maps to the largest cap not above it (the smallest below all); every batch is encoded once per tier in use"`
+	// DensityHotRate makes rooms above this many messages a second serve
+	// the viewers that asked for no density the DensityHotCap tier; 0
+	// never.
+	DensityHotRate float64 `yaml:"density_hot_rate" help:"messages a second above which a room serves viewers that asked for no density the density_hot_cap tier; 0: never"`
+	DensityHotCap  int     `yaml:"density_hot_cap" help:"the cap of hot rooms (density_hot_rate) for viewers that asked for no density"`
 	// Compression negotiates permessage-deflate with viewers that offer it.
 	Compression bool `yaml:"compression" help:"permessage-deflate (compressed once per batch)"`
 	// LeaseRenew is how often the comet renews its lease; LeaseTTL is the
@@ -151,6 +161,8 @@ func DefaultConfig() Config {
 		PingPeriod:        25 * time.Second,
 		PongWait:          60 * time.Second,
 		OnlinePeriod:      10 * time.Second,
+		DensityTiers:      []int{10, 30, 60},
+		DensityHotCap:     30,
 		LeaseRenew:        5 * time.Second,
 		LeaseTTL:          15 * time.Second,
 		ReconcileInterval: 30 * time.Second,
@@ -211,6 +223,15 @@ func (c *Config) Validate() error {
 		return config.Invalid("registry_workers", "must be at least 1")
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
+	}
+	if _, err := density.NewTiers(c.DensityTiers); err != nil {
+		return config.Invalid("density_tiers", "%v", err)
+	}
+	switch {
+	case c.DensityHotRate < 0:
+		return config.Invalid("density_hot_rate", "must not be negative")
+	case c.DensityHotCap < 0:
+		return config.Invalid("density_hot_cap", "must not be negative")
 	}
 	if err := c.validateLimits(); err != nil {
 		return err

@@ -43,6 +43,11 @@ type conn struct {
 	claims *auth.Claims
 	// ops is the connection's budget of room ops; only the reader uses it.
 	ops opBucket
+	// density is what the viewer asks for in rooms it joins (density.go:
+	// normal messages a second, 0 every message, noCap none): set from
+	// the URL or the token before the reader starts, changed by a density
+	// op without a room; only the reader uses it.
+	density int
 
 	// mu guards members and nextReg (see rooms.go).
 	mu sync.Mutex
@@ -338,6 +343,8 @@ func (c *conn) readMessage() bool {
 		c.subscribe(joinReqOf(f))
 	case opUnsub:
 		c.unsubscribe(f.Room)
+	case opDensity:
+		c.setDensity(f.Room, *f.Max)
 	}
 	return true
 }

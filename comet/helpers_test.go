@@ -109,6 +109,11 @@ type frame struct {
 	Recovered *bool
 	// IDs are the deleted ids of a del frame.
 	IDs []string
+	// Skipped is a thinned msgs frame's count of left-out messages; Max a
+	// density frame's cap, Density a welcome's.
+	Skipped int64
+	Max     int
+	Density int
 }
 
 // flat is f's fields in one frame.
@@ -118,9 +123,10 @@ func flat(f danmaku.ServerFrame) frame {
 	case f.Welcome != nil:
 		w := f.Welcome
 		out.ConnID, out.Room, out.Online, out.Heart = w.ConnID, w.Room, w.Online, w.HeartbeatMs
-		out.Epoch, out.Pos, out.Recovered = w.Epoch, w.Pos, w.Recovered
+		out.Epoch, out.Pos, out.Recovered, out.Density = w.Epoch, w.Pos, w.Recovered, w.Density
 	case f.Msgs != nil:
 		out.Room, out.Epoch, out.Replay, out.Msgs = f.Msgs.Room, f.Msgs.Epoch, f.Msgs.Replay, f.Msgs.Msgs
+		out.Skipped = f.Msgs.Skipped
 	case f.Del != nil:
 		out.Room, out.IDs = f.Del.Room, f.Del.IDs
 	case f.Error != nil:
@@ -130,6 +136,8 @@ func flat(f danmaku.ServerFrame) frame {
 		out.Room, out.Online = f.Online.Room, f.Online.Online
 	case f.Unsubscribed != nil:
 		out.Room = f.Unsubscribed.Room
+	case f.Density != nil:
+		out.Room, out.Max = f.Density.Room, f.Density.Max
 	}
 	return out
 }

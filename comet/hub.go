@@ -29,6 +29,7 @@ type hub struct {
 	ringSize int
 	ringSpan time.Duration // see timeline.span
 	ringKeep int
+	density  *densityConf
 	users    userIndex  // connections by user id (notice.go)
 	notices  noticeSeen // notice ids delivered here (notice.go)
 }
@@ -47,7 +48,7 @@ type shard struct {
 
 func newHub(cfg Config) *hub {
 	h := &hub{ringSize: cfg.RingSize, ringSpan: cfg.RingSpan,
-		ringKeep: min(cfg.RingSize, max(cfg.HistoryOnJoin, 100))}
+		ringKeep: min(cfg.RingSize, max(cfg.HistoryOnJoin, 100)), density: newDensityConf(cfg)}
 	for i := range h.shards {
 		h.shards[i].rooms = map[string]*room{}
 		h.shards[i].conns = map[*conn]struct{}{}
@@ -107,7 +108,7 @@ func (h *hub) roomFor(id string) *room {
 	defer sh.mu.Unlock()
 	r := sh.rooms[id]
 	if r == nil {
-		r = &room{id: id, tl: timeline.New(h.ringSize, h.ringSpan.Milliseconds(), h.ringKeep), emptySince: time.Now()}
+		r = &room{id: id, tl: timeline.New(h.ringSize, h.ringSpan.Milliseconds(), h.ringKeep), emptySince: time.Now(), dc: h.density}
 		sh.rooms[id] = r
 	}
 	return r
@@ -138,6 +139,7 @@ func (h *hub) leave(m *member) {
 	if m.r.Load() != r {
 		return
 	}
+	r.removeLocked(m)
 	last := len(r.members) - 1
 	r.members[m.idx], r.conns[m.idx] = r.members[last], r.conns[last]
 	r.members[m.idx].idx = m.idx

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/density"
 	"github.com/danmaku/danmaku/comet/internal/timeline"
 	"github.com/danmaku/danmaku/route"
 )
@@ -187,17 +188,27 @@ func (s *Server) planLocked(r *room, req joinReq, d *direct) joinPlan {
 	return p
 }
 
-// historyItemLocked returns the history-on-join frame for msgs, encoded
-// once per head of the room; r.mu is held.
-func (r *room) historyItemLocked(msgs []danmaku.Message) item {
+// historyItemLocked returns the history-on-join frame of msgs for
+// viewers of slot, encoded once per head of the room and tier; r.mu is
+// held. It returns no frame when the tier keeps none of msgs.
+func (r *room) historyItemLocked(msgs []danmaku.Message, slot int) item {
 	t := &r.tl
 	first, last := msgs[0].Pos, msgs[len(msgs)-1].Pos
-	j := &r.joinFrame
+	if len(r.joinFrames) != r.dc.tiers.Slots() {
+		r.joinFrames = make([]joinFrameCache, r.dc.tiers.Slots())
+	}
+	j := &r.joinFrames[slot]
 	if j.it.PM != nil && j.first == first && j.last == last && j.epoch == t.Epoch && j.gen == t.Gen {
 		return j.it
 	}
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch, b.Replay = t.Epoch, true
+	if cp := r.dc.tiers.Cap(slot); cp > 0 {
+		b.Msgs, b.Skipped = density.Thin(nil, msgs, r.needsLocked(msgs), cp)
+	}
+	if len(b.Msgs) == 0 {
+		return item{}
+	}
 	it, ok := r.encodeItem(b)
 	if !ok {
 		return item{}
@@ -227,21 +238,24 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	r := s.hub.lockRoom(req.room)
 	p := s.planLocked(r, req, d)
 	t := &r.tl
+	r.addLocked(m)
+	slot := r.slotLocked(m)
 	w.Epoch, w.Pos, w.Recovered = t.Epoch, t.Last, p.recovered
+	w.Density = r.dc.tiers.Cap(slot)
 	c.w.SetGot(r, t.Epoch, p.base)
 	res := c.enqueue(item{PM: prepare(w), Size: len(c.id) + len(req.room) + 96})
-	r.addLocked(m)
 	m.online = w.Online
 	var items []item
 	switch {
 	case p.ring:
-		items = r.replayLocked(p.base, nil)
+		items = r.replayLocked(p.base, slot, nil)
 	case len(p.msgs) == 0:
 	case p.history:
-		items = append(items, r.historyItemLocked(p.msgs))
+		items = append(items, r.historyItemLocked(p.msgs, slot))
 	default:
+		enc := r.replayEncoder(slot)
 		for msgs := p.msgs; len(msgs) > 0; msgs = msgs[min(len(msgs), replayChunk):] {
-			it, _ := r.replayItem(msgs[:min(len(msgs), replayChunk)], false)
+			it, _ := enc(msgs[:min(len(msgs), replayChunk)], false)
 			items = append(items, it)
 		}
 	}

@@ -3,6 +3,7 @@ package comet
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 
 	"github.com/gorilla/websocket"
 
@@ -20,6 +21,7 @@ const (
 	opWelcome      = danmaku.OpWelcome
 	opUnsubscribed = danmaku.OpUnsubscribed
 	opError        = danmaku.OpError
+	opDensity      = danmaku.OpDensity
 )
 
 // Error codes carried by error frames (declared with every other code in
@@ -31,6 +33,7 @@ const (
 	codeBadRoom     = danmaku.CodeBadRoom
 	codeUnavailable = danmaku.EUNAVAILABLE // the registry (Redis) did not answer
 	codeTooMany     = danmaku.CodeTooManyRooms
+	codeNotSubbed   = danmaku.CodeNotSubscribed
 )
 
 // Close codes beyond RFC 6455's.
@@ -49,6 +52,7 @@ type (
 	unsubscribedFrame = danmaku.Unsubscribed
 	delFrame          = danmaku.DelFrame
 	onlineFrame       = danmaku.OnlineFrame
+	densityFrame      = danmaku.DensityFrame
 )
 
 // maxEpochLen bounds the epoch a client may send back; epochs are short
@@ -93,6 +97,8 @@ func parseFrame(b []byte) (clientFrame, error) {
 			return clientFrame{}, &frameError{codeBadJSON, "epoch is too long"}
 		}
 		return f, nil
+	case opDensity:
+		return f, checkDensityFrame(f)
 	case "":
 		return clientFrame{}, &frameError{codeUnknownOp, "op is missing"}
 	default:
@@ -102,6 +108,20 @@ func parseFrame(b []byte) (clientFrame, error) {
 		}
 		return clientFrame{}, &frameError{codeUnknownOp, "unknown op " + quote(op)}
 	}
+}
+
+// checkDensityFrame checks a density op: a cap (max) in range, and a valid
+// room when it names one.
+func checkDensityFrame(f clientFrame) error {
+	if f.Room != "" {
+		if err := danmaku.CheckID("room", f.Room); err != nil {
+			return &frameError{codeBadRoom, badRoomText(err)}
+		}
+	}
+	if f.Max == nil || *f.Max < 0 || *f.Max > maxDensity {
+		return &frameError{codeBadJSON, "max must be a number of messages a second between 0 (every message) and " + strconv.Itoa(maxDensity)}
+	}
+	return nil
 }
 
 // joinReqOf is the join or sub f asks for.

@@ -63,6 +63,9 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 	if len(msgs) == 0 || len(r.members) == 0 {
 		return 0, slow
 	}
+	if r.capped > 0 {
+		return r.deliverTiersLocked(msgs, start, slow)
+	}
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch = r.tl.Epoch
 	it, ok := r.encodeItem(b)

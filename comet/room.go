@@ -34,10 +34,22 @@ type room struct {
 	emptySince time.Time
 	tl         timeline.Timeline
 
+	// Density tiers (density.go): the comet's tiers, how many viewers may
+	// be thinned, the viewers with a numeric uid, what each tier left out
+	// since its last frame, the number of the last live frame and scratch
+	// space for the needs of its messages.
+	dc      *densityConf
+	capped  int
+	byUID   map[int64][]*member
+	carry   []carry
+	fanSeq  uint64
+	needBuf []float64
+
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
-	replay    timeline.Blocks[item] // shared replay frames (replay.go)
-	joinFrame joinFrameCache        // the history-on-join frame (join.go)
+	replay     timeline.Blocks[item]   // shared replay frames (replay.go)
+	tierReplay []timeline.Blocks[item] // the same by density tier (made on first use)
+	joinFrames []joinFrameCache        // the history-on-join frame by tier (join.go)
 }
 
 // joinFrameCache is a room's history-on-join frame for the range of
@@ -55,6 +67,17 @@ func (r *room) addLocked(m *member) {
 	m.idx = len(r.members)
 	r.members = append(r.members, m)
 	r.conns = append(r.conns, m.c)
+	m.slot = r.dc.tiers.All()
+	r.setSlotLocked(m)
+	r.indexUIDLocked(m)
+}
+
+// removeLocked takes m out of r's density bookkeeping; r.mu is held.
+func (r *room) removeLocked(m *member) {
+	if !r.dc.everything(m.slot) {
+		r.capped--
+	}
+	r.unindexUIDLocked(m)
 }
 
 // deliverLocked enqueues it to every viewer of r without blocking; r.mu

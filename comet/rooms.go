@@ -41,6 +41,17 @@ type member struct {
 	r      atomic.Pointer[room]
 	idx    int
 	online int64
+	// req is the density the viewer asks for in the room (normal messages
+	// a second, 0 every message, noCap none); the reader sets it, the
+	// room reads it under its lock (density.go). uid is the viewer's
+	// numeric user id (hasUID), for its own messages. slot and ownSeq are
+	// the room's, guarded by its lock: the tier the viewer is served, and
+	// the last live frame it was given a frame of its own of.
+	req    atomic.Int32
+	uid    int64
+	hasUID bool
+	slot   int
+	ownSeq uint64
 }
 
 // member returns the connection's member of room, or nil.
@@ -69,6 +80,8 @@ func (c *conn) addMember(room string) *member {
 	}
 	c.nextReg++
 	m := &member{c: c, room: room, reg: reg}
+	m.uid, m.hasUID = parseUID(c.user)
+	m.req.Store(int32(c.density))
 	c.members = append(c.members, m)
 	return m
 }
@@ -103,6 +116,14 @@ func (c *conn) takeMembers(keep string) []*member {
 	}
 	c.members = kept
 	return out
+}
+
+// memberList returns the connection's members, in the order it joined
+// their rooms.
+func (c *conn) memberList() []*member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*member(nil), c.members...)
 }
 
 // rooms returns the connection's rooms, in the order it joined them.
@@ -242,8 +263,13 @@ func (c *conn) CatchUp() {
 // It reports false when the ring does not cover the gap, and done when r
 // was still behind (not left meanwhile).
 func (c *conn) catchUpRoom(r *room) (ok, done bool) {
+	m := c.member(r.id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	slot := r.dc.tiers.All()
+	if m != nil && m.r.Load() == r {
+		slot = r.slotLocked(m)
+	}
 	return c.w.CatchUpRoom(r, func(epoch string, got int64) ([]item, bool) {
 		t := &r.tl
 		from := epoch
@@ -253,7 +279,7 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 		if !t.Covers(from, got) || t.Last-got > maxCatchUp {
 			return nil, false
 		}
-		items := r.replayLocked(got, nil)
+		items := r.replayLocked(got, slot, nil)
 		if len(items) > 0 && epoch != t.Epoch {
 			items[0].EpochStart = true
 		}

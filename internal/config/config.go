@@ -470,12 +470,30 @@ func (l leaf) set(s string) error {
 		}
 		v.SetFloat(n)
 	case reflect.Slice:
-		if v.Type().Elem().Kind() != reflect.String {
-			return fmt.Errorf("unsupported list type %s", v.Type())
-		}
-		v.Set(reflect.ValueOf(splitList(s)))
+		return setList(v, splitList(s))
 	default:
 		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+// setList sets v, a list of strings or integers, to items.
+func setList(v reflect.Value, items []string) error {
+	switch v.Type().Elem().Kind() {
+	case reflect.String:
+		v.Set(reflect.ValueOf(items))
+	case reflect.Int:
+		ns := make([]int, len(items))
+		for i, it := range items {
+			n, err := strconv.Atoi(it)
+			if err != nil {
+				return err
+			}
+			ns[i] = n
+		}
+		v.Set(reflect.ValueOf(ns))
+	default:
+		return fmt.Errorf("unsupported list type %s", v.Type())
 	}
 	return nil
 }

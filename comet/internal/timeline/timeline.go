@@ -63,6 +63,8 @@ type Timeline struct {
 	// (deletions.go).
 	Gone IDSet
 	Dels int64
+	// rates are the estimates of Rate by block of positions.
+	rates map[int64]float64
 	// Gen counts the changes that make frames encoded from the ring
 	// stale (a new epoch, removed messages), so the room's caches of them
 	// can tell (room.replay, room.joinFrame).
@@ -128,6 +130,7 @@ func (t *Timeline) SwitchEpoch(e string) {
 	t.Known, t.Epoch = true, e
 	t.Last, t.From, t.Floor, t.Dels = 0, 0, 0, 0
 	t.old = t.ring.n
+	t.rates = nil
 	t.Gen++
 }
 
@@ -172,6 +175,7 @@ func (t *Timeline) take(m danmaku.Message) bool {
 		if _, dup := t.ids[m.ID]; dup || m.Deleted || t.Gone.Has(m.ID) {
 			return false
 		}
+		t.Rate(m.Pos) // estimated now, while the ring holds what led up to it
 		t.add(m)
 		return true
 	}

@@ -1,0 +1,349 @@
+package comet
+
+import (
+	"strconv"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/density"
+)
+
+// Density tiers (comet/internal/density). A viewer asks for at most N
+// normal messages a second per room: the /ws parameter density=N, the
+// frame {"op":"density","room":R,"max":N}, or its token's density claim.
+// What wins, per room: the latest density op naming the room, then the
+// latest density op without a room, then the URL parameter, then the token
+// claim; a viewer that asked for nothing is served every message, or, in a
+// room whose rate is above Config.DensityHotRate, the tier of
+// Config.DensityHotCap. A request maps to a tier (density.Tiers.Slot).
+//
+// Each batch is thinned and encoded once per tier with viewers, and the
+// viewers of a tier share its frame. A normal message a viewer's tier
+// leaves out but that the viewer sent itself (its uid is the message's)
+// still reaches it: the room indexes its viewers by uid, and the few that
+// sent a left-out message get the batch encoded for them alone (their
+// tier's frame plus their own messages). Replays (history on join, resume,
+// catch-up) are thinned by the same rule, so a resumed viewer gets its
+// tier's subset of what it missed and every high-priority message; its own
+// messages left out by its tier are not added to a replay.
+
+// noCap is a request for no cap in particular: the room's default.
+const noCap = -1
+
+// slotAuto is the slot of a viewer that asked for nothing: resolved per
+// batch (every message, or the hot-room cap).
+const slotAuto = -1
+
+// densityConf is the comet's tiers and hot-room default; shared by every
+// room, never changed.
+type densityConf struct {
+	tiers   density.Tiers
+	hotRate float64 // messages a second above which a room is hot; 0: never
+	hotSlot int     // the slot a hot room serves its viewers that asked nothing
+}
+
+func newDensityConf(cfg Config) *densityConf {
+	tiers, err := density.NewTiers(cfg.DensityTiers)
+	if err != nil {
+		tiers, _ = density.NewTiers(nil) // Validate refused it already
+	}
+	return &densityConf{tiers: tiers, hotRate: cfg.DensityHotRate, hotSlot: tiers.Slot(cfg.DensityHotCap)}
+}
+
+// want is the slot a request for at most max normal messages a second
+// asks for (noCap: slotAuto).
+func (d *densityConf) want(max int) int {
+	if max == noCap {
+		return slotAuto
+	}
+	return d.tiers.Slot(max)
+}
+
+// autoSlot is the slot serving r's viewers that asked for nothing; r.mu
+// is held.
+func (r *room) autoSlotLocked() int {
+	d := r.dc
+	if d.hotRate > 0 && r.tl.Rate(r.tl.Last) > d.hotRate {
+		return d.hotSlot
+	}
+	return d.tiers.All()
+}
+
+// slotLocked is the slot m is served in now; r.mu is held.
+func (r *room) slotLocked(m *member) int {
+	if m.slot == slotAuto {
+		return r.autoSlotLocked()
+	}
+	return m.slot
+}
+
+// everything reports whether a viewer of slot gets every message
+// whatever the room's rate.
+func (d *densityConf) everything(slot int) bool {
+	return slot == d.tiers.All() || slot == slotAuto && d.hotRate == 0
+}
+
+// setSlotLocked puts m, a viewer of r, in the slot its request asks for;
+// r.mu is held. r.capped counts the viewers that may be thinned.
+func (r *room) setSlotLocked(m *member) {
+	if !r.dc.everything(m.slot) {
+		r.capped--
+	}
+	m.slot = r.dc.want(int(m.req.Load()))
+	if !r.dc.everything(m.slot) {
+		r.capped++
+	}
+}
+
+// needsLocked returns the need of each of msgs (density.Need) in r's
+// scratch buffer; r.mu is held.
+func (r *room) needsLocked(msgs []danmaku.Message) []float64 {
+	needs := r.needBuf[:0]
+	for i := range msgs {
+		needs = append(needs, density.Need(&msgs[i], r.tl.Rate(msgs[i].Pos)))
+	}
+	r.needBuf = needs
+	return needs
+}
+
+// fanOut is one live frame of a room on its way to the viewers: the
+// frame of each tier, built when the first viewer of the tier is met.
+type fanOut struct {
+	r     *room
+	msgs  []danmaku.Message
+	needs []float64
+	start bool
+	built []bool
+	items []item // by slot; PM nil: nothing for the tier in this batch
+}
+
+// item returns the frame of slot, thinning and encoding it on first use.
+// A tier that keeps nothing of the batch gets no frame: what it left out
+// is carried to its next one.
+func (f *fanOut) item(slot int) item {
+	if f.built[slot] {
+		return f.items[slot]
+	}
+	f.built[slot] = true
+	r := f.r
+	c := &r.carry[slot]
+	b := danmaku.NewBatch(r.id, f.msgs)
+	b.Epoch = r.tl.Epoch
+	if cp := r.dc.tiers.Cap(slot); cp > 0 {
+		var skipped int64
+		b.Msgs, skipped = density.Thin(nil, f.msgs, f.needs, cp)
+		b.Skipped = c.skipped + skipped
+	}
+	if len(b.Msgs) == 0 {
+		c.skipped, c.start = b.Skipped, c.start || f.start
+		return item{}
+	}
+	it, ok := r.encodeItem(b)
+	if ok {
+		it.EpochStart = (f.start || c.start) && it.Pos > 0
+		*c = carry{}
+	}
+	f.items[slot] = it
+	return it
+}
+
+// carry is what a tier left out since its last live frame: the normal
+// messages skipped, and whether the frame that began the epoch was empty
+// for it.
+type carry struct {
+	skipped int64
+	start   bool
+}
+
+// deliverTiersLocked sends msgs to r's viewers, each its tier's frame
+// (a frame of its own to a viewer its tier left a message of its own
+// out for); r.mu is held. It returns the number of viewers given a frame.
+func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*conn) (int, []*conn) {
+	slots := r.dc.tiers.Slots()
+	if len(r.carry) != slots {
+		r.carry = make([]carry, slots)
+	}
+	f := fanOut{r: r, msgs: msgs, needs: r.needsLocked(msgs), start: start,
+		built: make([]bool, slots), items: make([]item, slots)}
+	auto := r.autoSlotLocked()
+	r.fanSeq++
+	n, slow := r.deliverOwnLocked(&f, auto, slow)
+	for _, m := range r.members {
+		if m.ownSeq == r.fanSeq {
+			continue
+		}
+		s := m.slot
+		if s == slotAuto {
+			s = auto
+		}
+		it := f.item(s)
+		if it.PM == nil {
+			continue
+		}
+		switch m.c.enqueue(it) {
+		case enqueued:
+			n++
+		case queueFull:
+			slow = append(slow, m.c)
+		}
+	}
+	return n, slow
+}
+
+// deliverOwnLocked finds the viewers whose tier leaves out a message they
+// sent, marks them (ownSeq) and queues each the batch encoded for it
+// alone; r.mu is held.
+func (r *room) deliverOwnLocked(f *fanOut, auto int, slow []*conn) (int, []*conn) {
+	if len(r.byUID) == 0 {
+		return 0, slow
+	}
+	n := 0
+	for i := range f.msgs {
+		if f.needs[i] == 0 {
+			continue
+		}
+		for _, m := range r.byUID[f.msgs[i].UID] {
+			s := m.slot
+			if s == slotAuto {
+				s = auto
+			}
+			if m.ownSeq == r.fanSeq || density.Keeps(f.needs[i], r.dc.tiers.Cap(s)) {
+				continue
+			}
+			m.ownSeq = r.fanSeq
+			switch m.c.enqueue(f.ownItem(m.uid, s)) {
+			case enqueued:
+				n++
+			case queueFull:
+				slow = append(slow, m.c)
+			}
+		}
+	}
+	return n, slow
+}
+
+// ownItem is the batch for a viewer of slot whose uid sent a message the
+// tier leaves out: the tier's messages and the viewer's own, encoded by
+// its writer.
+func (f *fanOut) ownItem(uid int64, slot int) item {
+	cp := f.r.dc.tiers.Cap(slot)
+	b := danmaku.NewBatch(f.r.id, nil)
+	b.Epoch = f.r.tl.Epoch
+	b.Skipped = f.r.carry[slot].skipped
+	for i := range f.msgs {
+		if density.Keeps(f.needs[i], cp) || f.msgs[i].UID == uid {
+			b.Msgs = append(b.Msgs, f.msgs[i])
+		} else {
+			b.Skipped++
+		}
+	}
+	it := item{Batch: &b, Src: &b}
+	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
+		it.Pos, it.Epoch, it.Room = last, b.Epoch, f.r
+		it.EpochStart = f.start || f.r.carry[slot].start
+	}
+	return it
+}
+
+// indexUIDLocked adds m to r's viewers by uid; r.mu is held.
+func (r *room) indexUIDLocked(m *member) {
+	if !m.hasUID {
+		return
+	}
+	if r.byUID == nil {
+		r.byUID = map[int64][]*member{}
+	}
+	r.byUID[m.uid] = append(r.byUID[m.uid], m)
+}
+
+// unindexUIDLocked removes m from r's viewers by uid; r.mu is held.
+func (r *room) unindexUIDLocked(m *member) {
+	if !m.hasUID {
+		return
+	}
+	list := r.byUID[m.uid]
+	for i, x := range list {
+		if x == m {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = nil
+			list = list[:len(list)-1]
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(r.byUID, m.uid)
+	} else {
+		r.byUID[m.uid] = list
+	}
+}
+
+// setDensity serves a density op: at most max normal messages a second
+// in room, or, with room "", in every room of the connection and those it
+// joins later. It answers with a density frame naming the tier now served
+// (an error frame not_subscribed for a room the connection does not
+// hold). The next live frame of the room is of that tier.
+func (c *conn) setDensity(room string, max int) {
+	d := c.s.hub.density
+	if room == "" {
+		c.density = max
+		for _, m := range c.memberList() {
+			c.applyDensity(m, max)
+		}
+		c.send(prepare(densityFrame{Op: opDensity, Max: d.tiers.Cap(d.want(max))}), 40)
+		return
+	}
+	m := c.member(room)
+	if m == nil {
+		c.s.metrics.badFrame(codeNotSubbed)
+		c.sendRoomError(room, codeNotSubbed, "room "+room+" is not one of the connection's rooms")
+		return
+	}
+	served := c.applyDensity(m, max)
+	c.send(prepare(densityFrame{Op: opDensity, Room: room, Max: served}), len(room)+48)
+}
+
+// applyDensity makes m ask for max and returns the cap it is served. A
+// member still joining reads its request once it is in the room.
+func (c *conn) applyDensity(m *member, max int) int {
+	m.req.Store(int32(max))
+	d := c.s.hub.density
+	r := m.r.Load()
+	if r == nil {
+		return d.tiers.Cap(d.want(max))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.r.Load() != r {
+		return d.tiers.Cap(d.want(max))
+	}
+	r.setSlotLocked(m)
+	return d.tiers.Cap(r.slotLocked(m))
+}
+
+// maxDensity bounds a density request; anything above every tier maps to
+// the highest anyway.
+const maxDensity = 1 << 20
+
+// densityParam reads the /ws parameter density: absent (noCap), "all"
+// (0) or a number of messages a second.
+func densityParam(v string) (int, error) {
+	switch v {
+	case "":
+		return noCap, nil
+	case "all":
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxDensity {
+		return 0, danmaku.Errorf(danmaku.EINVALID, "density", "must be \"all\" or a number of messages a second between 0 and %d", maxDensity)
+	}
+	return n, nil
+}
+
+// parseUID is the numeric user id of a viewer's uid, which messages carry.
+func parseUID(user string) (int64, bool) {
+	if user == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(user, 10, 64)
+	return n, err == nil
+}
