@@ -112,6 +112,7 @@ type ServerFrame struct {
 	Error        *ErrorFrame
 	Online       *OnlineFrame
 	Unsubscribed *Unsubscribed
+	Density      *DensityFrame
 }
 
 // frame returns the value f holds, nil when none.
@@ -131,6 +132,8 @@ func (f *ServerFrame) frame() any {
 		return f.Online
 	case f.Unsubscribed != nil:
 		return f.Unsubscribed
+	case f.Density != nil:
+		return f.Density
 	}
 	return nil
 }
@@ -163,6 +166,8 @@ func (f *ServerFrame) UnmarshalJSON(b []byte) error {
 		f.Online = new(OnlineFrame)
 	case OpUnsubscribed:
 		f.Unsubscribed = new(Unsubscribed)
+	case OpDensity:
+		f.Density = new(DensityFrame)
 	case "":
 		return Errorf(EINVALID, "op", "frame without op: %.100s", b)
 	default:

@@ -45,7 +45,8 @@ func TestProtocolExamples(t *testing.T) {
 	// example may be a push body only).
 	pushOps := map[string]bool{danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpUser: true, danmaku.OpAll: true}
 	serverOps := map[string]bool{danmaku.OpWelcome: true, danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpUser: true,
-		danmaku.OpAll: true, danmaku.OpError: true, danmaku.OpOnline: true, danmaku.OpUnsubscribed: true, danmaku.OpPong: true}
+		danmaku.OpAll: true, danmaku.OpError: true, danmaku.OpOnline: true, danmaku.OpUnsubscribed: true, danmaku.OpPong: true,
+		danmaku.OpDensity: true}
 	seen := map[string]int{}
 	for _, ex := range regexp.MustCompile(`\{"op":"[a-z]+"[^\n`+"`"+`|]*\}`).FindAll(doc, -1) {
 		var probe struct{ Op string }
