@@ -126,3 +126,64 @@ type ErrorDetail struct {
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 }
+
+// VODStreamsResponse is the answer of GET /logic/vod/streams: a room's
+// streams, newest first.
+type VODStreamsResponse struct {
+	RoomID  string      `json:"roomId"`
+	Streams []VODStream `json:"streams"`
+}
+
+// VODStream is one stream (a live session) of a room. Start and End are
+// Unix milliseconds; End is absent while it is live. Segments is the
+// number of segments (SegmentMS each) its offsets span so far.
+type VODStream struct {
+	ID       string `json:"id"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end,omitempty"`
+	Live     bool   `json:"live,omitempty"`
+	Count    int64  `json:"count"`
+	Segments int    `json:"segments"`
+}
+
+// VODSegmentMS is the span of a replay segment: 6 minutes of offsets.
+const VODSegmentMS = 6 * 60 * 1000
+
+// VODSegmentResponse is the answer of GET /logic/vod/segment: the
+// visible comments of a stream with offsets in [From, To), by offset.
+// Omitted counts the comments left out by the segment cap (a deterministic
+// sample; priority and moderator comments are always kept). Final says the
+// stream ended, so the answer never changes.
+type VODSegmentResponse struct {
+	RoomID   string       `json:"roomId"`
+	StreamID string       `json:"streamId"`
+	Seg      int          `json:"seg"`
+	From     int64        `json:"from"`
+	To       int64        `json:"to"`
+	Final    bool         `json:"final"`
+	Omitted  int          `json:"omitted"`
+	Comments []VODComment `json:"comments"`
+}
+
+// VODComment is a comment of a replay: Offset is milliseconds from the
+// stream's start; Flags has bit 1 for a high-priority comment and bit 2
+// for a moderator's.
+type VODComment struct {
+	ID      string `json:"id"`
+	UID     int64  `json:"uid"`
+	Name    string `json:"name,omitempty"`
+	Content string `json:"content"`
+	Offset  int64  `json:"offset"`
+	Flags   int16  `json:"flags,omitempty"`
+}
+
+// VODDensityResponse is the answer of GET /logic/vod/density: the number
+// of visible comments per bucket of BucketMS milliseconds of offset, from
+// offset 0, for the energy curve over the progress bar.
+type VODDensityResponse struct {
+	RoomID   string  `json:"roomId"`
+	StreamID string  `json:"streamId"`
+	BucketMS int64   `json:"bucketMs"`
+	Final    bool    `json:"final"`
+	Counts   []int64 `json:"counts"`
+}

@@ -12,7 +12,7 @@ type Config struct {
 	// DSN names the database: postgres://user:pass@host/db (production)
 	// or sqlite:PATH (one file, for the all-in-one binary and
 	// development).
-	DSN string `yaml:"dsn" help:"postgres://... or sqlite:PATH (the archive's database; logic reads the VOD API from it)"`
+	DSN string `yaml:"dsn" help:"postgres://... or sqlite:PATH (the archive's database; logic reads the VOD API from it); all-in-one: empty is a temporary SQLite file removed at exit"`
 	// Group is the archive's Kafka consumer group: its own, so it reads
 	// every record of the room topic beside job's group.
 	Group string `yaml:"group" help:"the archive's consumer group on the room topic"`
@@ -61,7 +61,7 @@ func DefaultConfig() Config {
 // Validate checks the section.
 func (c *Config) Validate() error {
 	switch {
-	case !strings.HasPrefix(c.DSN, "postgres://") && !strings.HasPrefix(c.DSN, "postgresql://") && !strings.HasPrefix(c.DSN, "sqlite:"):
+	case c.DSN != "" && !strings.HasPrefix(c.DSN, "postgres://") && !strings.HasPrefix(c.DSN, "postgresql://") && !strings.HasPrefix(c.DSN, "sqlite:"):
 		return config.Invalid("dsn", "want postgres://... or sqlite:PATH")
 	case c.Group == "":
 		return config.Invalid("group", "must not be empty")
@@ -97,4 +97,9 @@ func DefaultBinaryConfig() BinaryConfig {
 }
 
 // Validate checks what the binary needs beyond its sections' own rules.
-func (c *BinaryConfig) Validate() error { return config.RequireKafka(c.Kafka) }
+func (c *BinaryConfig) Validate() error {
+	if c.Archive.DSN == "" {
+		return config.Invalid("archive.dsn", "must not be empty: postgres://... or sqlite:PATH")
+	}
+	return config.RequireKafka(c.Kafka)
+}

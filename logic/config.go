@@ -64,6 +64,19 @@ type Config struct {
 	// through is the since of the rest.
 	HistoryMaxBytes int `yaml:"history_max_bytes" help:"most bytes of messages in one GET /logic/history answer (at least 16384); a cut answer has \"more\":true"`
 
+	// ArchiveDSN names the archive's database the VOD API reads
+	// (GET /logic/vod/...): postgres://... or sqlite:PATH, the archive's
+	// archive.dsn. Empty: the VOD API answers 404.
+	ArchiveDSN string `yaml:"archive_dsn" help:"the archive's database for GET /logic/vod/... (archive.dsn); empty: no VOD API; all-in-one: archive.dsn"`
+	// VODSegmentCap is the most comments one segment answer holds; beyond
+	// it the comments are sampled (priority ones always kept) and the
+	// answer counts those left out.
+	VODSegmentCap int `yaml:"vod_segment_cap" help:"most comments in one GET /logic/vod/segment answer; beyond it a deterministic sample (priority kept), the rest counted"`
+	// VODRateLimit and VODRateBurst bound GET /logic/vod/... per client
+	// address, like history_rate_limit (0: off).
+	VODRateLimit float64 `yaml:"vod_rate_limit" help:"GET /logic/vod/... requests per second per client address, per logic instance; 0: no limit"`
+	VODRateBurst int     `yaml:"vod_rate_burst" help:"VOD requests a client address may make at once"`
+
 	// Auth is off (the body says who sends) or jwt: /logic/send needs
 	// Authorization: Bearer <JWT>, checked with the auth section, and the
 	// user id and name come from the token.
@@ -131,6 +144,9 @@ func DefaultConfig() Config {
 		HistoryRateLimit:  5,
 		HistoryRateBurst:  20,
 		HistoryMaxBytes:   256 << 10,
+		VODSegmentCap:     6000,
+		VODRateLimit:      20,
+		VODRateBurst:      60,
 		Auth:              config.AuthOff,
 		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,
@@ -202,6 +218,9 @@ func (c *Config) Validate() error {
 		if err := config.CheckSecret("admin_secret", c.AdminSecret); err != nil {
 			return err
 		}
+	}
+	if err := c.validateVOD(); err != nil {
+		return err
 	}
 	_, err := parseProxies(c.TrustedProxies)
 	return err

@@ -40,6 +40,8 @@ type testEnv struct {
 	reg    *prometheus.Registry
 	// verifier is given to the Server (set it with withAuth).
 	verifier *auth.Verifier
+	// vod is given to the Server as Deps.VOD (set it with withVOD).
+	vod VODStore
 }
 
 type envOption func(*Config, *testEnv)
@@ -76,7 +78,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	kc.Brokers = e.broker.Brokers()
 	kc.Topic = testTopic
 	kc.Partitions = 4
-	srv, err := New(cfg, Deps{Store: route.New(e.rdb), Kafka: kc, Registerer: e.reg, Verifier: e.verifier})
+	srv, err := New(cfg, Deps{Store: route.New(e.rdb), Kafka: kc, Registerer: e.reg, Verifier: e.verifier, VOD: e.vod})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,9 @@ type Deps struct {
 	// A binary builds one from its auth section and may share it with its
 	// comet.
 	Verifier *auth.Verifier
+	// VOD is the archive's database the VOD API reads; nil turns the API
+	// off (404).
+	VOD VODStore
 }
 
 // Server is the logic HTTP API. Create it with New; either Start it on
@@ -53,6 +56,7 @@ type Server struct {
 	kafka    config.Kafka
 	lim      limits
 	verifier *auth.Verifier // nil: auth off
+	vod      *vod
 	words    *wordfilter.Filter
 	proxies  proxies
 	// historyLimit bounds GET /logic/history per client address.
@@ -121,6 +125,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		gatherer: gatherer,
 		mux:      http.NewServeMux(),
 	}
+	s.vod = newVOD(cfg, d.VOD, reg)
 	s.adminMux = s.mux
 	if cfg.AdminAddr != "" {
 		s.adminMux = http.NewServeMux()
@@ -141,6 +146,7 @@ func (s *Server) routes() {
 	s.handle("/logic/send", "send", s.serveSend)
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/logic/history", "history", s.serveHistory)
+	s.handleVOD()
 	s.handleAdmin()
 	s.handleNotices()
 	s.handle("/healthz", "healthz", s.serveHealthz)

@@ -35,7 +35,7 @@ import (
 )
 
 // SegmentMS is the span of a segment: 6 minutes of offsets.
-const SegmentMS = 6 * 60 * 1000
+const SegmentMS = danmaku.VODSegmentMS
 
 // sidShift: a stream's SID is its start in milliseconds shifted left by
 // sidShift, plus a sequence number below 1<<sidShift.
@@ -84,19 +84,11 @@ const (
 	FlagModerator
 )
 
-// Comment is one stored comment as the segment API serves it.
-type Comment struct {
-	ID      string `json:"id"`
-	UID     int64  `json:"uid"`
-	Name    string `json:"name,omitempty"`
-	Content string `json:"content"`
-	// Offset is milliseconds from the stream's start.
-	Offset int64 `json:"offset"`
-	Flags  int16 `json:"flags,omitempty"`
-}
+// Comment is one stored comment, as the segment API serves it.
+type Comment = danmaku.VODComment
 
-// Kept reports whether c is always kept by Sample.
-func (c Comment) Kept() bool { return c.Flags&(FlagHigh|FlagModerator) != 0 }
+// kept reports whether Sample always keeps c.
+func kept(c Comment) bool { return c.Flags&(FlagHigh|FlagModerator) != 0 }
 
 // Row is a comment to store in stream SID.
 type Row struct {
@@ -212,7 +204,7 @@ func Sample(cs []Comment, max int) ([]Comment, int) {
 	var pinned int
 	others := make([]cand, 0, len(cs))
 	for i, c := range cs {
-		if c.Kept() {
+		if kept(c) {
 			pinned++
 			continue
 		}
@@ -232,7 +224,7 @@ func Sample(cs []Comment, max int) ([]Comment, int) {
 	}
 	out := make([]Comment, 0, pinned+len(others))
 	for i, c := range cs {
-		if keep[i] || c.Kept() {
+		if keep[i] || kept(c) {
 			out = append(out, c)
 		}
 	}

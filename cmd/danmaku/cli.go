@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/danmaku/danmaku/archive"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/cometconfig"
 	"github.com/danmaku/danmaku/internal/config"
@@ -148,6 +149,9 @@ func roleConfig(role string) (any, bool) {
 	case "comet":
 		c := cometconfig.Default()
 		return &c, true
+	case "archive":
+		c := archive.DefaultBinaryConfig()
+		return &c, true
 	case "danmaku":
 		c := DefaultConfig()
 		return &c, true
@@ -162,12 +166,12 @@ func roleConfig(role string) (any, bool) {
 func configCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("danmaku config check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	role := fs.String("role", "", "logic, job, comet or danmaku; empty: from the file name")
+	role := fs.String("role", "", "logic, job, comet, archive or danmaku; empty: from the file name")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage(err)
 	}
 	if fs.NArg() < 1 {
-		fmt.Fprintln(stderr, "usage: danmaku config check [-role logic|job|comet|danmaku] FILE [-section.key=value ...]")
+		fmt.Fprintln(stderr, "usage: danmaku config check [-role logic|job|comet|archive|danmaku] FILE [-section.key=value ...]")
 		return process.ExitConfig
 	}
 	file := fs.Arg(0)
@@ -176,7 +180,7 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, ok := roleConfig(*role)
 	if !ok {
-		fmt.Fprintf(stderr, "danmaku config check: cannot tell the role of %s: name it with -role logic, job, comet or danmaku\n", file)
+		fmt.Fprintf(stderr, "danmaku config check: cannot tell the role of %s: name it with -role logic, job, comet, archive or danmaku\n", file)
 		return process.ExitConfig
 	}
 	// Flags after FILE are the role's own (-redis.addrs=...), as on its

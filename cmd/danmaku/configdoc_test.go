@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/danmaku/danmaku/archive"
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/job"
@@ -26,6 +27,7 @@ func configTable() string {
 	roles := all{Config: Config{
 		Log: config.DefaultLog(), Redis: config.DefaultRedis(), Kafka: config.DefaultKafka(),
 		Logic: logic.DefaultConfig(), Job: job.DefaultConfig(), Comet: comet.DefaultConfig(),
+		Archive: archive.DefaultConfig(),
 	}}
 	aio := all{Config: DefaultConfig()}
 	aioKnobs := map[string]config.Knob{}

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/danmaku/danmaku/archive"
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
@@ -43,6 +45,7 @@ import (
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
+	"github.com/danmaku/danmaku/vodstore"
 	"github.com/danmaku/danmaku/web"
 )
 
@@ -65,6 +68,9 @@ type Config struct {
 	Logic logic.Config `yaml:"logic"`
 	Job   job.Config   `yaml:"job"`
 	Comet comet.Config `yaml:"comet"`
+	// Archive runs inside the all-in-one too; its metrics are on the
+	// public port and logic's VOD API reads its database.
+	Archive archive.Config `yaml:"archive"`
 }
 
 // DefaultConfig returns the defaults: the roles' own, except that Redis and
@@ -72,14 +78,19 @@ type Config struct {
 // short enough to feel live, and every listener is on loopback.
 func DefaultConfig() Config {
 	c := Config{
-		Log:   config.DefaultLog(),
-		Redis: config.DefaultRedis(),
-		Kafka: config.DefaultKafka(),
-		Logic: logic.DefaultConfig(),
-		Job:   job.DefaultConfig(),
-		Comet: comet.DefaultConfig(),
+		Log:     config.DefaultLog(),
+		Redis:   config.DefaultRedis(),
+		Kafka:   config.DefaultKafka(),
+		Logic:   logic.DefaultConfig(),
+		Job:     job.DefaultConfig(),
+		Comet:   comet.DefaultConfig(),
+		Archive: archive.DefaultConfig(),
 	}
 	c.Log.Format = "console"
+	// Like the embedded Redis and Kafka, the archive's database lives as
+	// long as the process unless archive.dsn names one.
+	c.Archive.DSN = ""
+	c.Archive.MetricsAddr = ""
 	// The all-in-one runs with auth off and /metrics public: other hosts
 	// reach it only when the operator says so (-logic.listen=:8090).
 	c.Logic.Listen = "127.0.0.1:8090"
@@ -133,6 +144,9 @@ type Main struct {
 	comet     *comet.Server
 	logic     *logic.Server
 	job       *job.Job
+	arc       *archive.Archive
+	vod       vodstore.Store
+	vodDir    string // the temporary archive database's directory
 	pusher    *push.Client
 	http      *http.Server
 	ln        net.Listener
@@ -245,8 +259,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start comet: %w", err)
 	}
 
+	if err := m.openArchive(ctx); err != nil {
+		return err
+	}
 	m.logic, err = logic.New(c.Logic, logic.Deps{Store: store, Log: log.Named("logic"), Registerer: reg,
-		Kafka: c.Kafka, Verifier: m.verifier})
+		Kafka: c.Kafka, Verifier: m.verifier, VOD: m.vod})
 	if err != nil {
 		return err
 	}
@@ -261,6 +278,13 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if err := m.job.Start(ctx); err != nil {
+		return err
+	}
+	m.arc, err = archive.New(c.Archive, archive.Deps{Kafka: c.Kafka, Store: m.vod, Log: log.Named("archive"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	if err := m.arc.Start(ctx); err != nil {
 		return err
 	}
 
@@ -281,6 +305,32 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("danmaku is running: open "+m.URL()+" in a browser",
 		zap.String("addr", m.Addr()), zap.Duration("window", c.Job.Window))
+	return nil
+}
+
+// openArchive opens (and migrates) the archive's database: archive.dsn,
+// or a temporary SQLite file when it is empty.
+func (m *Main) openArchive(ctx context.Context) error {
+	c := &m.Config
+	dsn := c.Archive.DSN
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "danmaku-archive-")
+		if err != nil {
+			return err
+		}
+		m.vodDir = dir
+		dsn = "sqlite:" + filepath.Join(dir, "archive.db")
+		m.log.Info("using a temporary archive database (removed at exit); for a lasting one set archive.dsn", zap.String("dsn", dsn))
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	if m.vod, err = vodstore.Open(octx, dsn); err != nil {
+		return err
+	}
+	if c.Archive.Migrate {
+		return m.vod.Migrate(octx)
+	}
 	return nil
 }
 
@@ -399,6 +449,17 @@ func (m *Main) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Job.DrainTimeout+jobShutdownSlack)
 			errs = append(errs, m.job.Shutdown(ctx))
 			cancel()
+		}
+		if m.arc != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Archive.WriteTimeout+jobShutdownSlack)
+			errs = append(errs, m.arc.Shutdown(ctx))
+			cancel()
+		}
+		if m.vod != nil {
+			errs = append(errs, m.vod.Close())
+		}
+		if m.vodDir != "" {
+			os.RemoveAll(m.vodDir)
 		}
 		if m.pusher != nil {
 			m.pusher.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
+	"github.com/danmaku/danmaku/vodstore"
 )
 
 func main() {
@@ -38,6 +39,7 @@ type Main struct {
 
 	log   *zap.Logger
 	rdb   redis.UniversalClient
+	vod   vodstore.Store // nil without logic.archive_dsn
 	logic *logic.Server
 
 	closeOnce sync.Once
@@ -70,9 +72,18 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	deps := logic.Deps{Log: log, Registerer: telemetry.NewRegistry(), Kafka: c.Kafka, Verifier: verifier}
+	if c.Logic.ArchiveDSN != "" {
+		// Opening connects lazily (PostgreSQL) or opens the file (SQLite):
+		// the VOD API answers 503 while the database does not answer.
+		if m.vod, err = vodstore.Open(ctx, c.Logic.ArchiveDSN); err != nil {
+			return err
+		}
+		deps.VOD = m.vod
+	}
 	m.rdb = route.Dial(c.Redis)
-	m.logic, err = logic.New(c.Logic, logic.Deps{Store: route.New(m.rdb), Log: log,
-		Registerer: telemetry.NewRegistry(), Kafka: c.Kafka, Verifier: verifier})
+	deps.Store = route.New(m.rdb)
+	m.logic, err = logic.New(c.Logic, deps)
 	if err != nil {
 		return err
 	}
@@ -112,6 +123,9 @@ func (m *Main) Close() error {
 		}
 		if m.rdb != nil {
 			m.rdb.Close()
+		}
+		if m.vod != nil {
+			m.vod.Close()
 		}
 		if m.log != nil {
 			m.log.Sync()
