@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // runBinary runs a built binary of cmd/ to its end in the module root and
@@ -89,16 +88,15 @@ func TestConfigInitRolesWithAuth(t *testing.T) {
 		t.Fatalf("token: %d %q %s", code, tok, errs)
 	}
 
-	if _, resp, err := websocket.DefaultDialer.Dial("ws://"+cometAddr+"/ws?room="+room, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+	if _, resp, err := wsviewer.TryDial("ws://"+cometAddr+"/ws?room="+room, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("comet without a token: %v %v, want 401", resp, err)
 	}
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+cometAddr+"/ws?room="+room+"&token="+tok, nil)
+	ws, _, err := wsviewer.TryDial("ws://"+cometAddr+"/ws?room="+room+"&token="+tok, nil)
 	if err != nil {
 		t.Fatalf("comet with the minted token: %v", err)
 	}
 	defer ws.Close()
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+	if _, data, err := ws.NextRaw(10 * time.Second); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 		t.Fatalf("welcome: %s %v", data, err)
 	}
 

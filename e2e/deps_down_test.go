@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // roles is logic, job and comet started from configs/*.yaml against the
@@ -94,14 +93,13 @@ func notReadyButAlive(t *testing.T, bases, metrics []string) {
 // dialWelcome opens a viewer of room and reads its welcome, which comes
 // once the viewer is registered (a message sent before that finds no comet
 // for the room).
-func dialWelcome(t *testing.T, wsURL, room string) *websocket.Conn {
+func dialWelcome(t *testing.T, wsURL, room string) *wsviewer.Conn {
 	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(wsURL+"?room="+room, nil)
+	ws, _, err := wsviewer.TryDial(wsURL+"?room="+room, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+	if _, data, err := ws.NextRaw(10 * time.Second); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 		t.Fatalf("welcome: %s %v", data, err)
 	}
 	return ws
@@ -122,9 +120,9 @@ func (r *roles) deliver(t *testing.T) {
 	for i := 0; ; i++ {
 		text := fmt.Sprintf("after the outage %d", i)
 		postJSON(t, r.logicURL+"/logic/send", `{"roomId":"`+room+`","userId":7,"userName":"d","messages":[{"content":"`+text+`"}]}`)
-		ws.SetReadDeadline(time.Now().Add(3 * time.Second))
+		end := time.Now().Add(3 * time.Second)
 		for {
-			_, data, err := ws.ReadMessage()
+			_, data, err := ws.NextRaw(time.Until(end))
 			if err != nil {
 				break
 			}

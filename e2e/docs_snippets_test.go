@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // The docs' shell snippets marked <!-- snippet: NAME --> are run by
@@ -279,13 +278,12 @@ func (s *snippetShell) stop() {
 // empty) reaches it.
 func viewerGetsMessage(t *testing.T, wsURL, token, text string) {
 	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(wsURL, nil)
+	ws, _, err := wsviewer.TryDial(wsURL, nil)
 	if err != nil {
 		t.Fatalf("viewer %s: %v", wsURL, err)
 	}
 	defer ws.Close()
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+	if _, data, err := ws.NextRaw(10 * time.Second); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 		t.Fatalf("welcome: %s %v", data, err)
 	}
 	args := []string{"-s", "-XPOST", "localhost:8090/logic/send", "-H", "Content-Type: application/json",
@@ -301,11 +299,11 @@ func viewerGetsMessage(t *testing.T, wsURL, token, text string) {
 
 // readMsgs reads ws until a msgs frame holding text, for at most 30 s, and
 // returns that frame.
-func readMsgs(t *testing.T, ws *websocket.Conn, text string) string {
+func readMsgs(t *testing.T, ws *wsviewer.Conn, text string) string {
 	t.Helper()
-	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	end := time.Now().Add(30 * time.Second)
 	for {
-		_, data, err := ws.ReadMessage()
+		_, data, err := ws.NextRaw(time.Until(end))
 		if err != nil {
 			t.Fatalf("the message %q did not reach the viewer: %v", text, err)
 		}

@@ -12,10 +12,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
-// wsFrame is a server frame as the moderation checks read it.
+// wsFrame is a server frame (danmaku.ServerFrame) flattened for the
+// checks.
 type wsFrame struct {
 	Op, Room, Code, Epoch string
 	Pos                   int64
@@ -29,64 +32,73 @@ type wsFrame struct {
 	}
 }
 
+// flatFrame is f's fields in one wsFrame.
+func flatFrame(f danmaku.ServerFrame) wsFrame {
+	out := wsFrame{Op: f.Op}
+	switch {
+	case f.Welcome != nil:
+		out.Room, out.Epoch, out.Pos, out.Recovered = f.Welcome.Room, f.Welcome.Epoch, f.Welcome.Pos, f.Welcome.Recovered
+	case f.Msgs != nil:
+		out.Room, out.Epoch, out.Replay = f.Msgs.Room, f.Msgs.Epoch, f.Msgs.Replay
+		for _, m := range f.Msgs.Msgs {
+			out.Msgs = append(out.Msgs, struct {
+				ID  string
+				Pos int64
+			}{m.ID, m.Pos})
+		}
+	case f.Notices != nil:
+		for _, n := range f.Notices.Msgs {
+			out.Msgs = append(out.Msgs, struct {
+				ID  string
+				Pos int64
+			}{ID: n.ID})
+		}
+	case f.Del != nil:
+		out.Room, out.IDs = f.Del.Room, f.Del.IDs
+	case f.Error != nil:
+		out.Room, out.Code, out.RetryAfterMs = f.Error.Room, f.Error.Code, f.Error.RetryAfterMs
+	}
+	return out
+}
+
 // dialAs opens a viewer of room as user uid (query: more parameters).
-func (r *secureRoles) dialAs(t *testing.T, room string, uid int64, query string) *websocket.Conn {
+func (r *secureRoles) dialAs(t *testing.T, room string, uid int64, query string) *wsviewer.Conn {
 	t.Helper()
 	u := r.cometWS + "?room=" + room + "&token=" + r.keys.Token(t, uid, "", nil)
 	if query != "" {
 		u += "&" + query
 	}
-	ws, _, err := websocket.DefaultDialer.Dial(u, nil)
-	if err != nil {
-		t.Fatalf("dial as %d: %v", uid, err)
-	}
-	t.Cleanup(func() { ws.Close() })
-	return ws
+	return wsviewer.DialConn(t, u, nil)
 }
 
 // next reads the next frame within d.
-func next(t *testing.T, ws *websocket.Conn, d time.Duration) (wsFrame, error) {
+func next(t *testing.T, ws *wsviewer.Conn, d time.Duration) (wsFrame, error) {
 	t.Helper()
-	ws.SetReadDeadline(time.Now().Add(d))
-	_, data, err := ws.ReadMessage()
-	var f wsFrame
-	if err == nil {
-		err = json.Unmarshal(data, &f)
-	}
-	return f, err
+	f, _, err := ws.Next(d)
+	return flatFrame(f), err
 }
 
 // readOp reads frames until one of op; other ops are skipped.
-func readOp(t *testing.T, ws *websocket.Conn, op string) wsFrame {
+func readOp(t *testing.T, ws *wsviewer.Conn, op string) wsFrame {
 	t.Helper()
-	for {
-		f, err := next(t, ws, 20*time.Second)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", op, err)
-		}
-		if f.Op == op {
-			return f
-		}
-	}
+	return flatFrame(ws.NextOp(t, op, 20*time.Second))
 }
 
 // expectBanned reads the error frame "banned" and the close 4003.
-func expectBanned(t *testing.T, ws *websocket.Conn) {
+func expectBanned(t *testing.T, ws *wsviewer.Conn) {
 	t.Helper()
 	if f := readOp(t, ws, "error"); f.Code != "banned" {
 		t.Fatalf("error frame %+v, want banned", f)
 	}
-	_, err := next(t, ws, 10*time.Second)
+	_, _, err := ws.NextRaw(10 * time.Second)
 	if !websocket.IsCloseError(err, 4003) {
 		t.Fatalf("after the error frame: %v, want close 4003", err)
 	}
 }
 
-func ping(t *testing.T, ws *websocket.Conn) {
+func ping(t *testing.T, ws *wsviewer.Conn) {
 	t.Helper()
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`)); err != nil {
-		t.Fatal(err)
-	}
+	ws.MustSend(t, danmaku.ClientFrame{Op: danmaku.OpPing})
 	readOp(t, ws, "pong")
 }
 
@@ -126,7 +138,7 @@ func (r *secureRoles) checkBan(t *testing.T) {
 // /logic/history leave it out, and the resume is recovered (no gap).
 func (r *secureRoles) checkDelete(t *testing.T) {
 	room := testkit.Uniq("del_")
-	viewers := []*websocket.Conn{r.dialAs(t, room, 50, ""), r.dialAs(t, room, 51, "")}
+	viewers := []*wsviewer.Conn{r.dialAs(t, room, 50, ""), r.dialAs(t, room, 51, "")}
 	for _, ws := range viewers {
 		readOp(t, ws, "welcome")
 	}

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 const noticeAdminSecret = "stack-admin-secret-0123"
@@ -34,7 +34,7 @@ func dialNoticeTab(t *testing.T, keys *tokens.Keys, c *stack.Comet, uid, room st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, _, err := websocket.DefaultDialer.Dial(c.WS()+"?room="+room+"&token="+keys.Token(t, n, "", nil), nil)
+	ws, _, err := wsviewer.TryDial(c.WS()+"?room="+room+"&token="+keys.Token(t, n, "", nil), nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -42,19 +42,15 @@ func dialNoticeTab(t *testing.T, keys *tokens.Keys, c *stack.Comet, uid, room st
 	tb := &noticeTab{}
 	go func() {
 		for {
-			_, b, err := ws.ReadMessage()
+			f, _, err := ws.Next(time.Hour)
 			if err != nil {
 				return
 			}
-			var f struct {
-				Op   string
-				Msgs []struct{ ID string }
-			}
-			if json.Unmarshal(b, &f) != nil || f.Op != "user" {
+			if f.Op != danmaku.OpUser {
 				continue
 			}
 			tb.mu.Lock()
-			for _, m := range f.Msgs {
+			for _, m := range f.Notices.Msgs {
 				tb.ids = append(tb.ids, m.ID)
 			}
 			tb.mu.Unlock()

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
@@ -165,13 +163,12 @@ func TestFaultPhantomViewer(t *testing.T) {
 // joinAndLeave opens /ws at u, reads until the comet answers or 3 s pass,
 // and closes the connection.
 func joinAndLeave(u string) {
-	ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+	ws, _, err := wsviewer.TryDial(u, nil)
 	if err != nil {
 		return
 	}
 	defer ws.Close()
-	ws.SetReadDeadline(time.Now().Add(3 * time.Second))
-	ws.ReadMessage()
+	ws.NextRaw(3 * time.Second)
 }
 
 // onlineIs waits up to d until /logic/online of room says want.

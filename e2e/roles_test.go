@@ -65,9 +65,9 @@ func TestRolesSeparately(t *testing.T) {
 	defer ws.Close()
 	text := "from the role binaries"
 	postJSON(t, logicURL+"/logic/send", `{"roomId":"`+room+`","userId":77,"userName":"roles","messages":[{"content":"`+text+`"}]}`)
-	ws.SetReadDeadline(time.Now().Add(40 * time.Second))
+	end := time.Now().Add(40 * time.Second)
 	for {
-		_, data, err := ws.ReadMessage()
+		_, data, err := ws.NextRaw(time.Until(end))
 		if err != nil {
 			t.Fatalf("the message did not arrive: %v", err)
 		}

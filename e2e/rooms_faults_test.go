@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // roomsViewer is one connection holding several rooms. It keeps each
@@ -54,19 +53,18 @@ func (v *roomsViewer) url(comet *stack.Comet) string {
 
 // session connects to comet and reads until the connection ends.
 func (v *roomsViewer) session(t *testing.T, comet *stack.Comet) {
-	ws, _, err := websocket.DefaultDialer.Dial(v.url(comet), nil)
+	ws, _, err := wsviewer.TryDial(v.url(comet), nil)
 	if err != nil {
 		t.Errorf("dial %s: %v", comet.ID, err)
 		return
 	}
 	defer ws.Close()
 	for {
-		var f wsFrame
-		ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-		if err := ws.ReadJSON(&f); err != nil {
+		f, _, err := ws.Next(30 * time.Second)
+		if err != nil {
 			return
 		}
-		v.take(f)
+		v.take(flatFrame(f))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
 
 	"github.com/gorilla/websocket"
@@ -27,6 +28,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // The role binaries refuse to start with the shipped placeholder secrets
@@ -187,18 +189,17 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 	})
 	t.Run("tokens at /ws", func(t *testing.T) {
 		for _, a := range k.Attacks(t, 42) {
-			_, resp, err := websocket.DefaultDialer.Dial(r.cometWS+"?room="+room+"&token="+a.Token, nil)
+			_, resp, err := wsviewer.TryDial(r.cometWS+"?room="+room+"&token="+a.Token, nil)
 			if err == nil || resp == nil || resp.StatusCode != 401 {
 				t.Fatalf("%s: %v %v, want 401", a.Name, resp, err)
 			}
 		}
-		ws, _, err := websocket.DefaultDialer.Dial(r.cometWS+"?room=elsewhere&token="+k.Token(t, 42, "", []string{room}), nil)
+		ws, _, err := wsviewer.TryDial(r.cometWS+"?room=elsewhere&token="+k.Token(t, 42, "", []string{room}), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ws.Close()
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"code":"forbidden"`) {
+		if _, data, err := ws.NextRaw(10 * time.Second); err != nil || !strings.Contains(string(data), `"code":"forbidden"`) {
 			t.Fatalf("join outside the token's rooms: %s %v", data, err)
 		}
 	})
@@ -225,13 +226,12 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 		}
 	})
 	t.Run("squatting", func(t *testing.T) {
-		viewer, _, err := websocket.DefaultDialer.Dial(r.cometWS+"?room="+room+"&token="+k.Token(t, 9, "", nil), nil)
+		viewer, _, err := wsviewer.TryDial(r.cometWS+"?room="+room+"&token="+k.Token(t, 9, "", nil), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer viewer.Close()
-		viewer.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, data, err := viewer.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+		if _, data, err := viewer.NextRaw(10 * time.Second); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 			t.Fatalf("welcome: %s %v", data, err)
 		}
 		squat := r.post(t, "/logic/send", k.Token(t, 666, "mallory", nil), "192.0.2.3", sendBody(room, 0, "u42-k1", "squatted"))
@@ -244,9 +244,9 @@ func TestAttacksOnTheRoleBinaries(t *testing.T) {
 		if own.MsgIDs[0] != "u42-k1" {
 			t.Fatalf("victim's id %q", own.MsgIDs[0])
 		}
-		viewer.SetReadDeadline(time.Now().Add(30 * time.Second))
+		end := time.Now().Add(30 * time.Second)
 		for {
-			_, data, err := viewer.ReadMessage()
+			_, data, err := viewer.NextRaw(time.Until(end))
 			if err != nil {
 				t.Fatalf("the victim's message did not arrive: %v", err)
 			}
@@ -554,14 +554,9 @@ func startCometRoles(t *testing.T) *cometRoles {
 	return r
 }
 
-func dialWS(t *testing.T, url string, h http.Header) *websocket.Conn {
+func dialWS(t *testing.T, url string, h http.Header) *wsviewer.Conn {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
-	if err != nil {
-		t.Fatalf("dial %s: %v %v", url, resp, err)
-	}
-	t.Cleanup(func() { ws.Close() })
-	return ws
+	return wsviewer.DialConn(t, url, h)
 }
 
 func redisCommands(t *testing.T, rdb *redis.Client) int64 {
@@ -596,8 +591,7 @@ func TestCometAttacks(t *testing.T) {
 		if f := readOp(t, owner, "user"); len(f.Msgs) != 1 {
 			t.Fatalf("owner got %+v", f)
 		}
-		thief.SetReadDeadline(time.Now().Add(time.Second))
-		if _, b, err := thief.ReadMessage(); err == nil {
+		if _, b, err := thief.NextRaw(time.Second); err == nil {
 			t.Fatalf("a viewer claiming uid 4242 without a token got %s", b)
 		}
 	})
@@ -612,7 +606,7 @@ func TestCometAttacks(t *testing.T) {
 		ws := dialWS(t, r.strictWS+"?room="+a+"&token="+tok, nil)
 		readOp(t, ws, "welcome")
 		time.Sleep(time.Until(exp) + 200*time.Millisecond)
-		ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"sub","room":"`+b+`"}`))
+		ws.Send(danmaku.ClientFrame{Op: danmaku.OpSub, Room: b})
 		if f := readOp(t, ws, "error"); f.Code != "token_expired" || f.Room != b {
 			t.Fatalf("sub after the token expired: %+v", f)
 		}
@@ -644,7 +638,7 @@ func TestCometAttacks(t *testing.T) {
 		if f := readOp(t, ws, "error"); f.Code != "too_many_rooms" {
 			t.Fatalf("error frame %+v", f)
 		}
-		ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`))
+		ws.Send(danmaku.ClientFrame{Op: danmaku.OpPing})
 		readOp(t, ws, "pong") // one error frame, not a cut (4008)
 	})
 	t.Run("origin", func(t *testing.T) {
@@ -654,7 +648,7 @@ func TestCometAttacks(t *testing.T) {
 			"DNS rebinding": {"Host": {"attacker.example:" + port}, "Origin": {"http://attacker.example:" + port}},
 			"other scheme":  {"Origin": {"https://" + host}},
 		} {
-			_, resp, err := websocket.DefaultDialer.Dial(r.openWS, h)
+			_, resp, err := wsviewer.TryDial(r.openWS, h)
 			if err == nil || resp == nil || resp.StatusCode != 403 {
 				t.Fatalf("%s: %v %v, want 403", name, resp, err)
 			}
@@ -663,9 +657,8 @@ func TestCometAttacks(t *testing.T) {
 	t.Run("fragmented ping", func(t *testing.T) {
 		ws := dialWS(t, r.openWS, nil)
 		frame := []byte{0x09, 0x80, 1, 2, 3, 4} // ping, FIN off, masked, empty
-		ws.UnderlyingConn().Write(frame)
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, _, err := ws.ReadMessage()
+		ws.WS().UnderlyingConn().Write(frame)   // the raw socket: a frame no client library writes
+		_, _, err := ws.NextRaw(10 * time.Second)
 		var ce *websocket.CloseError
 		if !errors.As(err, &ce) || ce.Code != websocket.CloseProtocolError {
 			t.Fatalf("after a fragmented ping: %v, want close 1002", err)
@@ -675,7 +668,7 @@ func TestCometAttacks(t *testing.T) {
 		good := k.Token(t, 78, "", nil)
 		dialWS(t, r.strictWS+"?room=x&token="+good, nil)
 		for _, a := range k.Attacks(t, 78) {
-			websocket.DefaultDialer.Dial(r.strictWS+"?room=x&token="+a.Token, nil)
+			wsviewer.TryDial(r.strictWS+"?room=x&token="+a.Token, nil)
 		}
 		for _, p := range []*proc{r.open, r.strict} {
 			logs := p.Logs()
@@ -709,7 +702,7 @@ func (r *cometRoles) flood(t *testing.T) {
 				if i%2 == 1 {
 					room = b
 				}
-				if ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"join","room":"`+room+`"}`)) != nil {
+				if ws.Send(danmaku.ClientFrame{Op: danmaku.OpJoin, Room: room}) != nil {
 					return
 				}
 				sent.Add(1)
@@ -721,13 +714,11 @@ func (r *cometRoles) flood(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				ws.SetReadDeadline(stop.Add(2 * time.Second))
-				_, data, err := ws.ReadMessage()
+				sf, _, err := ws.Next(time.Until(stop.Add(2 * time.Second)))
 				if err != nil {
 					return
 				}
-				var f wsFrame
-				if json.Unmarshal(data, &f) == nil && f.Code == "rate_limited" && f.RetryAfterMs > 0 {
+				if f := sf.Error; f != nil && f.Code == "rate_limited" && f.RetryAfterMs > 0 {
 					limited.Add(1)
 				}
 			}

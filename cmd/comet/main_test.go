@@ -18,6 +18,7 @@ import (
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -48,13 +49,12 @@ func TestMainServes(t *testing.T) {
 	defer m.Close()
 	s := m.Server
 
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+s.PublicAddr()+"/ws?room=main_test_room", nil)
+	ws, _, err := wsviewer.TryDial("ws://"+s.PublicAddr()+"/ws?room=main_test_room", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
+	if _, data, err := ws.NextRaw(5 * time.Second); err != nil || !strings.Contains(string(data), `"op":"welcome"`) {
 		t.Fatalf("welcome: %s %v", data, err)
 	}
 	p := push.NewClient("main-test-secret", 2*time.Second)
@@ -86,8 +86,7 @@ func TestMainServes(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+	if _, _, err := ws.NextRaw(5 * time.Second); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
 		t.Fatalf("after close: %v, want 1001", err)
 	}
 	live, err := route.New(redisserver.Client(t)).LiveComets(context.Background())
@@ -112,9 +111,9 @@ func TestConfigFileComplete(t *testing.T) {
 }
 
 // readSkipping returns the next frame that does not contain skip.
-func readSkipping(ws *websocket.Conn, skip string) ([]byte, error) {
+func readSkipping(ws *wsviewer.Conn, skip string) ([]byte, error) {
 	for {
-		_, data, err := ws.ReadMessage()
+		_, data, err := ws.NextRaw(10 * time.Second)
 		if err != nil || !strings.Contains(string(data), skip) {
 			return data, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
@@ -129,16 +130,12 @@ func TestSendReachesViewer(t *testing.T) {
 	ids := send(t, m, room, "hello from http", "second one")
 	got := map[string]danmaku.Message{}
 	for len(got) < len(ids) {
-		ws.SetReadDeadline(deadline)
-		var f struct {
-			Op   string            `json:"op"`
-			Room string            `json:"room"`
-			Msgs []danmaku.Message `json:"msgs"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
+		sf, _, err := ws.Next(time.Until(deadline))
+		if err != nil {
 			t.Fatalf("read after %d of %d messages: %v", len(got), len(ids), err)
 		}
-		if f.Op != "msgs" {
+		f := sf.Msgs
+		if f == nil {
 			continue
 		}
 		if f.Room != room {
@@ -186,24 +183,21 @@ func TestExternalServices(t *testing.T) {
 	ws := dial(t, m, room)
 	getOnline(t, m, room)
 	id := send(t, m, room, "via real redis")[0]
-	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	end := time.Now().Add(20 * time.Second)
 	for {
-		var f struct {
-			Op   string            `json:"op"`
-			Msgs []danmaku.Message `json:"msgs"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
+		f, _, err := ws.Next(time.Until(end))
+		if err != nil {
 			t.Fatalf("message %s not received: %v", id, err)
 		}
-		if len(f.Msgs) > 0 && f.Msgs[0].ID == id {
+		if f.Msgs != nil && len(f.Msgs.Msgs) > 0 && f.Msgs.Msgs[0].ID == id {
 			return
 		}
 	}
 }
 
-func dial(t *testing.T, m *Main, room string) *websocket.Conn {
+func dial(t *testing.T, m *Main, room string) *wsviewer.Conn {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial("ws://"+m.Addr()+"/ws?room="+room, nil)
+	ws, resp, err := wsviewer.TryDial("ws://"+m.Addr()+"/ws?room="+room, nil)
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(resp.Body)
@@ -212,13 +206,8 @@ func dial(t *testing.T, m *Main, room string) *websocket.Conn {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var welcome struct {
-		Op   string `json:"op"`
-		Room string `json:"room"`
-	}
-	if err := ws.ReadJSON(&welcome); err != nil || welcome.Op != "welcome" || welcome.Room != room {
-		t.Fatalf("welcome = %+v, %v", welcome, err)
+	if f, data, err := ws.Next(5 * time.Second); err != nil || f.Welcome == nil || f.Welcome.Room != room {
+		t.Fatalf("welcome = %s, %v", data, err)
 	}
 	return ws
 }
@@ -300,9 +289,9 @@ func TestCloseSendsGoingAway(t *testing.T) {
 	addr := m.Addr()
 	done := make(chan error, 1)
 	go func() { done <- m.Close() }()
-	ws.SetReadDeadline(time.Now().Add(15 * time.Second))
+	end := time.Now().Add(15 * time.Second)
 	for {
-		_, _, err := ws.ReadMessage()
+		_, _, err := ws.NextRaw(time.Until(end))
 		if err == nil {
 			continue
 		}

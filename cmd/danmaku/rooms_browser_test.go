@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // roomsPage is a danmaku.js client in chromium, reaching the all-in-one
@@ -84,7 +84,7 @@ func TestBrowserSubscribe(t *testing.T) {
 	poll(t, p.tab, "client open", `__c.state === "open"`)
 	evalTo[bool](t, p.tab, fmt.Sprintf(`__c.subscribe(%q) && true`, c))
 	// Direct viewers tell when a room's comments have been broadcast.
-	watchers := map[string]*websocket.Conn{}
+	watchers := map[string]*wsviewer.Conn{}
 	for _, r := range []string{a, b, c, d} {
 		watchers[r] = dial(t, p.m, r)
 		waitOnline(t, p.m, r, map[bool]int64{true: 1, false: 2}[r == d])

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // TestBrowserClientTimeline feeds frames to danmaku.js's frame handler in
@@ -236,24 +236,22 @@ func waitOnline(t *testing.T, m *Main, room string, n int64) {
 
 // readIDs reads ws's frames until every id of want has arrived in a msgs
 // frame: the messages were broadcast.
-func readIDs(t *testing.T, ws *websocket.Conn, want []string) {
+func readIDs(t *testing.T, ws *wsviewer.Conn, want []string) {
 	t.Helper()
 	missing := map[string]bool{}
 	for _, id := range want {
 		missing[id] = true
 	}
-	ws.SetReadDeadline(time.Now().Add(15 * time.Second))
+	end := time.Now().Add(15 * time.Second)
 	for len(missing) > 0 {
-		var f struct {
-			Op   string `json:"op"`
-			Msgs []struct {
-				ID string `json:"id"`
-			} `json:"msgs"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
+		f, _, err := ws.Next(time.Until(end))
+		if err != nil {
 			t.Fatalf("viewer: %d of %d messages missing: %v", len(missing), len(want), err)
 		}
-		for _, m := range f.Msgs {
+		if f.Msgs == nil {
+			continue
+		}
+		for _, m := range f.Msgs.Msgs {
 			delete(missing, m.ID)
 		}
 	}
@@ -333,7 +331,7 @@ type cutPage struct {
 	m      *Main
 	proxy  *cutProxy
 	room   string
-	viewer *websocket.Conn
+	viewer *wsviewer.Conn
 	tab    context.Context
 }
 
