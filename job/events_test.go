@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // eventRecord is ev as logic writes it to the room's partition.
@@ -93,14 +93,9 @@ func TestDelEventInOrder(t *testing.T) {
 func TestBanEventClosesConnections(t *testing.T) {
 	e := newEnv(t, 2)
 	room := testkit.Uniq("room")
-	var conns []*websocket.Conn
+	var conns []*wsviewer.Conn
 	for _, c := range e.comets {
-		ws, _, err := websocket.DefaultDialer.Dial("ws://"+c.PublicAddr()+"/ws?room="+room+"&uid=77", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.Close()
-		conns = append(conns, ws)
+		conns = append(conns, wsviewer.DialConn(t, "ws://"+c.PublicAddr()+"/ws?room="+room+"&uid=77", nil))
 	}
 	other := e.viewer(e.comets[0], room)
 	e.waitOnline(room, 3)
@@ -111,14 +106,7 @@ func TestBanEventClosesConnections(t *testing.T) {
 	e.write(e.eventRecord(danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: "77",
 		Until: time.Now().Add(time.Minute).UnixMilli()}))
 	for _, ws := range conns {
-		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-		var err error
-		for err == nil {
-			_, _, err = ws.ReadMessage()
-		}
-		if !websocket.IsCloseError(err, 4003) {
-			t.Fatalf("banned viewer: %v, want close 4003", err)
-		}
+		ws.ExpectClose(t, 4003, 20*time.Second)
 	}
 	e.waitOnline(room, 1)
 	ids := e.send(room, 5, "still here")
