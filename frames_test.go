@@ -70,6 +70,16 @@ func TestProtocolExamples(t *testing.T) {
 		}
 		seen[probe.Op]++
 	}
+	// The error body of every HTTP answer that is not 2xx.
+	bodies := regexp.MustCompile(`\{"error":\{[^\n`+"`"+`|]*\}\}`).FindAll(doc, -1)
+	if len(bodies) == 0 {
+		t.Error("docs/protocol.md has no example of the error body")
+	}
+	for _, ex := range bodies {
+		if !roundTrips(t, ex, []func() any{func() any { return new(danmaku.ErrorBody) }}) {
+			t.Errorf("%s does not round-trip through danmaku.ErrorBody", ex)
+		}
+	}
 	for op := range types {
 		if seen[op] == 0 && op != danmaku.OpBan {
 			t.Errorf("docs/protocol.md has no example of op %q that is JSON", op)
