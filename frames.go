@@ -178,3 +178,31 @@ func (f *ServerFrame) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Ops of the frames only the SSE transport (GET /sse) sends.
+const (
+	// OpStream opens an SSE stream: it names the stream for the ops the
+	// viewer posts (POST /sse?stream=ID).
+	OpStream = "stream"
+	// OpClose ends an SSE stream with the close code a WebSocket would
+	// have received.
+	OpClose = "close"
+)
+
+// StreamFrame is the first event of an SSE stream.
+type StreamFrame struct {
+	Op string `json:"op"`
+	// ID names the stream in POST /sse?stream=ID (join, sub, unsub,
+	// ping); whoever holds it acts as the stream's viewer, so it is as
+	// secret as the stream itself.
+	ID string `json:"id"`
+}
+
+// CloseFrame is the last event of an SSE stream that the comet ended:
+// Code is the WebSocket close code (1001 going away, 4003 banned, 4008
+// slow consumer, ...), Reason its text.
+type CloseFrame struct {
+	Op     string `json:"op"`
+	Code   int    `json:"code"`
+	Reason string `json:"reason,omitempty"`
+}

@@ -39,6 +39,8 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpBan:          {func() any { return new(danmaku.Event) }},
 		danmaku.OpUser:         {func() any { return new(danmaku.NoticeFrame) }, func() any { return new(danmaku.NoticePush) }},
 		danmaku.OpAll:          {func() any { return new(danmaku.NoticeFrame) }},
+		danmaku.OpStream:       {func() any { return new(danmaku.StreamFrame) }},
+		danmaku.OpClose:        {func() any { return new(danmaku.CloseFrame) }},
 	}
 	// The ops of frames that are also push bodies (danmaku.Push), and of
 	// the frames a comet sends viewers (danmaku.ServerFrame; a del or user

@@ -89,6 +89,7 @@ type Server struct {
 	hub       *hub
 	joins     joinLines
 	limiter   *ipLimiter
+	sse       sseStreams // open SSE streams (sse.go)
 	upgrader  websocket.Upgrader
 	verifier  *auth.Verifier // nil: tokens are not checked (auth off, no keys)
 	authOn    bool           // comet.auth jwt: every viewer shows a token
@@ -201,11 +202,12 @@ func (s *Server) InternalAddr() string { return s.internalLn.Addr().String() }
 // AdvertiseAddr returns the push address published in the lease.
 func (s *Server) AdvertiseAddr() string { return s.advertise }
 
-// PublicHandler serves /ws, /healthz, /readyz and what HandlePublic
+// PublicHandler serves /ws, /sse, /healthz, /readyz and what HandlePublic
 // mounted, for embedding in another server.
 func (s *Server) PublicHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
+	mux.HandleFunc("/sse", s.serveSSE)
 	mux.HandleFunc("/healthz", healthz(s.isClosing))
 	mux.HandleFunc("/readyz", readyz(s.Ready))
 	root := false

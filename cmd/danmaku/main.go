@@ -353,6 +353,7 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/healthz", bounded)
 	mux.Handle("/readyz", bounded)
 	mux.Handle("/ws", m.comet.PublicHandler())
+	mux.Handle("/sse", m.comet.PublicHandler())
 	if m.logic.AdminHandler() == nil {
 		mux.Handle("/metrics", telemetry.Handler(reg))
 	}

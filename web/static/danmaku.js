@@ -28,6 +28,11 @@
  *  - heartbeat: {"op":"ping"} every heartbeatMs of the welcome; a server
  *    silent for two periods plus 5 s means reconnect;
  *  - reconnect with exponential backoff and full jitter;
+ *  - transports: a WebSocket to /ws, or, when it cannot be opened (a
+ *    proxy that breaks WebSockets), server-sent events from /sse with the
+ *    same frames, the client's frames posted to /sse?stream=ID
+ *    (opts.transport "auto", the default; "websocket" or "sse" force one).
+ *    client.transport and onState("open", {transport}) say which is used;
  *  - several rooms: join(room) switches (the socket then holds that room
  *    only), subscribe(room) adds one, unsubscribe(room) leaves one (ops
  *    "sub", "unsub"). The first room (opts.room, or the last join) is the
@@ -65,6 +70,8 @@
 
   var DEFAULTS = {
     url: "",              // WebSocket URL; "" = same origin + "/ws"
+    sseUrl: "",           // SSE URL; "" = url with ws(s) -> http(s), /ws -> /sse
+    transport: "auto",    // "auto": WebSocket, SSE when it cannot open; "websocket"; "sse"
     baseUrl: "",          // HTTP API base; "" = same origin
     room: "",
     uid: "",              // optional numeric user id, sent as ?uid=
@@ -94,6 +101,8 @@
   // Close code of a viewer banned from its room: reconnecting would be
   // refused the same way.
   var CLOSE_BANNED = 4003;
+  // readyState of an open connection (WebSocket.OPEN; SSEConn uses it too).
+  var OPEN = 1;
 
   /** Bounded set of ids: remembers the last `cap` ids added. */
   function SeenSet(cap) {
@@ -113,6 +122,56 @@
   };
   SeenSet.prototype.has = function (id) { return this.set.has(id); };
 
+  /**
+   * SSEConn is the SSE transport behind the WebSocket interface the client
+   * uses (readyState, send, close, onopen, onmessage, onclose): it reads
+   * the comet's frames from an EventSource on /sse and posts the client's
+   * frames to /sse?stream=ID. It opens when the first event names the
+   * stream, and closes for good at the first error (the client reconnects
+   * with since/epoch itself; EventSource's own retry would not resume).
+   */
+  function SSEConn(url) {
+    var self = this;
+    this.url = url.split("?")[0];
+    this.readyState = 0;
+    this.stream = "";
+    this.closeCode = 1006;
+    this.closeReason = "";
+    this.es = new EventSource(url);
+    this.es.onmessage = function (ev) {
+      var f;
+      try { f = JSON.parse(ev.data); } catch (e) { return; }
+      if (f && f.op === "stream" && !self.stream) {
+        self.stream = f.id;
+        self.readyState = 1;
+        if (self.onopen) self.onopen();
+      } else if (f && f.op === "close") {
+        self.closeCode = f.code;
+        self.closeReason = f.reason || "";
+      } else if (self.readyState === 1 && self.onmessage) {
+        self.onmessage({ data: ev.data });
+      }
+    };
+    this.es.onerror = function () { self._end(self.closeCode, self.closeReason); };
+  }
+  SSEConn.prototype.send = function (data) {
+    if (this.readyState !== 1) return;
+    var self = this;
+    fetch(this.url + "?stream=" + encodeURIComponent(this.stream), {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: data
+    }).then(function (resp) {
+      if (resp.status === 404) self._end(1006, "stream ended");
+    }, function () { /* the stream's own error follows */ });
+  };
+  SSEConn.prototype.close = function (code, reason) { this._end(code || 1000, reason || ""); };
+  SSEConn.prototype._end = function (code, reason) {
+    if (this.readyState === 3) return;
+    this.readyState = 3;
+    this.es.close();
+    var self = this;
+    setTimeout(function () { if (self.onclose) self.onclose({ code: code, reason: reason }); }, 0);
+  };
+
   /** DanmakuClient: one WebSocket to the comet, for one room or several. */
   function DanmakuClient(options) {
     this.opts = Object.assign({}, DEFAULTS, options || {});
@@ -121,7 +180,10 @@
     this.metas = new Map();    // room -> frozen onMessage metas {replay, room}
     this.joined = "";          // room of the last welcome
     this.state = "closed";
-    this.ws = null;
+    this.ws = null;            // the connection: a WebSocket or an SSEConn
+    this.transport = "";       // "websocket" or "sse" once a connection opened
+    this.wsOpened = false;     // a WebSocket opened once: no fallback to SSE
+    this.useSSE = this.opts.transport === "sse";
     this.connId = "";
     this.onlineCount = 0;
     this.heartbeatMs = this.opts.heartbeatMs;
@@ -155,12 +217,20 @@
     this._emit("onState", state, info || {});
   };
 
-  DanmakuClient.prototype._wsURL = function () {
+  /** The WebSocket URL without query, and the SSE URL of the same comet. */
+  DanmakuClient.prototype._endpoint = function (sse) {
     var u = this.opts.url;
     if (!u) {
       var loc = global.location;
       u = (loc.protocol === "https:" ? "wss://" : "ws://") + loc.host + "/ws";
     }
+    if (!sse) return u;
+    if (this.opts.sseUrl) return this.opts.sseUrl;
+    return u.replace(/^ws/, "http").replace(/\/ws(\?|$)/, "/sse$1");
+  };
+
+  DanmakuClient.prototype._wsURL = function (sse) {
+    var u = this._endpoint(sse);
     var q = [], rooms = this._rooms();
     for (var i = 0; i < rooms.length; i++) {
       q.push("room=" + encodeURIComponent(rooms[i]));
@@ -179,10 +249,11 @@
     clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this._setState(this.attempt ? "reconnecting" : "connecting", { attempt: this.attempt });
-    var ws;
+    var ws, sse = this.useSSE;
     try {
-      ws = new WebSocket(this._wsURL());
+      ws = sse ? new SSEConn(this._wsURL(true)) : new WebSocket(this._wsURL());
     } catch (e) {
+      if (!sse && this._fallBack()) return this.connect();
       this._emit("onError", e);
       this._scheduleReconnect(0, "bad url");
       return this;
@@ -190,7 +261,11 @@
     this.ws = ws;
     var urlRooms = this._rooms();
     var self = this;
+    var opened = false;
     ws.onopen = function () {
+      opened = true;
+      self.transport = sse ? "sse" : "websocket";
+      if (!sse) self.wsOpened = true;
       self.lastHeard = Date.now();
       self._startHeartbeat();
       self._catchUpRooms(ws, urlRooms);
@@ -214,10 +289,27 @@
         self._setState("closed", { code: ev.code, reason: ev.reason, room: self.room });
         return;
       }
+      // A WebSocket that never opened, on a page where none ever did: try
+      // SSE at once (a proxy that breaks WebSockets stays in the way).
+      if (!sse && !opened && self._fallBack()) {
+        self.connect();
+        return;
+      }
       self._scheduleReconnect(ev.code, ev.reason);
     };
     ws.onerror = function () { /* onclose follows and decides */ };
     return this;
+  };
+
+  /**
+   * Switches to SSE for this and every later connection when the
+   * transport is "auto" and no WebSocket ever opened; reports whether it
+   * did.
+   */
+  DanmakuClient.prototype._fallBack = function () {
+    if (this.opts.transport !== "auto" || this.useSSE || this.wsOpened || typeof EventSource !== "function") return false;
+    this.useSSE = true;
+    return true;
   };
 
   /** The rooms the client holds: the first room, then the others. */
@@ -279,7 +371,7 @@
           this._startHeartbeat();
         }
         var gap = this._welcomed(f);
-        this._setState("open", { room: f.room, online: f.online, connId: f.connId });
+        this._setState("open", { room: f.room, online: f.online, connId: f.connId, transport: this.transport });
         this._emit("onWelcome", f);
         if (gap) this._emit("onGap", gap);
         break;
@@ -514,7 +606,7 @@
     var every = Math.max(1000, this.heartbeatMs);
     this.pingTimer = setInterval(function () {
       var ws = self.ws;
-      if (!ws || ws.readyState !== WebSocket.OPEN) return;
+      if (!ws || ws.readyState !== OPEN) return;
       // Two missed heartbeats: the path is dead even if TCP has not noticed.
       if (Date.now() - self.lastHeard > 2 * every + 5000) {
         ws.close(4000, "heartbeat timeout");
@@ -560,7 +652,7 @@
 
   /** Sends f now when the socket is open, else (re)connects: the URL says it. */
   DanmakuClient.prototype._sendOrConnect = function (f) {
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+    if (this.ws && this.ws.readyState === OPEN) {
       this.ws.send(JSON.stringify(f));
     } else if (this.wanted && !this.ws) {
       this.attempt = 0;
@@ -582,7 +674,7 @@
     this.extra = [];
     this.queue = [];
     this.lastDue = 0;
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) this._setState("connecting", { room: room });
+    if (this.ws && this.ws.readyState === OPEN) this._setState("connecting", { room: room });
     this._sendOrConnect(this._joinFrame(room));
     return this;
   };
@@ -605,7 +697,7 @@
   DanmakuClient.prototype.unsubscribe = function (room) {
     if (!this._holds(room)) return this;
     this._drop(room);
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ op: "unsub", room: room }));
+    if (this.ws && this.ws.readyState === OPEN) this.ws.send(JSON.stringify({ op: "unsub", room: room }));
     return this;
   };
 

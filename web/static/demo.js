@@ -126,7 +126,8 @@
     if (signInNeeded) return;
     var el = $("conn"), text = state, open = state === "open";
     el.dataset.state = open ? "open" : state === "closed" ? "closed" : "connecting";
-    if (open) text = "live";
+    if (open) text = client.transport === "sse" ? "live (SSE)" : "live";
+    el.dataset.transport = client.transport;
     if (state === "reconnecting" && info.delayMs != null) {
       text = "reconnecting in " + (info.delayMs / 1000).toFixed(1) + "s";
     }

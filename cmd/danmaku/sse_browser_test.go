@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/danmaku/danmaku/internal/testkit"
+)
+
+// noWebSocket stands in for a browser behind a proxy that breaks
+// WebSockets: every WebSocket fails before it opens.
+const noWebSocket = `(() => {
+  window.__wsTried = 0;
+  function Broken() {
+    const s = this;
+    window.__wsTried++;
+    s.readyState = 0;
+    setTimeout(() => { s.readyState = 3; if (s.onerror) s.onerror({}); if (s.onclose) s.onclose({ code: 1006, reason: "" }); }, 10);
+  }
+  Broken.prototype.send = function () {};
+  Broken.prototype.close = function () {};
+  Broken.OPEN = 1;
+  window.WebSocket = Broken;
+})();`
+
+// TestBrowserSSEFallback: the demo page in a browser whose WebSockets
+// cannot open falls back to SSE by itself and says so; comments typed into
+// it and sent elsewhere show once; when its path to the server is cut and
+// comes back while comments keep being sent, it opens a new stream that
+// resumes with since/epoch, and its chat log ends with every comment
+// exactly once and no gap reported.
+func TestBrowserSSEFallback(t *testing.T) {
+	m := startMain(t)
+	room := testkit.Uniq("sse_")
+	proxy := newCutProxy(t, m.Addr())
+	viewer := dial(t, m, room)
+	browser := newBrowser(t)
+	if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(noWebSocket).Do(ctx)
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	tab := openPage(t, browser, proxy.URL(), room, true)
+	hookPage(t, tab)
+	if tr := evalTo[string](t, tab, `danmakuDemo.client.transport`); tr != "sse" {
+		t.Fatalf("transport %q, want sse", tr)
+	}
+	if txt := evalTo[string](t, tab, `document.querySelector("#conn-text").textContent`); txt != "live (SSE)" {
+		t.Errorf("the page says %q, want live (SSE)", txt)
+	}
+	if n := evalTo[int](t, tab, `__wsTried`); n != 1 {
+		t.Errorf("%d WebSockets tried, want 1 before the fallback", n)
+	}
+	waitOnline(t, m, room, 2)
+
+	sendFromPage(t, tab, "typed over SSE")
+	waitShows(t, tab, "the SSE page", "typed over SSE")
+	ids := send(t, m, room, "before the cut 1", "before the cut 2")
+	readIDs(t, viewer, ids)
+	waitLogOnce(t, tab, "sent while connected", ids)
+
+	var (
+		mu      sync.Mutex
+		stream  []string
+		sendErr error
+	)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(60 * time.Millisecond):
+			}
+			got, err := postAs(m.Addr(), room, int64(6000+i), "stream "+strconv.Itoa(i))
+			mu.Lock()
+			stream = append(stream, got...)
+			if err != nil && sendErr == nil {
+				sendErr = err
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	proxy.setDown(true)
+	proxy.cut()
+	poll(t, tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
+	time.Sleep(time.Second)
+	proxy.setDown(false)
+	poll(t, tab, "page reconnects", `danmakuDemo.client.state === "open"`)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-done
+	if sendErr != nil {
+		t.Fatal(sendErr)
+	}
+	ids = append(ids, stream...)
+	readIDs(t, viewer, stream)
+	waitLogOnce(t, tab, "after the reconnect over SSE", ids)
+	if gaps := evalTo[[]map[string]any](t, tab, `__gaps`); len(gaps) > 0 {
+		t.Errorf("gaps reported on a recoverable cut: %v", gaps)
+	}
+	var sse []string
+	for _, l := range proxy.requestLines() {
+		if strings.HasPrefix(l, "GET /ws") {
+			t.Errorf("a WebSocket request reached the server: %q", l)
+		}
+		if strings.HasPrefix(l, "GET /sse?") {
+			sse = append(sse, l)
+		}
+	}
+	if len(sse) < 2 || strings.Contains(sse[0], "since=") || !strings.Contains(sse[len(sse)-1], "since=") {
+		t.Errorf("SSE requests %q: want a fresh stream, then resumes with since", sse)
+	}
+	if tr := evalTo[string](t, tab, `danmakuDemo.client.transport`); tr != "sse" {
+		t.Errorf("transport after the reconnect %q, want sse", tr)
+	}
+	after := send(t, m, room, "after the reconnect")
+	waitLogOnce(t, tab, "live after the reconnect", append(ids, after...))
+}

@@ -1,0 +1,276 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
+)
+
+// sseViewer reads GET /sse of one room like danmaku.js over SSE: it keeps
+// the room's epoch and last position and, when its stream ends, opens a
+// new one on the next comet with since and epoch.
+type sseViewer struct {
+	room string
+	urls []string // comets' /sse URLs
+
+	mu       sync.Mutex
+	stream   string // id of the open stream
+	epoch    string
+	pos      int64
+	had      bool
+	seen     map[string]int // id -> times received
+	order    []string
+	welcomes []danmaku.Welcome
+	closes   []danmaku.CloseFrame
+	errs     []string
+	quit     chan struct{}
+	done     chan struct{}
+}
+
+func newSSEViewer(t *testing.T, room string, urls ...string) *sseViewer {
+	v := &sseViewer{room: room, urls: urls, seen: map[string]int{}, quit: make(chan struct{}), done: make(chan struct{})}
+	go v.loop()
+	t.Cleanup(func() { close(v.quit); <-v.done })
+	return v
+}
+
+func (v *sseViewer) loop() {
+	defer close(v.done)
+	for i := 0; ; i++ {
+		v.session(v.urls[i%len(v.urls)])
+		select {
+		case <-v.quit:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (v *sseViewer) target(base string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	q := url.Values{"room": {v.room}}
+	if v.had {
+		q.Set("since", strconv.FormatInt(v.pos, 10))
+		q.Set("epoch", v.epoch)
+	}
+	return base + "?" + q.Encode()
+}
+
+func (v *sseViewer) session(base string) {
+	req, _ := http.NewRequest(http.MethodGet, v.target(base), nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	ctxDone := make(chan struct{})
+	go func() {
+		select {
+		case <-v.quit:
+		case <-stop:
+		}
+		close(ctxDone)
+	}()
+	cancelable := req.WithContext(contextOf(ctxDone))
+	resp, err := http.DefaultClient.Do(cancelable)
+	if err != nil {
+		v.fail(err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		v.fail(fmt.Sprintf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type")))
+		return
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if ok {
+			v.frame(data)
+		}
+	}
+}
+
+func (v *sseViewer) fail(s string) {
+	v.mu.Lock()
+	v.errs = append(v.errs, s)
+	v.mu.Unlock()
+}
+
+func (v *sseViewer) frame(data []byte) {
+	var f struct {
+		danmaku.Welcome
+		ID     string            `json:"id"`
+		Code   int               `json:"code"`
+		Reason string            `json:"reason"`
+		Msgs   []danmaku.Message `json:"msgs"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		v.fail(err.Error())
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch f.Op {
+	case danmaku.OpStream:
+		v.stream = f.ID
+	case danmaku.OpClose:
+		v.closes = append(v.closes, danmaku.CloseFrame{Op: f.Op, Code: f.Code, Reason: f.Reason})
+	case danmaku.OpWelcome:
+		v.welcomes = append(v.welcomes, f.Welcome)
+		if !(f.Recovered != nil && *f.Recovered && v.had && v.epoch == f.Epoch) {
+			v.epoch, v.pos, v.had = f.Epoch, f.Pos, true
+		}
+	case danmaku.OpMsgs:
+		for _, m := range f.Msgs {
+			if v.seen[m.ID] == 0 {
+				v.order = append(v.order, m.ID)
+			}
+			v.seen[m.ID]++
+			if f.Welcome.Epoch == v.epoch {
+				v.pos = max(v.pos, m.Pos)
+			} else {
+				v.epoch, v.pos = f.Welcome.Epoch, m.Pos
+			}
+		}
+	}
+}
+
+// SSE viewers get what WebSocket viewers get, resume across a comet
+// killed with SIGKILL (a new stream on the other comet with since and
+// epoch: 0 lost, none received twice) and change rooms through POST
+// /sse?stream=ID.
+func TestSSEResumesAcrossCometKill(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 2})
+	room := testkit.Uniq("sse-")
+	sse := func(c *stack.Comet) string { return "http://" + c.Public + "/sse" }
+	v := newSSEViewer(t, room, sse(s.Comets[0]), sse(s.Comets[1]))
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.welcomes) == 0 {
+			return fmt.Errorf("no welcome yet (errors %v)", v.errs)
+		}
+		return nil
+	})
+	sd := s.Send(t, room, 600, 200)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.order) < 150 {
+			return fmt.Errorf("%d received", len(v.order))
+		}
+		return nil
+	})
+	s.Comets[0].Kill()
+	sd.Wait(t, 60*time.Second)
+	accepted := sd.Accepted()
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		lost := 0
+		for _, id := range accepted {
+			if v.seen[id] == 0 {
+				lost++
+			}
+		}
+		if lost > 0 {
+			return fmt.Errorf("lost %d of %d", lost, len(accepted))
+		}
+		return nil
+	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id, n := range v.seen {
+		if n > 1 {
+			t.Errorf("message %s received %d times", id, n)
+		}
+	}
+	if len(v.welcomes) < 2 || v.welcomes[1].Recovered == nil || !*v.welcomes[1].Recovered {
+		t.Errorf("welcomes %+v: want a recovered resume on the second comet", v.welcomes)
+	}
+	t.Logf("%d accepted, all received once over SSE across the kill; welcomes %d", len(accepted), len(v.welcomes))
+}
+
+// The rules of /ws hold for /sse: a refused origin is 403, the
+// per-address limit 429, a missing token 401 (comet.auth jwt), each with
+// the JSON error body; a stream's ops go to it by its id, and an unknown
+// id is 404.
+func TestSSERules(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 1, Comet: []string{"-comet.max_conns_per_ip", "1"}})
+	base := "http://" + s.Comets[0].Public + "/sse"
+	get := func(u string, hdr map[string]string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	code := func(resp *http.Response) string {
+		defer resp.Body.Close()
+		var eb danmaku.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		return fmt.Sprintf("%d %s", resp.StatusCode, eb.Error.Code)
+	}
+	if got := code(get(base+"?room=r1", map[string]string{"Origin": "http://evil.example"})); got != "403 permission_denied" {
+		t.Errorf("foreign origin: %s", got)
+	}
+	open := get(base+"?room=r1", nil)
+	defer open.Body.Close()
+	rd := bufio.NewReader(open.Body)
+	line, _ := rd.ReadString('\n')
+	var sf danmaku.StreamFrame
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(line), "data: ")), &sf); err != nil || sf.Op != "stream" || len(sf.ID) != 32 {
+		t.Fatalf("first event %q: %v", line, err)
+	}
+	if got := code(get(base+"?room=r1", nil)); got != "429 rate_limited" {
+		t.Errorf("second stream from one address with max_conns_per_ip 1: %s", got)
+	}
+	post := func(stream, body string) string {
+		resp, err := http.Post(base+"?stream="+stream, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code(resp)
+	}
+	if got := post("nope", `{"op":"ping"}`); got != "404 not_found" {
+		t.Errorf("op to an unknown stream: %s", got)
+	}
+	if got := post(sf.ID, `{"op":"sub","room":"r2"}`); got != "202 " {
+		t.Errorf("sub: %s", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"op":"welcome"`) && strings.Contains(line, `"room":"r2"`) {
+			return
+		}
+	}
+	t.Error("no welcome of r2 after the posted sub")
+}
+
+// contextOf is a context done when done is closed.
+func contextOf(done <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-done; cancel() }()
+	return ctx
+}
