@@ -153,8 +153,6 @@ func prepare(v any) *websocket.PreparedMessage {
 
 // pongFrame is shared by every connection: its wire form is computed once
 // per compression mode.
-var pongFrame = prepare(struct {
-	Op string `json:"op"`
-}{opPong})
+var pongFrame = prepare(danmaku.ServerFrame{Op: opPong})
 
 var pongFrameLen = len(`{"op":"pong"}`)
