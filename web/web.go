@@ -7,6 +7,7 @@
 //	/             the demo page (index.html)
 //	/danmaku.js   the client library
 //	/demo.css, /demo.js   the page's style and script
+//	/vod.html, /vod.js, /vod.css   the replay page: a past stream's comments over a fake video
 //
 // The page opens its WebSocket on its own origin (/ws) and calls the API
 // (/logic/*) and links /metrics at Config.APIBase, its own origin when
@@ -82,7 +83,8 @@ func Files() fs.FS {
 // new binary's page is picked up on reload.
 func Handler(c Config) http.Handler {
 	files := Files()
-	page := indexPage(files, strings.TrimRight(c.APIBase, "/"), c.devTokenMeta())
+	page := indexPage(files, "index.html", strings.TrimRight(c.APIBase, "/"), c.devTokenMeta())
+	vodPage := indexPage(files, "vod.html", strings.TrimRight(c.APIBase, "/"), "")
 	server := http.FileServerFS(files)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -105,14 +107,18 @@ func Handler(c Config) http.Handler {
 			http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(page))
 			return
 		}
+		if name == "vod.html" {
+			http.ServeContent(w, r, "vod.html", time.Time{}, bytes.NewReader(vodPage))
+			return
+		}
 		server.ServeHTTP(w, r)
 	})
 }
 
-// indexPage is index.html with the API base in its danmaku-api meta tag,
-// followed by extra (more head elements).
-func indexPage(files fs.FS, apiBase, extra string) []byte {
-	b, err := fs.ReadFile(files, "index.html")
+// indexPage is the page name (index.html, vod.html) with the API base in
+// its danmaku-api meta tag, followed by extra (more head elements).
+func indexPage(files fs.FS, name, apiBase, extra string) []byte {
+	b, err := fs.ReadFile(files, name)
 	if err != nil {
 		panic(err) // embedded
 	}
