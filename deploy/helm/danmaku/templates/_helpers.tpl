@@ -87,6 +87,9 @@ prometheus.io/path: /metrics
 {{- if lt (len .Values.secrets.pushSecret) 16 -}}
 {{- fail "secrets.pushSecret: set 16 or more random bytes (openssl rand -hex 16), or secrets.existingSecret" -}}
 {{- end -}}
+{{- if and .Values.archive.enabled (not .Values.secrets.archiveDSN) -}}
+{{- fail "secrets.archiveDSN: the archive needs its PostgreSQL, postgres://user:password@host:5432/db" -}}
+{{- end -}}
 {{- if and .Values.secrets.adminSecret (lt (len .Values.secrets.adminSecret) 16) -}}
 {{- fail "secrets.adminSecret: 16 or more bytes, or empty (admin API off)" -}}
 {{- end -}}
