@@ -50,12 +50,7 @@ var defaultHTTP = &http.Client{Timeout: 10 * time.Second}
 // a random idempotency key, so the retries of this call are shown once;
 // the ids come back namespaced by the user ("u7-<key>").
 func (a *API) Send(ctx context.Context, token string, req danmaku.SendRequest) ([]string, error) {
-	req.Messages = append([]danmaku.SendMessage(nil), req.Messages...)
-	for i := range req.Messages {
-		if req.Messages[i].MsgID == "" {
-			req.Messages[i].MsgID = NewMsgID()
-		}
-	}
+	req.Messages = keyed(req.Messages, func(m *danmaku.SendMessage) *string { return &m.MsgID })
 	var out danmaku.SendResponse
 	err := a.call(ctx, http.MethodPost, "/logic/send", token, req, &out)
 	return out.MsgIDs, err
@@ -97,15 +92,22 @@ func (a *API) Broadcast(ctx context.Context, msgs ...danmaku.NoticeMessage) ([]s
 }
 
 func (a *API) notice(ctx context.Context, path string, req danmaku.NoticeRequest) ([]string, error) {
-	req.Messages = append([]danmaku.NoticeMessage(nil), req.Messages...)
-	for i := range req.Messages {
-		if req.Messages[i].MsgID == "" {
-			req.Messages[i].MsgID = NewMsgID()
-		}
-	}
+	req.Messages = keyed(req.Messages, func(m *danmaku.NoticeMessage) *string { return &m.MsgID })
 	var out danmaku.SendResponse
 	err := a.call(ctx, http.MethodPost, path, a.AdminSecret, req, &out)
 	return out.MsgIDs, err
+}
+
+// keyed returns a copy of msgs in which every message without an
+// idempotency key (*key) has a new one.
+func keyed[M any](msgs []M, key func(*M) *string) []M {
+	msgs = append([]M(nil), msgs...)
+	for i := range msgs {
+		if k := key(&msgs[i]); *k == "" {
+			*k = NewMsgID()
+		}
+	}
+	return msgs
 }
 
 // Mute mutes req.UserID in req.RoomID (empty: everywhere) for

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/client"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 )
@@ -273,4 +274,44 @@ func contextOf(done <-chan struct{}) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-done; cancel() }()
 	return ctx
+}
+
+// With comet.auth jwt a stream needs a token, as a WebSocket does: none is
+// 401 before the stream starts, a valid one opens it.
+func TestSSEAuth(t *testing.T) {
+	const secret = "sse-test-hmac-secret-0123456789abcdef"
+	s := stack.New(t, stack.Options{Comets: 1, NoWarmUp: true, Comet: []string{"-comet.auth", "jwt"},
+		CometEnv: []string{"DANMAKU_AUTH_HMAC_SECRET=" + secret}})
+	base := "http://" + s.Comets[0].Public + "/sse?room=r1"
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb danmaku.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || eb.Error.Code != danmaku.EUNAUTH {
+		t.Errorf("no token: %d %+v, want 401 unauthenticated", resp.StatusCode, eb)
+	}
+	tok, err := client.Token{UID: 7, Rooms: []string{"r1"}}.HS256([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = hc.Get(base + "&token=" + tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for i := 0; i < 3; i++ {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream with a token (status %d): %v", resp.StatusCode, err)
+		}
+		if strings.Contains(line, `"op":"welcome"`) {
+			return
+		}
+	}
+	t.Errorf("no welcome on the stream with a token (status %d)", resp.StatusCode)
 }

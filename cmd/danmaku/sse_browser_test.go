@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
@@ -67,42 +64,8 @@ func TestBrowserSSEFallback(t *testing.T) {
 	readIDs(t, viewer, ids)
 	waitLogOnce(t, tab, "sent while connected", ids)
 
-	var (
-		mu      sync.Mutex
-		stream  []string
-		sendErr error
-	)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(60 * time.Millisecond):
-			}
-			got, err := postAs(m.Addr(), room, int64(6000+i), "stream "+strconv.Itoa(i))
-			mu.Lock()
-			stream = append(stream, got...)
-			if err != nil && sendErr == nil {
-				sendErr = err
-			}
-			mu.Unlock()
-		}
-	}()
-	time.Sleep(300 * time.Millisecond)
-	proxy.setDown(true)
-	proxy.cut()
-	poll(t, tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
-	time.Sleep(time.Second)
-	proxy.setDown(false)
-	poll(t, tab, "page reconnects", `danmakuDemo.client.state === "open"`)
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
-	if sendErr != nil {
-		t.Fatal(sendErr)
-	}
+	p := &cutPage{m: m, room: room, proxy: proxy, viewer: viewer, tab: tab}
+	stream := p.cutWhileSending(t, 6000)
 	ids = append(ids, stream...)
 	readIDs(t, viewer, stream)
 	waitLogOnce(t, tab, "after the reconnect over SSE", ids)

@@ -364,18 +364,12 @@ func (p *cutPage) goDown(t *testing.T) {
 	poll(t, p.tab, "page notices the cut", `danmakuDemo.client.state !== "open"`)
 }
 
-// TestBrowserResumeAfterCut: the network path of a page goes down while
-// comments keep being sent. The page reconnects with since/epoch and its
-// chat log ends with every comment exactly once: the ones sent while it was
-// cut are replayed, and the seam between the replay and live comments has
-// no gap and no duplicate.
-func TestBrowserResumeAfterCut(t *testing.T) {
-	p := newCutPage(t, "resume_")
-	m, proxy, room, viewer, tab := p.m, p.proxy, p.room, p.viewer, p.tab
-	ids, before := p.sendShown(t, "before the cut 1", "before the cut 2")
-
-	// A steady stream, each comment from its own user (the rate limit is
-	// per user), through the cut, the outage and the reconnect.
+// cutWhileSending sends a steady stream of comments, each from its own
+// user (the rate limit is per user) from uid on, through a cut of the
+// page's path, a second's outage and the page's reconnect, and returns the
+// ids accepted.
+func (p *cutPage) cutWhileSending(t *testing.T, uid int64) []string {
+	t.Helper()
 	var (
 		mu      sync.Mutex
 		stream  []string
@@ -390,7 +384,7 @@ func TestBrowserResumeAfterCut(t *testing.T) {
 				return
 			case <-time.After(60 * time.Millisecond):
 			}
-			got, err := postAs(m.Addr(), room, int64(5000+i), "stream "+strconv.Itoa(i))
+			got, err := postAs(p.m.Addr(), p.room, uid+int64(i), "stream "+strconv.Itoa(i))
 			mu.Lock()
 			stream = append(stream, got...)
 			if err != nil && sendErr == nil {
@@ -402,14 +396,28 @@ func TestBrowserResumeAfterCut(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	p.goDown(t)
 	time.Sleep(time.Second)
-	proxy.setDown(false)
-	poll(t, tab, "page reconnects", `danmakuDemo.client.state === "open"`)
+	p.proxy.setDown(false)
+	poll(t, p.tab, "page reconnects", `danmakuDemo.client.state === "open"`)
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	<-done
 	if sendErr != nil {
 		t.Fatal(sendErr)
 	}
+	return stream
+}
+
+// TestBrowserResumeAfterCut: the network path of a page goes down while
+// comments keep being sent. The page reconnects with since/epoch and its
+// chat log ends with every comment exactly once: the ones sent while it was
+// cut are replayed, and the seam between the replay and live comments has
+// no gap and no duplicate.
+func TestBrowserResumeAfterCut(t *testing.T) {
+	p := newCutPage(t, "resume_")
+	m, proxy, room, viewer, tab := p.m, p.proxy, p.room, p.viewer, p.tab
+	ids, before := p.sendShown(t, "before the cut 1", "before the cut 2")
+
+	stream := p.cutWhileSending(t, 5000)
 	ids = append(ids, stream...)
 	readIDs(t, viewer, stream)
 	waitLogOnce(t, tab, "after the reconnect", ids)
