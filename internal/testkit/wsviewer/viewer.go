@@ -3,7 +3,9 @@
 // frames, every message and deletion as it arrived, the messages it
 // showed, notices), and, by default, resumes like web/static/danmaku.js
 // when its connection ends. DeliveredOnce, Delivered and NoGaps check
-// what viewers showed.
+// what viewers showed. Conn is the same connection read frame by frame,
+// for tests that check each frame, what a viewer sends and how the
+// connection ends. Both decode frames as danmaku.ServerFrame.
 package wsviewer
 
 import (
