@@ -16,7 +16,7 @@ import (
 // EnvelopeVersion is the version written into every message Envelope,
 // EventEnvelopeVersion the one written into moderation events and
 // NoticeEnvelopeVersion the one written into notices (messages to a user or to
-// everyone). Readers accept any version up to NoticeEnvelopeVersion and
+// everyone). Readers accept any version up to CanaryEnvelopeVersion (canary.go) and
 // reject newer ones, so a rolling upgrade deploys readers (job) before
 // writers (logic); an older reader skips the shapes it does not know as
 // invalid records (counted) and keeps delivering messages, whose shape did
@@ -107,6 +107,9 @@ type Envelope struct {
 	// Notice is set instead of Msg on a notice (version 3), with User (its
 	// user) or All (a broadcast to every viewer); Room is empty.
 	Notice *Notice `json:"notice,omitempty"`
+	// Canary is set instead of Msg on a delivery probe (version 4); Room
+	// is empty.
+	Canary *Canary `json:"canary,omitempty"`
 	User   string  `json:"user,omitempty"`
 	All    bool    `json:"all,omitempty"`
 	// MsgJSON is Msg as the record carries it, set by UnmarshalEnvelope
@@ -147,8 +150,11 @@ func UnmarshalEnvelope(b []byte) (Envelope, error) {
 	if raw := msgBytes(b, e.Room); raw != nil && e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(raw, e.Msg.ID) {
 		e.MsgJSON = bytes.Clone(raw) // b may be reused by the caller
 	}
-	if e.V < 1 || e.V > NoticeEnvelopeVersion {
+	if e.V < 1 || e.V > CanaryEnvelopeVersion {
 		return e, Errorf(EINVALID, "envelope.v", "unsupported envelope version %d", e.V)
+	}
+	if e.Canary != nil {
+		return e, e.Canary.Check()
 	}
 	if e.Notice != nil {
 		return e, e.checkNotice()

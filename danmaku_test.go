@@ -88,7 +88,7 @@ func TestEventEnvelopeRoundTrip(t *testing.T) {
 
 func TestEventEnvelopeRejects(t *testing.T) {
 	cases := map[string]struct{ body, field string }{
-		"newer than v3":   {`{"v":4,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x"]}}`, "envelope.v"},
+		"newer than v4":   {`{"v":5,"room":"r","event":{"op":"del","room":"r","id":"e","ids":["x"]}}`, "envelope.v"},
 		"other room":      {`{"v":2,"room":"r","event":{"op":"del","room":"s","id":"e","ids":["x"]}}`, "envelope.event.room"},
 		"unknown op":      {`{"v":2,"room":"r","event":{"op":"kick","room":"r","id":"e"}}`, "event.op"},
 		"no event id":     {`{"v":2,"room":"r","event":{"op":"del","room":"r","ids":["x"]}}`, "event.id"},

@@ -41,11 +41,13 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpAll:          {func() any { return new(danmaku.NoticeFrame) }},
 		danmaku.OpStream:       {func() any { return new(danmaku.StreamFrame) }},
 		danmaku.OpClose:        {func() any { return new(danmaku.CloseFrame) }},
+		danmaku.OpCanary:       {func() any { return new(danmaku.CanaryPush) }},
 	}
 	// The ops of frames that are also push bodies (danmaku.Push), and of
 	// the frames a comet sends viewers (danmaku.ServerFrame; a del or user
 	// example may be a push body only).
-	pushOps := map[string]bool{danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpUser: true, danmaku.OpAll: true}
+	pushOps := map[string]bool{danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpBan: true, danmaku.OpUser: true, danmaku.OpAll: true,
+		danmaku.OpCanary: true}
 	serverOps := map[string]bool{danmaku.OpWelcome: true, danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpUser: true,
 		danmaku.OpAll: true, danmaku.OpError: true, danmaku.OpOnline: true, danmaku.OpUnsubscribed: true, danmaku.OpPong: true,
 		danmaku.OpDensity: true}

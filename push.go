@@ -7,16 +7,18 @@ import (
 	"strconv"
 )
 
-// Push is the body of job's POST /push to a comet, one of three shapes
+// Push is the body of job's POST /push to a comet, one of four shapes
 // told apart by their op: a room's messages (msgs: Batch), a moderation
-// event of a room (del, ban: Event) or notices (user, all: NoticePush).
+// event of a room (del, ban: Event), notices (user, all: NoticePush) or
+// delivery canaries (canary: CanaryPush).
 // Exactly one of the fields is set. Job writes each shape with its own
 // encoder (AppendBatchJSON, json.Marshal of the Event or NoticePush), op
 // first; comets decode every push with UnmarshalPush.
 type Push struct {
-	Batch   *Batch
-	Event   *Event
-	Notices *NoticePush
+	Batch    *Batch
+	Event    *Event
+	Notices  *NoticePush
+	Canaries *CanaryPush
 }
 
 // Op is the op of the body p holds ("" when it holds none).
@@ -28,6 +30,8 @@ func (p Push) Op() string {
 		return p.Event.Op
 	case p.Notices != nil:
 		return p.Notices.Op
+	case p.Canaries != nil:
+		return p.Canaries.Op
 	}
 	return ""
 }
@@ -41,6 +45,8 @@ func (p Push) MarshalJSON() ([]byte, error) {
 		return json.Marshal(p.Event)
 	case p.Notices != nil:
 		return json.Marshal(p.Notices)
+	case p.Canaries != nil:
+		return json.Marshal(p.Canaries)
 	}
 	return nil, errors.New("encode push: empty")
 }
@@ -60,12 +66,15 @@ func (p *Push) UnmarshalJSON(b []byte) error {
 	case OpUser, OpAll:
 		p.Notices = new(NoticePush)
 		v = p.Notices
+	case OpCanary:
+		p.Canaries = new(CanaryPush)
+		v = p.Canaries
 	default:
 		var probe struct{ Op string }
 		if err := json.Unmarshal(b, &probe); err != nil {
 			return Errorf(EINVALID, "body", "decode push: %v", err)
 		}
-		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpUser, OpAll)
+		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpUser, OpAll, OpCanary)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
@@ -95,6 +104,8 @@ func (p *Push) check() error {
 		return p.Event.Check()
 	case p.Notices != nil:
 		return p.Notices.check()
+	case p.Canaries != nil:
+		return p.Canaries.check()
 	}
 	if err := CheckID("room", p.Batch.Room); err != nil {
 		return err

@@ -134,6 +134,10 @@ type Config struct {
 	RegistryWorkers int `yaml:"registry_workers" help:"goroutines doing registry calls, so readers never wait on Redis"`
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"bound of a graceful shutdown"`
+	// CanaryMaxAge is how old the newest delivery canary of a partition
+	// may grow before /readyz fails (canary.go); 0: the canary never
+	// affects readiness.
+	CanaryMaxAge time.Duration `yaml:"canary_max_age" help:"/readyz fails while the newest delivery canary of some partition is older than this (once a first canary arrived); 0: canaries do not affect readiness"`
 }
 
 // DefaultConfig returns the defaults. Secret is the placeholder job's
@@ -169,6 +173,7 @@ func DefaultConfig() Config {
 		RedisTimeout:      2 * time.Second,
 		RegistryWorkers:   16,
 		ShutdownTimeout:   10 * time.Second,
+		CanaryMaxAge:      30 * time.Second,
 	}
 }
 
@@ -223,6 +228,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("registry_workers", "must be at least 1")
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
+	case c.CanaryMaxAge < 0:
+		return config.Invalid("canary_max_age", "must not be negative")
 	}
 	if _, err := density.NewTiers(c.DensityTiers); err != nil {
 		return config.Invalid("density_tiers", "%v", err)

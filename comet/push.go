@@ -12,8 +12,9 @@ import (
 )
 
 // servePush is job's endpoint: POST /push with a danmaku.Push body (a
-// danmaku.Batch, a danmaku.Event: del, ban, or a danmaku.NoticePush: user,
-// all), decoded as one typed shape by danmaku.UnmarshalPush. It answers
+// danmaku.Batch, a danmaku.Event: del, ban, a danmaku.NoticePush: user,
+// all, or a danmaku.CanaryPush, recorded and sent to no viewer: canary.go),
+// decoded as one typed shape by danmaku.UnmarshalPush. It answers
 // only after the batch, the event or the notices were handed to every
 // local viewer's queue.
 func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +53,10 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	case b.Event != nil:
 		s.metrics.events.WithLabelValues(b.Op()).Inc()
 		n = s.banUser(*b.Event)
+	case b.Canaries != nil:
+		for _, c := range b.Canaries.Canaries {
+			s.canary.observe(c, start)
+		}
 	default:
 		var dups int
 		n, dups = s.broadcast(*b.Batch)

@@ -186,6 +186,9 @@ func (s *Server) Ready(ctx context.Context) error {
 	case !s.redisOK.Load():
 		return errRedisDown
 	}
+	if err := s.canary.stale(time.Now()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
 	return s.rt.Ping(ctx)

@@ -85,6 +85,7 @@ type Server struct {
 	log       *zap.Logger
 	reg       *registry
 	metrics   *metrics
+	canary    *canaryWatch
 	gatherer  prometheus.Gatherer // what /metrics serves
 	hub       *hub
 	joins     joinLines
@@ -177,6 +178,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, errors.New("comet: comet.auth is jwt but Deps.Verifier is nil")
 	}
 	s.metrics = newMetrics(reg, s.hub, s.registryCounts)
+	s.canary = newCanaryWatch(reg, cfg.CanaryMaxAge)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout:  cfg.WriteWait,
 		ReadBufferSize:    readBufferSize,

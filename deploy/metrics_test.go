@@ -113,6 +113,19 @@ func TestDashboardAndAlertSeriesExist(t *testing.T) {
 	wsviewer.Delivered(t, 20*time.Second, ids, v)
 	v.Drop()
 	v.Resume(t)
+	// The canary ages exist once a canary went through job to the comet.
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		for _, addr := range []string{s.Comets[0].Internal, s.Jobs[0].Metrics} {
+			sc, err := promtext.Scrape(context.Background(), "http://"+addr+"/metrics")
+			if err != nil {
+				return err
+			}
+			if len(sc.Series()["danmaku_comet_canary_age_seconds"])+len(sc.Series()["danmaku_job_canary_age_seconds"]) == 0 {
+				return fmt.Errorf("%s: no canary age yet", addr)
+			}
+		}
+		return nil
+	})
 
 	e := exposition{}
 	for _, u := range []string{s.LogicURL + "/metrics", "http://" + s.Jobs[0].Metrics + "/metrics", "http://" + s.Comets[0].Internal + "/metrics"} {

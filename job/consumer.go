@@ -99,6 +99,19 @@ func (c *consumer) lag() float64 {
 	return float64(n)
 }
 
+// assigned returns the partitions this member fetches now.
+func (c *consumer) assigned() []int {
+	p := c.parts.Load()
+	if p == nil {
+		return nil
+	}
+	ids := make([]int, len(*p))
+	for i, part := range *p {
+		ids[i] = int(part.id)
+	}
+	return ids
+}
+
 // fetch consumes, one generation of the group after the other, until ctx
 // ends. A broker that is down makes joining and fetching fail; both are
 // retried with backoff, never given up.

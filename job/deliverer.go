@@ -78,6 +78,22 @@ type deliverer struct {
 
 	// release takes back what a Begin that failed here may have taken.
 	release *releaser
+	// canary records the canaries pushed (canary.go).
+	canary *canaryAges
+}
+
+// deliverOther delivers req when it is not a room batch: an event, a
+// lane of notices or a canary.
+func (d *deliverer) deliverOther(ctx context.Context, req *delivery) (outcome, bool) {
+	switch p := req.msgs[0]; {
+	case p.ev != nil:
+		return d.deliverEvent(ctx, req, p.ev), true
+	case p.notice != nil:
+		return d.deliverNotices(ctx, req), true
+	case p.canary != nil:
+		return d.deliverCanaries(ctx, req), true
+	}
+	return outcome{}, false
 }
 
 // deliver delivers req as far as the guards allow. ctx ends with a crash or
@@ -87,11 +103,8 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if ctx.Err() != nil {
 		return req.result(v, 0, false)
 	}
-	if ev := req.msgs[0].ev; ev != nil {
-		return d.deliverEvent(ctx, req, ev)
-	}
-	if req.msgs[0].notice != nil {
-		return d.deliverNotices(ctx, req)
+	if o, ok := d.deliverOther(ctx, req); ok {
+		return o
 	}
 	msgs, idx, repeats := distinct(req.msgs)
 	b, err := d.begin(ctx, req, msgs, idx)

@@ -106,7 +106,8 @@ func New(cfg Config, deps Deps) (*Job, error) {
 	j.store = deps.Store
 	j.deliverer = &deliverer{cfg: cfg, owner: owner, store: deps.Store, comets: j.comets,
 		pusher: deps.Pusher, m: m, log: log, hook: deps.OnBroadcast,
-		release: newReleaser(cfg, owner, deps.Store, m, log)}
+		release: newReleaser(cfg, owner, deps.Store, m, log),
+		canary:  newCanaryAges(reg, j.consumer.assigned)}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
 		commit: j.consumer.queue, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
 		offsets: newOffsets()}

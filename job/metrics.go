@@ -37,6 +37,7 @@ type metrics struct {
 	events                        *prometheus.CounterVec
 	notices                       *prometheus.CounterVec
 	highConsumed, highEarly       prometheus.Counter
+	canaries                      *prometheus.CounterVec // canary.go
 }
 
 // The reasons of danmaku_job_undelivered_total.
@@ -105,6 +106,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
 		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly)
+	m.canaries = newCanaryCounter(reg)
 	return m
 }
 

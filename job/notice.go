@@ -242,6 +242,12 @@ func noticeOp(req *delivery) string {
 // broadcast reaches a comet that started since the last refresh.
 func (d *cometDirectory) all(ctx context.Context) []route.CometInfo {
 	d.refreshSoon(ctx)
+	return d.known()
+}
+
+// known returns every comet with a lease as of the last reread that is
+// not left out, without rereading.
+func (d *cometDirectory) known() []route.CometInfo {
 	live := *d.live.Load()
 	out := make([]route.CometInfo, 0, len(live))
 	for id, c := range live {

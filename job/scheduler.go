@@ -123,6 +123,7 @@ type pending struct {
 	// notice is set on a notice, with user its user ("" for a broadcast).
 	notice *danmaku.Notice
 	user   string
+	canary *danmaku.Canary // a canary (canary.go)
 	part   int
 	off    int64
 	// waited: the message arrived while its room's window ran or a
@@ -264,6 +265,10 @@ func (s *scheduler) accept(rec record, now time.Time) {
 	}
 	if rec.env.Notice != nil {
 		s.acceptNotice(rec, now)
+		return
+	}
+	if rec.env.Canary != nil {
+		s.acceptCanary(rec, now)
 		return
 	}
 	if ev := rec.env.Event; ev != nil && !ev.ForViewers() {

@@ -118,6 +118,9 @@ type Config struct {
 	// CreateTopic creates the Kafka topic at start-up when it is missing,
 	// with the kafka section's partitions and replication.
 	CreateTopic bool `yaml:"create_topic" help:"create kafka.topic at start-up when missing"`
+	// CanaryInterval is how often a delivery canary is written to every
+	// partition of the room topic (see canary.go); 0 turns canaries off.
+	CanaryInterval time.Duration `yaml:"canary_interval" help:"one delivery canary per partition of the topic this often (job pushes it to every comet, no viewer sees it); 0: off"`
 
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the HTTP server's.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" help:"HTTP request header timeout"`
@@ -156,6 +159,7 @@ func DefaultConfig() Config {
 		BatchTimeout:      500 * time.Microsecond,
 		BatchSize:         1000,
 		CreateTopic:       true,
+		CanaryInterval:    time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -210,6 +214,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("idle_timeout", "must be positive")
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("shutdown_timeout", "must be positive")
+	case c.CanaryInterval < 0:
+		return config.Invalid("canary_interval", "must not be negative")
 	}
 	if err := config.CheckAuthMode("auth", c.Auth); err != nil {
 		return err

@@ -47,6 +47,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := s.EnsureTopic(tctx); err != nil && tctx.Err() == nil {
 			s.log.Error("kafka topic not created", zap.Error(err))
 		}
+		s.canaries.run(tctx)
 	}()
 	metrics := telemetry.Handler(s.gatherer)
 	pub := http.NewServeMux()

@@ -64,6 +64,7 @@ type Server struct {
 	store        Store
 	admitter     *route.Admitter
 	producer     *kafkax.Producer
+	canaries     *canaries
 	ids          *idGen
 	log          *zap.Logger
 	m            *metrics
@@ -126,6 +127,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		mux:      http.NewServeMux(),
 	}
 	s.vod = newVOD(cfg, d.VOD, reg)
+	s.canaries = newCanaries(s, reg)
 	s.adminMux = s.mux
 	if cfg.AdminAddr != "" {
 		s.adminMux = http.NewServeMux()
