@@ -1,7 +1,7 @@
 # The one test command: make test (what CI runs).
 GO ?= go
 
-.PHONY: test fmt-check imports-check vet staticcheck unit fuzz build bench netns valkey
+.PHONY: test fmt-check imports-check vet staticcheck unit fuzz build bench netns valkey faults soak soak-short
 
 test: fmt-check imports-check vet staticcheck fuzz unit
 
@@ -60,3 +60,21 @@ netns:
 valkey:
 	DANMAKU_TEST_REDIS_SERVER=valkey-server $(GO) test -race -count=1 ./route/ ./internal/testkit/redisserver/
 	DANMAKU_TEST_REDIS_SERVER=valkey-server $(GO) test -count=1 -run '^TestRolesSeparately$$' ./e2e/
+
+# Network faults between live processes (e2e/faults, build tag faults):
+# the roles on hosts of their own (network namespaces), links cut, delayed
+# and made lossy while messages flow, exact accounting at the viewers.
+# Needs root, iproute2 and iptables. CI runs it after netns.
+faults:
+	$(GO) vet -tags faults ./e2e/faults/
+	$(GO) test -tags faults -count=1 -timeout 20m -run '^TestNet' ./e2e/faults/
+
+# The soak: the same stack at moderate load for SOAK_DURATION (30 minutes)
+# with a nemesis picking a fault every minute; SOAK_REPORT=file keeps the
+# samples. soak-short is CI's 3-minute variant.
+SOAK_DURATION ?= 30m
+soak:
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags faults -count=1 -timeout 60m -v -run '^TestSoak$$' ./e2e/faults/
+
+soak-short:
+	SOAK_DURATION=3m $(GO) test -tags faults -count=1 -timeout 12m -v -run '^TestSoak$$' ./e2e/faults/

@@ -26,6 +26,7 @@ type Proc struct {
 	env  []string
 	dir  string
 	bin  string
+	wrap []string // runs bin, e.g. ip netns exec NAME; empty: bin runs itself
 
 	mu   sync.Mutex // guards log, from, cmd, done, err
 	log  bytes.Buffer
@@ -40,7 +41,20 @@ type Proc struct {
 // killed when tb ends.
 func Start(tb testing.TB, name string, env []string, args ...string) *Proc {
 	tb.Helper()
-	p := &Proc{Name: name, args: args, env: env, dir: Root(tb), bin: filepath.Join(Binaries(tb), name)}
+	return StartWrapped(tb, nil, name, env, args...)
+}
+
+// StartWrapped is Start with the binary run through wrap, a command that
+// executes its arguments in place (ip netns exec NAME), so signals still
+// reach the binary itself. name may also be the absolute path of another
+// program (a redis-server).
+func StartWrapped(tb testing.TB, wrap []string, name string, env []string, args ...string) *Proc {
+	tb.Helper()
+	bin := name
+	if !filepath.IsAbs(name) {
+		bin = filepath.Join(Binaries(tb), name)
+	}
+	p := &Proc{Name: filepath.Base(name), args: args, env: env, dir: Root(tb), bin: bin, wrap: wrap}
 	if err := p.start(); err != nil {
 		tb.Fatalf("start %s: %v", name, err)
 	}
@@ -55,6 +69,9 @@ func Start(tb testing.TB, name string, env []string, args ...string) *Proc {
 
 func (p *Proc) start() error {
 	cmd := exec.Command(p.bin, p.args...)
+	if len(p.wrap) > 0 {
+		cmd = exec.Command(p.wrap[0], append(append(p.wrap[1:len(p.wrap):len(p.wrap)], p.bin), p.args...)...)
+	}
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = p, p
 	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), p.env...)

@@ -80,9 +80,10 @@ type Sender struct {
 	done chan struct{}
 	stop chan struct{}
 
-	mu        sync.Mutex
-	accepted  []Sent
-	refusedAt []time.Time
+	mu         sync.Mutex
+	accepted   []Sent
+	refusedAt  []time.Time
+	refusedErr []error
 }
 
 // Send starts posting n messages to room at rate messages a second, in
@@ -110,6 +111,7 @@ func (sd *Sender) run(s *Stack, n int, rate float64) {
 			sd.mu.Lock()
 			if err != nil {
 				sd.refusedAt = append(sd.refusedAt, time.Now())
+				sd.refusedErr = append(sd.refusedErr, err)
 			} else {
 				for _, id := range ids {
 					sd.accepted = append(sd.accepted, Sent{ID: id, At: at})
@@ -170,6 +172,14 @@ func (sd *Sender) SentAfter(t time.Time) []Sent {
 		}
 	}
 	return sent
+}
+
+// Refusals returns why each refused request was refused, in order: the
+// answer's status and body, or the transport's error.
+func (sd *Sender) Refusals() []error {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	return append([]error(nil), sd.refusedErr...)
 }
 
 // RefusedAt returns when each refused request was answered, in order.

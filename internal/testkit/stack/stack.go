@@ -165,10 +165,8 @@ func (s *Stack) launchComet(tb testing.TB, o Options, i int) (*Comet, *child) {
 		c.Public, c.Internal = testkit.FreeAddr(tb), testkit.FreeAddr(tb)
 		return append([]string{"-config", "configs/comet.yaml",
 			"-redis.addrs", s.RedisAddrs(), "-comet.id", c.ID,
-			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal, "-comet.secret", PushSecret,
-			"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
-			"-comet.reconcile_interval", ReconcileInterval.String(), "-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0",
-		}, o.Comet...)
+			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
+		}, append(CometFlags(), o.Comet...)...)
 	}, func() string { return "http://" + c.Public + "/healthz" })
 	c.Proc = ch.Proc
 	return c, ch
@@ -180,20 +178,34 @@ func (s *Stack) launchJob(tb testing.TB, o Options) (*Job, *child) {
 		j.Metrics = testkit.FreeAddr(tb)
 		return append([]string{"-config", "configs/job.yaml",
 			"-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka, "-job.metrics_addr", j.Metrics,
-			"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", JanitorInterval.String(),
-			"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
-			"-job.push_secret", PushSecret,
-			"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
-			"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
-			"-job.comet_refresh_timeout", "500ms", "-job.commit_interval", "100ms",
-			"-job.session_timeout", "2s", "-job.heartbeat_interval", "300ms", "-job.rebalance_timeout", "2s",
-			// 10 s of history at 500 msg/s: a resume slowed down by a loaded
-			// machine still finds what it missed.
-			"-job.history_size", "5000",
-		}, o.Job...)
+		}, append(JobFlags(), o.Job...)...)
 	}, func() string { return "http://" + j.Metrics + "/readyz" }) // ready: consuming
 	j.Proc = ch.Proc
 	return j, ch
+}
+
+// CometFlags are the flags of every comet of a stack besides its Redis,
+// id and addresses: the push secret and the stack's short timings.
+func CometFlags() []string {
+	return []string{"-comet.secret", PushSecret,
+		"-comet.lease_renew", LeaseRenew.String(), "-comet.lease_ttl", LeaseTTL.String(),
+		"-comet.reconcile_interval", ReconcileInterval.String(), "-comet.redis_timeout", "500ms", "-comet.online_period", "500ms", "-comet.max_conns_per_ip", "0"}
+}
+
+// JobFlags are the flags of every job of a stack besides its Redis, Kafka
+// and metrics addresses: the push secret and the stack's short timings.
+func JobFlags() []string {
+	return []string{"-job.window", Window.String(), "-job.comet_refresh", "200ms", "-job.janitor_interval", JanitorInterval.String(),
+		"-job.push_timeout", "500ms", "-job.push_attempts", "1", "-job.quarantine", "1s",
+		"-job.push_secret", PushSecret,
+		"-job.retry_min", "50ms", "-job.retry_max", "500ms", "-job.lock_retry", "20ms",
+		"-job.redis_timeout", "500ms", "-job.lock_renew_timeout", "500ms",
+		"-job.comet_refresh_timeout", "500ms", "-job.commit_interval", "100ms",
+		"-job.session_timeout", "2s", "-job.heartbeat_interval", "300ms", "-job.rebalance_timeout", "2s",
+		// 10 s of history at 500 msg/s: a resume slowed down by a loaded
+		// machine still finds what it missed.
+		"-job.history_size", "5000",
+	}
 }
 
 // warmUp waits until a message sent through logic reaches a viewer on
