@@ -64,9 +64,9 @@ type Sink[R comparable] interface {
 }
 
 // Writer is a viewer's bounded send queue. Any goroutine hands it frames
-// without blocking (Enqueue); a drain goroutine writes them to the sink
-// and exits as soon as the queue is empty, so an idle viewer has no
-// goroutine and no queue storage here. A writer starts open; once closed
+// without blocking (Enqueue); a drain writes them to the sink on a worker
+// of the drain pool (pool.go) and ends as soon as the queue is empty, so
+// an idle viewer has no goroutine and no queue storage here. A writer starts open; once closed
 // (MarkClosed) it drops what is queued and refuses everything after.
 //
 // The writer keeps, for every room of the viewer, the last position of the
@@ -131,7 +131,7 @@ func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
 	w.draining = true
 	w.mu.Unlock()
 	if start {
-		go w.drain(sink)
+		drains.run(func() { w.drain(sink) })
 	}
 	return Enqueued
 }
