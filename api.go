@@ -12,6 +12,10 @@ type SendRequest struct {
 	UserID   int64         `json:"userId"`
 	UserName string        `json:"userName"`
 	Messages []SendMessage `json:"messages"`
+	// Priority is the lane of every message of the request: PriorityHigh
+	// only for a sender allowed to (a token with the moderator or priority
+	// role, or POST /logic/admin/send); absent means normal.
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // SendMessage is one comment of a SendRequest. MsgID is the client's

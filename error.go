@@ -29,6 +29,9 @@ const (
 	CodeMuted     = "muted"             // the sender is muted (moderation)
 	CodeBanned    = "banned"            // the sender is banned from the room; also a viewer's error frame
 	CodeBlocked   = "content_blocked"   // a comment with a blocked word (reject mode); Field names it
+	// CodePriorityDenied: a send asked for high priority without the right
+	// to (a token role moderator or priority, or the admin API).
+	CodePriorityDenied = "priority_denied"
 
 	// WebSocket error frames ({"op":"error","code":...}).
 	CodeBadJSON        = "bad_json"       // the frame is not a JSON object

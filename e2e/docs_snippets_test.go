@@ -118,7 +118,7 @@ func TestDocSnippets(t *testing.T) {
 	t.Run("integrate", func(t *testing.T) {
 		sh := newSnippetShell(t, root, bins)
 		script := snippet(t, root, "docs/integrate.md", "integrate-start") + waitFor("localhost:8090/readyz")
-		for _, name := range []string{"history", "admin", "notices"} {
+		for _, name := range []string{"history", "admin", "priority", "notices"} {
 			script += "echo '== " + name + "'\n" + snippet(t, root, "docs/integrate.md", name) + "echo\n"
 		}
 		out := sh.run(script)

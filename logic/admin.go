@@ -31,6 +31,7 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/words/reload  {"actor"?}
 //	POST /logic/admin/stream/start  {"roomId","streamId"?,"actor"?}
 //	POST /logic/admin/stream/end    {"roomId","streamId"?,"actor"?}
+//	POST /logic/admin/send          the body of /logic/send, "priority" allowed (priority.go)
 //
 // Ban and delete are in moderation.go, streams in vod.go.
 func (s *Server) handleAdmin() {
@@ -42,6 +43,7 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/words/reload", "admin", s.admin("words_reload", s.adminReloadWords))
 	s.handleOn(s.adminMux, "/logic/admin/stream/start", "admin", s.admin("stream_start", s.adminStreamStart))
 	s.handleOn(s.adminMux, "/logic/admin/stream/end", "admin", s.admin("stream_end", s.adminStreamEnd))
+	s.handleOn(s.adminMux, "/logic/admin/send", "admin", s.serveAdminSend)
 }
 
 // The bodies of the admin routes, declared in the root package.

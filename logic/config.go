@@ -47,6 +47,12 @@ type Config struct {
 	// 0 turns it off.
 	IPRateLimit float64 `yaml:"ip_rate_limit" help:"messages per second per client address (IPv6: per /64); 0: no address limit"`
 	IPRateBurst int     `yaml:"ip_rate_burst" help:"address bucket size; must be >= max_messages"`
+	// HighRateLimit and HighRateBurst bound the high-priority messages of
+	// one room (a bucket in Redis shared by every logic instance), whoever
+	// sends them: a flood of them cannot make a room's window useless.
+	// Beyond them a send is 429 with Retry-After.
+	HighRateLimit float64 `yaml:"high_rate_limit" help:"high-priority messages per second per room (token refill), every sender together"`
+	HighRateBurst int     `yaml:"high_rate_burst" help:"high-priority messages a room takes at once; also the most per request"`
 	// TrustedProxies lists the proxies (CIDRs or addresses) whose
 	// X-Forwarded-For is believed: the client address is the rightmost
 	// forwarded address that is not a trusted proxy. A request from any
@@ -144,6 +150,8 @@ func DefaultConfig() Config {
 		RateBurst:         50,
 		IPRateLimit:       50,
 		IPRateBurst:       250,
+		HighRateLimit:     5,
+		HighRateBurst:     20,
 		HistoryRateLimit:  5,
 		HistoryRateBurst:  20,
 		HistoryMaxBytes:   256 << 10,
@@ -188,6 +196,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("ip_rate_limit", "must not be negative (0: off)")
 	case c.IPRateLimit > 0 && c.IPRateBurst < c.MaxMessages:
 		return config.Invalid("ip_rate_burst", "must be at least max_messages (%d)", c.MaxMessages)
+	case c.HighRateLimit <= 0:
+		return config.Invalid("high_rate_limit", "must be positive")
+	case c.HighRateBurst < 1:
+		return config.Invalid("high_rate_burst", "must be at least 1")
 	case c.HistoryRateLimit < 0:
 		return config.Invalid("history_rate_limit", "must not be negative (0: off)")
 	case c.HistoryRateLimit > 0 && c.HistoryRateBurst < 1:

@@ -15,7 +15,7 @@ import (
 
 // Keys of a send body and of one of its messages.
 var (
-	sendKeys    = []string{"roomId", "userId", "userName", "messages"}
+	sendKeys    = []string{"roomId", "userId", "userName", "messages", "priority"}
 	messageKeys = []string{"content", "msgId"}
 )
 

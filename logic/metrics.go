@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/telemetry"
 )
 
@@ -16,6 +17,7 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	inFlight       prometheus.Gauge
 	accepted       prometheus.Counter
+	highAccepted   prometheus.Counter
 	rateLimited    prometheus.Counter
 	refused        *prometheus.CounterVec
 	historyLimited prometheus.Counter
@@ -39,9 +41,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "danmaku", Subsystem: "logic", Name: "messages_accepted_total",
 			Help: "Messages acknowledged by Kafka and answered with 202.",
 		}),
+		highAccepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "danmaku", Subsystem: "logic", Name: "high_priority_accepted_total",
+			Help: "High-priority messages acknowledged by Kafka and answered with 202 (also in messages_accepted_total).",
+		}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "rate_limited_total",
-			Help: "Send requests refused by the per-user or the per-address rate limit.",
+			Help: "Send requests refused by the per-user, the per-address or the room's high-priority rate limit.",
 		}),
 		historyLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "history_rate_limited_total",
@@ -53,11 +59,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "send_refused_total",
-			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token).",
+			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token), priority (high priority without the right), high_rate (the room's high-priority rate limit).",
 		}, []string{"reason"}),
 		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "admin_actions_total",
-			Help: "Admin API requests by action and result (ok, error, unauthenticated, disabled).",
+			Help: "Admin API requests by action (mute, unmute, ban, unban, delete, words_reload, stream_start, stream_end, send) and result (ok, error, unauthenticated, disabled).",
 		}, []string{"action", "result"}),
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "notices_accepted_total",
@@ -69,12 +75,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 4},
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.rateLimited, m.refused, m.historyLimited, m.historyCut, m.admin, m.notices, m.produce)
+	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.highAccepted, m.rateLimited, m.refused, m.historyLimited, m.historyCut, m.admin, m.notices, m.produce)
 	// Every series a dashboard or alert reads exists from the start.
 	telemetry.Precreate(m.requests.MetricVec, []string{"send"}, []string{"202", "400", "401", "403", "429", "503"})
 	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "push_user", "broadcast", "admin"}, []string{"200"})
-	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden"})
-	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end"},
+	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden", "priority", "high_rate"})
+	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send"},
 		[]string{"ok", "error", "unauthenticated", "disabled"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})
 	telemetry.Precreate(m.produce.MetricVec, []string{"ok", "error"})
@@ -93,7 +99,12 @@ func (m *metrics) observeProduce(d time.Duration, err error) {
 	m.produce.WithLabelValues(result).Observe(d.Seconds())
 }
 
-func (m *metrics) observeAccepted(n int) { m.accepted.Add(float64(n)) }
+func (m *metrics) observeAccepted(n int, p danmaku.Priority) {
+	m.accepted.Add(float64(n))
+	if p.High() {
+		m.highAccepted.Add(float64(n))
+	}
+}
 
 func (m *metrics) observeNotices(route string, n int) {
 	m.notices.WithLabelValues(route).Add(float64(n))
@@ -102,7 +113,7 @@ func (m *metrics) observeNotices(route string, n int) {
 // observeRefused counts a refused send; the per-user and per-address
 // limits also count in rate_limited_total.
 func (m *metrics) observeRefused(reason string) {
-	if reason == "user" || reason == "ip" {
+	if reason == "user" || reason == "ip" || reason == "high_rate" {
 		m.rateLimited.Inc()
 	}
 	m.refused.WithLabelValues(reason).Inc()

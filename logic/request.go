@@ -33,6 +33,7 @@ type sendWire struct {
 	UserID   int64             `json:"userId"`
 	UserName nameText          `json:"userName"`
 	Messages []json.RawMessage `json:"messages"`
+	Priority danmaku.Priority  `json:"priority"`
 }
 
 // messageWire is SendMessage as decoded, with content checked for UTF-8.
@@ -45,10 +46,11 @@ type messageWire struct {
 // place. A body it refuses is decoded again through sendWire, whose errors
 // name the field.
 type sendFast struct {
-	RoomID   string        `json:"roomId"`
-	UserID   int64         `json:"userId"`
-	UserName nameText      `json:"userName"`
-	Messages []messageWire `json:"messages"`
+	RoomID   string           `json:"roomId"`
+	UserID   int64            `json:"userId"`
+	UserName nameText         `json:"userName"`
+	Messages []messageWire    `json:"messages"`
+	Priority danmaku.Priority `json:"priority"`
 }
 
 // bodies holds the buffers request bodies are read into.
@@ -70,7 +72,7 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 	if rerr == nil {
 		var f sendFast
 		if decodeOne(bytes.NewReader(buf.Bytes()), &f) == nil {
-			req := SendRequest{RoomID: f.RoomID, UserID: f.UserID, UserName: string(f.UserName)}
+			req := SendRequest{RoomID: f.RoomID, UserID: f.UserID, UserName: string(f.UserName), Priority: f.Priority}
 			if f.Messages != nil {
 				req.Messages = make([]SendMessage, len(f.Messages))
 				for i, m := range f.Messages {
@@ -104,7 +106,7 @@ func decodeSendWire(body io.Reader, limit int64) (SendRequest, error) {
 	if err := decodeOne(body, &wire); err != nil {
 		return req, decodeError(err, "", limit)
 	}
-	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: string(wire.UserName)}
+	req = SendRequest{RoomID: wire.RoomID, UserID: wire.UserID, UserName: string(wire.UserName), Priority: wire.Priority}
 	if wire.Messages != nil {
 		req.Messages = make([]SendMessage, len(wire.Messages))
 	}
@@ -219,7 +221,7 @@ func decodeError(err error, prefix string, limit int64) error {
 
 func jsonKind(goKind string) string {
 	switch goKind {
-	case "int64", "int", "float64":
+	case "int64", "int", "float64", "uint8":
 		return "integer"
 	case "slice":
 		return "array"
@@ -232,6 +234,7 @@ func jsonKind(goKind string) string {
 // limits are the validation bounds taken from Config.
 type limits struct {
 	maxMessages, maxContent, maxName int
+	maxHigh                          int // high-priority messages per request: the room bucket's burst
 }
 
 // validate checks req and returns the message ids to use, in order:
@@ -248,6 +251,12 @@ func (l limits) validate(req *SendRequest) ([]string, error) {
 	}
 	if err := l.checkCount(len(req.Messages)); err != nil {
 		return nil, err
+	}
+	if err := req.Priority.Check("priority"); err != nil {
+		return nil, err
+	}
+	if req.Priority.High() && len(req.Messages) > l.maxHigh {
+		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d high-priority messages per request (logic.high_rate_burst), got %d", l.maxHigh, len(req.Messages))
 	}
 	ids := make([]string, len(req.Messages))
 	for i := range req.Messages {

@@ -104,9 +104,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	reg, gatherer := telemetry.Metrics(d.Registerer)
 	s := &Server{
-		cfg:          cfg,
-		kafka:        d.Kafka,
-		lim:          limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes},
+		cfg:   cfg,
+		kafka: d.Kafka,
+		lim: limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes,
+			maxHigh: cfg.HighRateBurst},
 		words:        words,
 		proxies:      pxs,
 		historyLimit: newReadLimiter(cfg.HistoryRateLimit, cfg.HistoryRateBurst),
@@ -283,6 +284,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if err == nil && claims != nil {
 		err = s.applyClaims(&req, claims)
 	}
+	if err == nil {
+		err = s.allowPriority(&req, claims)
+	}
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -295,19 +299,38 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	if retry, err := s.admit(r.Context(), s.proxies.clientIP(r), &req); err != nil {
-		if retry > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	retry, err := s.takeHigh(r.Context(), &req)
+	if err == nil {
+		if retry, err = s.admit(r.Context(), s.proxies.clientIP(r), &req); err != nil {
+			s.giveBackHigh(r.Context(), &req)
 		}
-		httpx.WriteError(w, err)
+	}
+	if err != nil {
+		writeRetry(w, retry, err)
 		return
 	}
-	if err := s.produce(r.Context(), &req, ids); err != nil {
+	s.accept(w, r, &req, ids)
+}
+
+// accept produces req's messages and answers 202 with their ids once
+// Kafka acknowledged them, or answers the error and returns it.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest, ids []string) error {
+	if err := s.produce(r.Context(), req, ids); err != nil {
 		httpx.WriteError(w, err)
-		return
+		return err
 	}
-	s.m.observeAccepted(len(ids))
+	s.m.observeAccepted(len(ids), req.Priority)
 	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
+	return nil
+}
+
+// writeRetry answers err, with a Retry-After of retry seconds when it is
+// positive.
+func writeRetry(w http.ResponseWriter, retry int64, err error) {
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	}
+	httpx.WriteError(w, err)
 }
 
 // admit checks the sender's ban from the room and mutes and takes the request's tokens from the
@@ -362,7 +385,7 @@ func (s *Server) produce(ctx context.Context, req *SendRequest, ids []string) er
 			ids[i] = s.ids.next()
 		}
 		value, err := danmaku.MarshalEnvelope(req.RoomID, danmaku.Message{
-			ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs,
+			ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority,
 		})
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)

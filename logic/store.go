@@ -16,6 +16,9 @@ type Store interface {
 	// NewAdmitter starts the batched send check (bans, mutes, rate limits).
 	NewAdmitter(o route.AdmitOptions) *route.Admitter
 	Online(ctx context.Context, room string) (int64, error)
+	// TakeHigh and GiveBackHigh are a room's high-priority bucket.
+	TakeHigh(ctx context.Context, room string, n int, b route.Bucket) (route.Verdict, error)
+	GiveBackHigh(ctx context.Context, room string, n int, b route.Bucket) error
 	History(ctx context.Context, room string, since int64, limit int) (route.History, error)
 
 	// Moderation: the flags Admit and the registry read.

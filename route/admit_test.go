@@ -80,3 +80,45 @@ func TestAdmit(t *testing.T) {
 		}
 	})
 }
+
+// TakeHigh is a room's own bucket, on a single server and on a cluster:
+// it refuses beyond the burst with the wait, other rooms are not touched,
+// and GiveBackHigh returns what was taken.
+func TestTakeHigh(t *testing.T) {
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := route.New(rdb)
+		b := route.Bucket{Rate: 0.5, Burst: 3}
+		room, other := testkit.Uniq("r"), testkit.Uniq("r")
+		take := func(room string, n int) route.Verdict {
+			t.Helper()
+			v, err := s.TakeHigh(ctx, room, n, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if v := take(room, 2); !v.Allowed {
+			t.Fatalf("first: %+v", v)
+		}
+		v := take(room, 2)
+		if v.Allowed || v.Limit != "high" || v.RetryAfter < time.Second || v.RetryAfter > 2*time.Second {
+			t.Fatalf("beyond the burst: %+v, want refused for about 2 s", v)
+		}
+		if v := take(other, 3); !v.Allowed {
+			t.Fatalf("another room: %+v", v)
+		}
+		if err := s.GiveBackHigh(ctx, room, 2, b); err != nil {
+			t.Fatal(err)
+		}
+		if v := take(room, 3); !v.Allowed {
+			t.Fatalf("after giving back: %+v", v)
+		}
+		if _, err := s.TakeHigh(ctx, "a b", 1, b); danmaku.ErrorCode(err) != danmaku.EINVALID {
+			t.Fatalf("bad room: %v", err)
+		}
+		if _, err := s.TakeHigh(ctx, room, 4, b); danmaku.ErrorField(err) != "n" {
+			t.Fatalf("more than the burst: %v", err)
+		}
+	})
+}

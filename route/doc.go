@@ -33,6 +33,7 @@
 //	mute:user:{user}:room:<room>    the same                              logic       ... in one room (the tag of the user's bucket)
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
 //	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
+//	ratelimit:high:{room}           the same                              logic       the room's high-priority budget (logic.high_rate_limit)
 //
 // A connId names one registration: one room of one connection. A comet
 // whose connection holds several rooms registers each under an id of its

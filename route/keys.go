@@ -24,6 +24,7 @@ func processedKey(room, msgID string) string { return "msg:processed:{" + room +
 func cooldownKey(room string) string         { return "room:cooldown:{" + room + "}" }
 func lockKey(room string) string             { return "lock:broadcast:{" + room + "}" }
 func rateKey(user string) string             { return "ratelimit:user:{" + user + "}" }
+func highRateKey(room string) string         { return "ratelimit:high:{" + room + "}" }
 func timelineKey(room string) string         { return "room:timeline:{" + room + "}" }
 func historyKey(room string) string          { return "room:history:{" + room + "}" }
 func delsKey(room string) string             { return "room:dels:{" + room + "}" }

@@ -40,6 +40,7 @@ func TestKeySchema(t *testing.T) {
 		"banKey":              {banKey("room", "<user>")},
 		"muteKey":             {muteKey("user", ""), muteKey("user", "<room>")},
 		"rateKey":             {rateKey("user")},
+		"highRateKey":         {highRateKey("room")},
 		"ipRateKey":           {strings.Replace(ip, "192.0.2.1", "addr", 1)},
 	}
 

@@ -53,8 +53,8 @@ type Verdict struct {
 	// what the mute still lasts. Everywhere: the mute is the one of every
 	// room (reported before a room's mute when both hold).
 	Muted, Everywhere bool
-	// Limit names the bucket that refused: "user" or "ip"; RetryAfter is
-	// when it will hold N tokens.
+	// Limit names the bucket that refused: "user" or "ip" (Admit), "high"
+	// (TakeHigh); RetryAfter is when it will hold N tokens.
 	Limit      string
 	RetryAfter time.Duration
 }
@@ -149,6 +149,40 @@ func bucketResult(c *redis.Cmd) ([2]int64, error) {
 		return [2]int64{}, danmaku.Errorf(danmaku.EINTERNAL, "", "rate limit script returned %v", res)
 	}
 	return [2]int64{res[0], res[1]}, nil
+}
+
+// TakeHigh takes n tokens from room's high-priority bucket (one round
+// trip, on the Redis clock, shared by every logic instance). A refusal is
+// a Verdict with Limit "high" and RetryAfter the time until the bucket
+// holds n tokens.
+func (s *Store) TakeHigh(ctx context.Context, room string, n int, b Bucket) (Verdict, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return Verdict{}, err
+	}
+	if err := checkBucket(n, b.Rate, b.Burst); err != nil {
+		return Verdict{}, err
+	}
+	res, err := bucketResult(rateLimitScript.Run(ctx, s.rdb, []string{highRateKey(room)}, b.Rate, b.Burst, n))
+	if err != nil {
+		return Verdict{}, err
+	}
+	if res[0] == 1 {
+		return Verdict{Allowed: true}, nil
+	}
+	return Verdict{Limit: "high", RetryAfter: time.Duration(res[1]) * time.Millisecond}, nil
+}
+
+// GiveBackHigh returns n tokens TakeHigh took, for a request refused by a
+// later check; the bucket holds at most its burst.
+func (s *Store) GiveBackHigh(ctx context.Context, room string, n int, b Bucket) error {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return err
+	}
+	if err := checkBucket(n, b.Rate, b.Burst); err != nil {
+		return err
+	}
+	_, err := bucketResult(rateLimitScript.Run(ctx, s.rdb, []string{highRateKey(room)}, b.Rate, b.Burst, -n))
+	return err
 }
 
 // Mute mutes user in room for d ("" room: everywhere). Muting again

@@ -29,6 +29,8 @@ var statusOf = map[string]int{
 	danmaku.CodeMuted:     http.StatusForbidden,
 	danmaku.CodeBanned:    http.StatusForbidden,
 	danmaku.CodeBlocked:   http.StatusBadRequest, // field names the input
+
+	danmaku.CodePriorityDenied: http.StatusForbidden,
 }
 
 // Status returns the HTTP status for err's code.

@@ -2,7 +2,8 @@
 -- available; refills ARGV[1] tokens per second up to ARGV[2]. Uses the server
 -- clock so every caller agrees. A negative ARGV[3] gives tokens back (a
 -- request refused by another check of the same round trip), up to the burst.
--- KEYS[1]   the bucket: ratelimit:user:{user} or ratelimit:ip:{addr}, the
+-- KEYS[1]   the bucket: ratelimit:user:{user}, ratelimit:ip:{addr} or
+--           ratelimit:high:{room}, the
 --           string "tokens:ms" (the format of admit.lua)
 -- KEYS[2..] mute flags of the same user (same hash tag): the mute everywhere,
 --           then the mute in the room; when one exists the bucket is not
