@@ -64,6 +64,7 @@ func TestSmoke(t *testing.T) {
 	t.Run("steady", func(t *testing.T) { steady(t, s) })
 	t.Run("jitter", func(t *testing.T) { jitter(t, s) })
 	t.Run("notices", func(t *testing.T) { notices(t, s) })
+	t.Run("tiers", func(t *testing.T) { tiers(t, s) })
 	t.Run("failover", func(t *testing.T) { failover(t, s) }) // kills the first comet: last
 }
 
@@ -225,6 +226,47 @@ func notices(t *testing.T, s *stack) {
 	}
 	if n.UserLatency.Count != 500 || n.AllLatency.Count != 2000 || n.UserLatency.P99 <= 0 || rep.Latency.Count != 2500 {
 		t.Errorf("latency samples: user %+v, broadcast %+v, all %+v", n.UserLatency, n.AllLatency, rep.Latency)
+	}
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
+	}
+}
+
+// tiers: one room, most viewers capped at 10 messages a second, a tenth
+// on the all tier, 100 messages a second for 21 s (two full 10 s
+// windows). Every capped viewer gets its cap within ±5 % in the second
+// window (the first includes the start of a room that was quiet), the
+// all tier every message once; the skipped counts and the wire bytes are
+// counted.
+func tiers(t *testing.T, s *stack) {
+	c := s.config("tiers")
+	c.Rooms, c.Rate, c.Duration = 1, 100, 21*time.Second
+	c.Tiers = []loadtest.TierShare{{Max: 10, Share: 0.9}, {Max: 0, Share: 0.1}}
+	rep := runLoad(t, c)
+	if len(rep.Tiers) != 2 || rep.Tiers[0].Max != 0 || rep.Tiers[1].Max != 10 {
+		t.Fatalf("tiers %+v", rep.Tiers)
+	}
+	all, capped := rep.Tiers[0], rep.Tiers[1]
+	if all.Viewers != 20 || capped.Viewers != 180 || capped.Windows != 360 || len(capped.ByWindow) != 2 {
+		t.Fatalf("all tier %d viewers, capped %d with %d windows; want 20, 180, 360 in two", all.Viewers, capped.Viewers, capped.Windows)
+	}
+	if w := capped.ByWindow[1]; w.Within != 180 {
+		t.Errorf("capped viewers within ±5%% of 10/s in the second window: %d of %d (mean rate / cap %.3f)", w.Within, w.Viewers, w.RatioSum/180)
+	}
+	// What a capped viewer was not sent, its frames say: received and
+	// skipped add up to every message sent, but for those left out after
+	// its last frame (told with the next one, which never comes).
+	got, want := capped.Normal+capped.Skipped, uint64(capped.Viewers)*uint64(rep.Send.Accepted)
+	if got > want || want-got > uint64(capped.Viewers)*10 {
+		t.Errorf("capped viewers received %d and were told of %d skipped: %d, want %d less at most 10 a viewer",
+			capped.Normal, capped.Skipped, got, want)
+	}
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.ExactDelivered != rep.ExpectedExact || rep.ViewerStats.WholeTimeExact != 20 {
+		t.Errorf("all tier: lost %d, duplicates %d, delivered %d of %d, %d viewers", rep.Lost, rep.Duplicates,
+			rep.ExactDelivered, rep.ExpectedExact, rep.ViewerStats.WholeTimeExact)
+	}
+	if w := rep.Wire; w == nil || w.Bytes == 0 || w.PerDelivered < w.PayloadPerDeliv {
+		t.Errorf("wire figures %+v; uncompressed frames carry at least their payload", rep.Wire)
 	}
 	if !rep.Pass {
 		t.Errorf("report fails: %v", rep.Problems)
