@@ -381,3 +381,60 @@ func TestViewerRooms(t *testing.T) {
 		}
 	}
 }
+
+// A viewer reports a moderator's deletion as a Deleted event, and the loss
+// of the room's history (Redis emptied: the room starts a new epoch) as a
+// Gap of reason "epoch" from the epoch and position it held, then goes on
+// in the new epoch.
+func TestViewerDeletionAndGap(t *testing.T) {
+	exampleStack()
+	room := testkit.Uniq("sdk-gap-")
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{room}})
+	waitKind(t, r, client.Welcome, 1)
+	api := &client.API{URL: logicURL, AdminSecret: adminSecret}
+	ctx := context.Background()
+	send := func(text string) []string {
+		ids, err := api.Send(ctx, "", danmaku.SendRequest{RoomID: room, UserID: 3, UserName: "c",
+			Messages: []danmaku.SendMessage{{Content: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	send("one")
+	second := send("two")
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n := len(r.delivered()); n < 2 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
+	if _, err := api.Delete(ctx, danmaku.AdminRequest{RoomID: room, IDs: second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitKind(t, r, client.Deleted, 1); !slices.Equal(d[0].IDs, second) || d[0].Room != room {
+		t.Errorf("deleted event %+v, want %v of %s", d[0], second, room)
+	}
+	oldEpoch, oldPos, _ := v.Position(room)
+	if err := examplesStack.RDB().FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The comet registers its viewer again within its reconcile period;
+	// send until a message of the new epoch arrives.
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		send("after the loss")
+		return testkit.Soon(time.Second, func() error {
+			if len(r.of(client.Gap)) == 0 {
+				return errors.New("no gap yet")
+			}
+			return nil
+		})
+	})
+	g := r.of(client.Gap)[0].Gap
+	if g.Reason != "epoch" || g.Epoch != oldEpoch || g.Pos != oldPos || g.ServerEpoch == oldEpoch || g.ServerEpoch == "" {
+		t.Errorf("gap %+v, want epoch %s pos %d to a new epoch", *g, oldEpoch, oldPos)
+	}
+	if e, _, _ := v.Position(room); e != g.ServerEpoch {
+		t.Errorf("position in epoch %s after the gap, want %s", e, g.ServerEpoch)
+	}
+}

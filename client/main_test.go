@@ -25,8 +25,9 @@ const (
 )
 
 var (
-	logicURL string // logic's base URL
-	cometURL string // the comet's WebSocket URL
+	logicURL      string       // logic's base URL
+	cometURL      string       // the comet's WebSocket URL
+	examplesStack *stack.Stack // for tests that reach into Redis
 )
 
 // examples starts the stack once for the godoc examples, which have no
@@ -66,7 +67,7 @@ func exampleStack() {
 		s := stack.New(examples.tb, stack.Options{Comets: 1,
 			Logic:    []string{"-logic.admin_secret", adminSecret},
 			CometEnv: []string{"DANMAKU_AUTH_HMAC_SECRET=" + hmacSecret}})
-		logicURL, cometURL = s.LogicURL, s.Comets[0].WS()
+		logicURL, cometURL, examplesStack = s.LogicURL, s.Comets[0].WS(), s
 	})
 }
 
