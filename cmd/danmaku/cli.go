@@ -200,6 +200,41 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// verbsUsage is what -help prints before the knobs: the verbs, then how
+// the service itself is run.
+const verbsUsage = `Usage:
+  danmaku [-config FILE] [-<section>.<key>=value ...]
+        run logic, job and comet in one process (the flags below)
+  danmaku token -uid ID [-name NAME] [-rooms R1,R2] [-roles moderator,priority] [-ttl 1h] [-config FILE | -key PRIVATE.pem]
+        mint a JWT the servers accept
+  danmaku config init [-auth jwt|off] [-force] DIR
+        write configs for the role binaries with fresh matching secrets
+  danmaku config check [-role logic|job|comet|danmaku] FILE
+        validate a configuration file as its role would, without starting it
+"danmaku token -help" and "danmaku config check -help" list a verb's flags.
+
+`
+
+// help prints the verbs and then every knob of the all-in-one binary to
+// w when args ask for help (-h, -help, --help), and reports whether they
+// did; a flag error before the help flag is left to the normal start.
+func help(args, environ []string, w io.Writer) bool {
+	asked := false
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--h", "--help":
+			asked = true
+		}
+	}
+	if !asked {
+		return false
+	}
+	fmt.Fprint(w, verbsUsage)
+	c := DefaultConfig()
+	err := config.Parse(&c, config.Options{Name: "danmaku", Args: args, Environ: environ, Output: w})
+	return errors.Is(err, flag.ErrHelp)
+}
+
 // exitUsage is the status of a flag parsing error: 0 after -help.
 func exitUsage(err error) int {
 	if errors.Is(err, flag.ErrHelp) {

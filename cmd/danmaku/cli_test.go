@@ -172,3 +172,27 @@ func TestConfigInit(t *testing.T) {
 		t.Errorf("-auth off: logic.auth %q, comet.auth %q, hmac_secret %q", l.Logic.Auth, c.Comet.Auth, l.Auth.HMACSecret)
 	}
 }
+
+// -h and -help list the verbs before the flags of the service.
+func TestHelpListsVerbsFirst(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"-config", "x.yaml", "-h"}} {
+		var out bytes.Buffer
+		if !help(args, nil, &out) {
+			t.Fatalf("%v: not taken as help", args)
+		}
+		text := out.String()
+		knobs := strings.Index(text, "-logic.listen")
+		if knobs < 0 {
+			t.Fatalf("%v: no knobs in\n%s", args, text)
+		}
+		for _, verb := range []string{"danmaku token", "danmaku config init", "danmaku config check"} {
+			if i := strings.Index(text, verb); i < 0 || i > knobs {
+				t.Errorf("%v: %q not listed before the flags", args, verb)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if help([]string{"-logic.listen", ":0"}, nil, &out) || out.Len() != 0 {
+		t.Fatalf("no help asked, printed %q", out.String())
+	}
+}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -89,4 +92,58 @@ func TestEveryKnobDescribed(t *testing.T) {
 			t.Errorf("no help tag: %s", line)
 		}
 	}
+}
+
+// The README, the guides and the shipped configuration files quote one
+// minimum length for the shared secrets (comet.secret, job.push_secret,
+// logic.admin_secret): config.MinSecretLen bytes. A line about a secret
+// that is not the JWT key (auth.hmac_secret, HS256: 32 bytes) may name no
+// other length, in bytes or characters.
+func TestDocsQuoteOneSecretLength(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamls, _ := filepath.Glob("../../configs/*.yaml")
+	files = append(append(files, "../../README.md"), yamls...)
+	// A length said of a secret: in the same sentence, shortly after it.
+	length := regexp.MustCompile(`(?i)secret[^.]{0,160}?\b(\d+)\+? ?(bytes|characters|chars)\b`)
+	quoted := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, unit := range textUnits(string(b)) {
+			low := strings.ToLower(unit)
+			if !strings.Contains(low, "secret") || strings.Contains(low, "hmac") || strings.Contains(low, "hs256") {
+				continue
+			}
+			for _, m := range length.FindAllStringSubmatch(unit, -1) {
+				quoted++
+				if m[1] != strconv.Itoa(config.MinSecretLen) || strings.ToLower(m[2]) != "bytes" {
+					t.Errorf("%s quotes %s %s for a secret, want %d bytes: %s", f, m[1], m[2], config.MinSecretLen, m[0])
+				}
+			}
+		}
+	}
+	if quoted < 3 {
+		t.Fatalf("found %d quoted secret lengths; the docs no longer say it?", quoted)
+	}
+}
+
+// textUnits splits a document into what one statement spans: a paragraph
+// (lines up to a blank one, joined), or a single line of a table or a
+// YAML file.
+func textUnits(doc string) []string {
+	var units []string
+	for _, para := range strings.Split(doc, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(para), "\n")
+		if strings.HasPrefix(lines[0], "|") || strings.Contains(para, ": ") && strings.Contains(para, "#") {
+			units = append(units, lines...)
+			continue
+		}
+		units = append(units, strings.Join(lines, " "))
+	}
+	return units
 }

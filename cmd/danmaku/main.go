@@ -53,6 +53,9 @@ func main() {
 	if code, ok := runVerb(os.Args[1:], os.Stdout, os.Stderr); ok {
 		os.Exit(code)
 	}
+	if help(os.Args[1:], os.Environ(), os.Stderr) {
+		return
+	}
 	m := NewMain()
 	process.Main("danmaku", &m.Config, m)
 }
