@@ -233,14 +233,15 @@ func notices(t *testing.T, s *stack) {
 }
 
 // tiers: one room, most viewers capped at 10 messages a second, a tenth
-// on the all tier, 100 messages a second for 21 s (two full 10 s
-// windows). Every capped viewer gets its cap within ±5 % in the second
-// window (the first includes the start of a room that was quiet), the
-// all tier every message once; the skipped counts and the wire bytes are
-// counted.
+// on the all tier, 100 normal messages a second for 21 s (two full 10 s
+// windows) and one high-priority message a second (POST
+// /logic/admin/send). Every capped viewer gets its cap within ±5 % in the
+// second window (the first includes the start of a room that was quiet),
+// every viewer every high message exactly once, the all tier every normal
+// message once; the skipped counts and the wire bytes are counted.
 func tiers(t *testing.T, s *stack) {
 	c := s.config("tiers")
-	c.Rooms, c.Rate, c.Duration = 1, 100, 21*time.Second
+	c.Rooms, c.Rate, c.Duration, c.HighRate, c.AdminSecret = 1, 100, 21*time.Second, 1, s.adminSecret
 	c.Tiers = []loadtest.TierShare{{Max: 10, Share: 0.9}, {Max: 0, Share: 0.1}}
 	rep := runLoad(t, c)
 	if len(rep.Tiers) != 2 || rep.Tiers[0].Max != 0 || rep.Tiers[1].Max != 10 {
@@ -260,6 +261,10 @@ func tiers(t *testing.T, s *stack) {
 	if got > want || want-got > uint64(capped.Viewers)*10 {
 		t.Errorf("capped viewers received %d and were told of %d skipped: %d, want %d less at most 10 a viewer",
 			capped.Normal, capped.Skipped, got, want)
+	}
+	h := rep.High
+	if h == nil || h.Send.Accepted != 21 || h.Viewers != 200 || h.Expected != 21*200 || h.Delivered != h.Expected || h.Lost != 0 {
+		t.Fatalf("high lane %+v; want 21 messages to each of 200 viewers", h)
 	}
 	if rep.Lost != 0 || rep.Duplicates != 0 || rep.ExactDelivered != rep.ExpectedExact || rep.ViewerStats.WholeTimeExact != 20 {
 		t.Errorf("all tier: lost %d, duplicates %d, delivered %d of %d, %d viewers", rep.Lost, rep.Duplicates,
