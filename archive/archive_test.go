@@ -19,6 +19,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 	"github.com/danmaku/danmaku/internal/testkit/pgserver"
+	"github.com/danmaku/danmaku/internal/testkit/vodstoretest"
 	"github.com/danmaku/danmaku/vodstore"
 )
 
@@ -44,18 +45,7 @@ func newEnv(t *testing.T, dsn string) *env {
 	return &env{t: t, kafka: k, store: openStore(t, dsn), dsn: dsn}
 }
 
-func openStore(t *testing.T, dsn string) vodstore.Store {
-	t.Helper()
-	s, err := vodstore.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func openStore(t *testing.T, dsn string) vodstore.Store { return vodstoretest.MustOpen(t, dsn) }
 
 type running struct {
 	*archive.Archive

@@ -13,6 +13,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/vodstoretest"
 	"github.com/danmaku/danmaku/vodstore"
 )
 
@@ -62,14 +63,7 @@ func TestAdminStreams(t *testing.T) {
 // vodEnv is a logic Server reading a SQLite archive of its own, with one
 // ended stream (s1) and one live (s2) of room.
 func vodEnv(t *testing.T, tune func(*Config)) (*testEnv, vodstore.Store, string) {
-	st, err := vodstore.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "vod.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := vodstoretest.MustOpen(t, "sqlite:"+filepath.Join(t.TempDir(), "vod.db"))
 	e := newEnv(t, func(c *Config, e *testEnv) {
 		e.vod = st
 		if tune != nil {

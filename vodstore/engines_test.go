@@ -1,7 +1,6 @@
 package vodstore_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,18 +18,7 @@ func openSQLite(t *testing.T) vodstore.Store {
 	return mustOpen(t, "sqlite:"+filepath.Join(t.TempDir(), "sub", "archive.db"))
 }
 
-func mustOpen(t *testing.T, dsn string) vodstore.Store {
-	t.Helper()
-	s, err := vodstore.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func mustOpen(t *testing.T, dsn string) vodstore.Store { return vodstoretest.MustOpen(t, dsn) }
 
 func TestPostgres(t *testing.T) { vodstoretest.Run(t, openPostgres) }
 

@@ -242,15 +242,7 @@ func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) (
 		return nil, wrap("comments", err)
 	}
 	defer rows.Close()
-	out := []Comment{}
-	for rows.Next() {
-		var c Comment
-		if err := rows.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags); err != nil {
-			return nil, wrap("comments", err)
-		}
-		out = append(out, c)
-	}
-	return out, wrap("comments", rows.Err())
+	return scanComments(rows)
 }
 
 func (s *sqliteStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {
@@ -261,18 +253,7 @@ func (s *sqliteStore) Density(ctx context.Context, st Stream, bucketMS int64) ([
 		return nil, wrap("density", err)
 	}
 	defer rows.Close()
-	out := []int64{}
-	for rows.Next() {
-		var b, n int64
-		if err := rows.Scan(&b, &n); err != nil {
-			return nil, wrap("density", err)
-		}
-		for int64(len(out)) < b {
-			out = append(out, 0)
-		}
-		out = append(out, n)
-	}
-	return out, wrap("density", rows.Err())
+	return scanDensity(rows)
 }
 
 func (s *sqliteStore) Prune(ctx context.Context, before time.Time) (int, error) {

@@ -257,6 +257,44 @@ func OffsetOf(ts, start int64) int64 {
 	return max(ts-start, 0)
 }
 
+// rows is what both engines' query results offer.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanComments reads the rows of a comments query (id, uid, name,
+// content, off_ms, flags).
+func scanComments(rs rows) ([]Comment, error) {
+	out := []Comment{}
+	for rs.Next() {
+		var c Comment
+		if err := rs.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags); err != nil {
+			return nil, wrap("comments", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("comments", rs.Err())
+}
+
+// scanDensity reads the rows of a density query (bucket, count), in
+// bucket order, into counts with the empty buckets as zeros.
+func scanDensity(rs rows) ([]int64, error) {
+	out := []int64{}
+	for rs.Next() {
+		var b, n int64
+		if err := rs.Scan(&b, &n); err != nil {
+			return nil, wrap("density", err)
+		}
+		for int64(len(out)) < b {
+			out = append(out, 0)
+		}
+		out = append(out, n)
+	}
+	return out, wrap("density", rs.Err())
+}
+
 func wrap(verb string, err error) error {
 	if err == nil {
 		return nil

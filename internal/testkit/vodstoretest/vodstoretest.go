@@ -16,6 +16,20 @@ import (
 // when t ends.
 type Open func(t *testing.T) vodstore.Store
 
+// MustOpen opens and migrates the store dsn names, closed when tb ends.
+func MustOpen(tb testing.TB, dsn string) vodstore.Store {
+	tb.Helper()
+	s, err := vodstore.Open(context.Background(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 // Run runs every conformance test as a subtest of t.
 func Run(t *testing.T, open Open) {
 	for _, c := range []struct {

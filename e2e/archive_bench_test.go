@@ -1,0 +1,285 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/pgserver"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/vodstore"
+)
+
+// BenchmarkArchive measures the archive binary on each engine: comments
+// archived per second and CPU microseconds per comment in the archive
+// process (from /proc), catching up on a backlog of benchArchived comments
+// of 30 characters in 20 rooms; the bytes the comments take on disk
+// (table and index) per comment; then GET /logic/vod/segment through the
+// logic binary at benchReadRate requests per second, open loop, for an
+// ended stream (answers kept in logic's memory) and a live one (read from
+// the database each time), with 600 comments per segment. It runs once
+// whatever b.N: go test -run '^$' -bench Archive -benchtime 1x ./e2e/
+// (under flock /tmp/danmaku-heavy.lock).
+func BenchmarkArchive(b *testing.B) {
+	for _, engine := range []string{"postgres", "sqlite"} {
+		b.Run(engine, func(b *testing.B) {
+			dsn := "sqlite:" + filepath.Join(b.TempDir(), "archive.db")
+			if engine == "postgres" {
+				dsn = pgserver.Start(b).DSN(b, "bench")
+			}
+			benchArchive(b, dsn)
+		})
+	}
+}
+
+const (
+	benchArchived  = 200000
+	benchRooms     = 20
+	benchReadRate  = 2000
+	benchReadFor   = 5 * time.Second
+	benchSegmentOf = 600
+)
+
+func benchArchive(b *testing.B, dsn string) {
+	broker := kafkabroker.Start(b, kafkabroker.MinSessionTimeout(time.Second), kafkabroker.Topic("danmaku-room", 4))
+	brokers := strings.Join(broker.Brokers(), ",")
+	rooms := make([]string, benchRooms)
+	for i := range rooms {
+		rooms[i] = testkit.Uniq("bench")
+	}
+	produceBacklog(b, broker.Brokers(), rooms)
+
+	arcAddr := testkit.FreeAddr(b)
+	cmd := exec.Command(filepath.Join(stack.Binaries(b), "archive"), "-config", "configs/archive.yaml",
+		"-kafka.brokers", brokers, "-archive.dsn", dsn, "-archive.metrics_addr", arcAddr, "-log.level", "warn",
+		"-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms")
+	cmd.Dir = stack.Root(b)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	metrics := "http://" + arcAddr + "/metrics"
+	var t0 time.Time
+	var cpu0 time.Duration
+	testkit.SucceedsSoon(b, 60*time.Second, func() error {
+		if n := scrape(metrics, "danmaku_archive_stored_total"); n == 0 {
+			return fmt.Errorf("not started")
+		}
+		t0, cpu0 = time.Now(), procCPU(b, cmd.Process.Pid)
+		return nil
+	})
+	testkit.SucceedsSoon(b, 5*time.Minute, func() error {
+		if n := scrape(metrics, "danmaku_archive_stored_total"); n < benchArchived {
+			return fmt.Errorf("stored %v of %d", n, benchArchived)
+		}
+		return nil
+	})
+	wall, cpu := time.Since(t0), procCPU(b, cmd.Process.Pid)-cpu0
+	stored := scrape(metrics, "danmaku_archive_stored_total") // the first batch is in too; counted from t0 on below
+	ctx := context.Background()
+	st, err := vodstore.Open(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	size, err := st.Size(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(benchArchived)/wall.Seconds(), "archived/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(benchArchived), "cpu-µs/comment")
+	b.ReportMetric(float64(size)/stored, "bytes/comment")
+	b.Logf("%.0f comments in %v, %v CPU; %d bytes on disk", stored, wall.Round(time.Millisecond), cpu, size)
+
+	// Segment reads through logic.
+	live, ended := fillReadStreams(b, st)
+	redis := redisserver.Standalone(b)
+	logicAddr := testkit.FreeAddr(b)
+	lg := exec.Command(filepath.Join(stack.Binaries(b), "logic"), "-config", "configs/logic.yaml",
+		"-redis.addrs", redis.Addr, "-kafka.brokers", brokers, "-logic.listen", logicAddr, "-log.level", "warn",
+		"-logic.archive_dsn", dsn, "-logic.vod_rate_limit", "0")
+	lg.Dir = stack.Root(b)
+	if err := lg.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lg.Process.Kill(); lg.Wait() })
+	base := "http://" + logicAddr
+	testkit.SucceedsSoon(b, 20*time.Second, func() error {
+		if s := status(base + "/healthz"); s != http.StatusOK {
+			return fmt.Errorf("logic %d", s)
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name string
+		st   vodstore.Stream
+	}{{"ended", ended}, {"live", live}} {
+		url := fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", base, c.st.Room, c.st.ID)
+		p50, p99, errs := readLoad(url)
+		b.ReportMetric(float64(p50.Microseconds())/1000, c.name+"-p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, c.name+"-p99-ms")
+		b.Logf("segment of a %s stream (%d comments) at %d req/s: p50 %v, p99 %v, %d errors", c.name, benchSegmentOf, benchReadRate, p50, p99, errs)
+		if errs > 0 {
+			b.Errorf("%d failed reads", errs)
+		}
+	}
+}
+
+// produceBacklog writes a stream start for each room, then benchArchived
+// comments of 30 characters spread over the rooms.
+func produceBacklog(b *testing.B, brokers, rooms []string) {
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "danmaku-room", Balancer: &kafka.Hash{},
+		BatchTimeout: 2 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	now := time.Now().UnixMilli()
+	var recs []kafka.Message
+	for _, r := range rooms {
+		v, err := danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpStreamStart, Room: r, ID: testkit.Uniq("ev"), Stream: "s", At: now - 60000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, kafka.Message{Key: []byte(r), Value: v})
+	}
+	if err := w.WriteMessages(ctx, recs...); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < benchArchived; i += 1000 {
+		recs = recs[:0]
+		for j := i; j < i+1000; j++ {
+			r := rooms[j%len(rooms)]
+			v, err := danmaku.MarshalEnvelope(r, danmaku.Message{ID: fmt.Sprintf("06h%013d", j), UID: int64(1000 + j%5000),
+				Name: "viewer" + strconv.Itoa(j%5000), Content: fmt.Sprintf("comment number %014d!", j), TS: now - 60000 + int64(j/10)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs = append(recs, kafka.Message{Key: []byte(r), Value: v})
+		}
+		if err := w.WriteMessages(ctx, recs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fillReadStreams writes two streams of benchSegmentOf comments in their
+// first segment: one live, one ended.
+func fillReadStreams(b *testing.B, st vodstore.Store) (live, ended vodstore.Stream) {
+	ctx := context.Background()
+	for i, name := range []string{"live", "ended"} {
+		s, err := st.StartStream(ctx, vodstore.Stream{Room: testkit.Uniq("read"), ID: name, Start: time.Now().UnixMilli(), Part: 99, EndOff: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := vodstore.Batch{}
+		for j := range benchSegmentOf {
+			batch.Rows = append(batch.Rows, vodstore.Row{SID: s.SID, Comment: vodstore.Comment{ID: fmt.Sprintf("r%d-%d", i, j),
+				UID: int64(j), Name: "viewer", Content: fmt.Sprintf("comment number %014d!", j), Offset: int64(j) * 500}})
+		}
+		if name == "ended" {
+			batch.Ends = []vodstore.End{{SID: s.SID, End: s.Start + vodstore.SegmentMS, EndOff: 1}}
+		}
+		if _, err := st.Write(ctx, &batch); err != nil {
+			b.Fatal(err)
+		}
+		if name == "live" {
+			live = s
+		} else {
+			ended = s
+		}
+	}
+	return live, ended
+}
+
+// readLoad sends GETs to url at benchReadRate per second for benchReadFor,
+// each on its own schedule (open loop: a slow answer does not delay the
+// next request), and returns the latencies' p50 and p99.
+func readLoad(url string) (p50, p99 time.Duration, errs int) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+	)
+	n := int(benchReadRate * benchReadFor.Seconds())
+	start := time.Now()
+	for i := range n {
+		at := start.Add(time.Duration(i) * time.Second / benchReadRate)
+		time.Sleep(time.Until(at))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			resp, err := client.Get(url)
+			ok := err == nil && resp.StatusCode == http.StatusOK
+			if err == nil {
+				bufio.NewReader(resp.Body).WriteTo(discard{})
+				resp.Body.Close()
+			}
+			d := time.Since(t)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok {
+				errs++
+				return
+			}
+			lats = append(lats, d)
+		}()
+	}
+	wg.Wait()
+	if len(lats) == 0 {
+		return 0, 0, errs
+	}
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	return lats[len(lats)/2], lats[len(lats)*99/100], errs
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// scrape returns the value of an unlabelled series on a /metrics page.
+func scrape(url, name string) float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// procCPU returns the user and system CPU time of process pid.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * time.Second / 100 // USER_HZ
+}
