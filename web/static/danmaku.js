@@ -14,11 +14,14 @@
  *     onDelete(ids, room) { ... },   // a moderator deleted these comments
  *     onUser(msgs) { ... },          // notices to this user: [{id, ts, content?, data?}]
  *     onBroadcast(msgs) { ... },     // notices to every viewer, same shape
+ *     onSkipped(n, room, total) { ... }, // a thinned frame left out n normal comments
+ *     onDensity(max, room) { ... },  // the density tier the server serves (0: every comment)
  *   });
  *   client.connect();
  *   client.join("another-room");     // switch; throws on an invalid room id
  *   client.subscribe("news");        // one more room on the same socket
  *   client.unsubscribe("news");
+ *   client.setDensity(30);           // at most 30 normal comments a second per room; 0: all
  *   client.send("hello", {userId: 42, userName: "Ann"})
  *     .then(() => client.online())
  *     .then(n => console.log(n), e => console.log(e.code, e.message));
@@ -58,6 +61,14 @@
  *    (banned from the connection's last room) is not retried: state
  *    "closed" with {code: 4003, room}; join() of another room connects
  *    again;
+ *  - density: opts.density (or setDensity(n) at any time, which also
+ *    tells the open socket: {"op":"density","max":n}) asks the server for
+ *    at most n normal comments a second per room; high-priority comments
+ *    (msg.priority === 1) and the viewer's own (its uid) always come. A
+ *    thinned frame's "skipped" (normal comments left out) calls
+ *    onSkipped(n, room, total), total being the room's sum so far
+ *    (skipped(room)); the server's answer and each welcome name the tier
+ *    served, onDensity(max, room);
  *  - notices: a `user` frame (notices to the user of `uid`/the token, on
  *    every tab, whatever the rooms) calls onUser(msgs), an `all` frame (a
  *    broadcast to every viewer) onBroadcast(msgs); each notice is {id, ts}
@@ -82,6 +93,7 @@
     backoffMinMs: 500,
     backoffMaxMs: 15000,
     heartbeatMs: 25000,   // until the welcome frame says otherwise
+    density: 0,           // at most this many normal comments a second per room; 0: every one
     sendTimeoutMs: 10000,
     onMessage: null,
     onBatch: null,        // raw batch before pacing: (room, msgs)
@@ -92,6 +104,8 @@
     onDelete: null,       // (ids, room): comments a moderator deleted
     onUser: null,         // (msgs): notices to this user
     onBroadcast: null,    // (msgs): notices to every viewer
+    onSkipped: null,      // (n, room, total): a thinned frame left out n normal comments
+    onDensity: null,      // (max, room): the density tier served (0: every comment)
     onError: null
   };
 
@@ -199,6 +213,7 @@
     this.pingTimer = null;
     this.retryTimer = null;
     this.lastHeard = 0;
+    this.skippedBy = new Map(); // room -> normal comments the density tier left out
   }
 
   DanmakuClient.prototype._emit = function (name) {
@@ -238,6 +253,7 @@
       if (r) q.push("since" + key + "=" + r.pos, "epoch" + key + "=" + encodeURIComponent(r.epoch));
     }
     if (this.opts.uid !== "" && this.opts.uid != null) q.push("uid=" + encodeURIComponent(this.opts.uid));
+    if (this.opts.density > 0) q.push("density=" + Math.floor(this.opts.density));
     if (this.opts.token) q.push("token=" + encodeURIComponent(this.opts.token));
     return q.length ? u + (u.indexOf("?") < 0 ? "?" : "&") + q.join("&") : u;
   };
@@ -373,6 +389,7 @@
         var gap = this._welcomed(f);
         this._setState("open", { room: f.room, online: f.online, connId: f.connId, transport: this.transport });
         this._emit("onWelcome", f);
+        this._emit("onDensity", f.density || 0, f.room);
         if (gap) this._emit("onGap", gap);
         break;
       case "msgs":
@@ -381,6 +398,11 @@
         var jump = this._advance(f);
         if (jump) this._emit("onGap", jump);
         this._emit("onBatch", f.room, f.msgs, this._meta(f.room, f.replay === true));
+        if (typeof f.skipped === "number" && f.skipped > 0) {
+          var total = (this.skippedBy.get(f.room) || 0) + f.skipped;
+          this.skippedBy.set(f.room, total);
+          this._emit("onSkipped", f.skipped, f.room, total);
+        }
         if (f.replay === true) this._replay(f.msgs, f.room);
         else this._pace(f.msgs, f.room);
         break;
@@ -401,6 +423,11 @@
         if (!this._holds(f.room) || typeof f.online !== "number") return;
         if (f.room === this.room) this.onlineCount = f.online;
         this._emit("onOnline", f.online, f.room);
+        break;
+      case "density":
+        if (typeof f.max !== "number") return;
+        if (f.room) this._emit("onDensity", f.max, f.room);
+        else this._rooms().forEach(function (r) { this._emit("onDensity", f.max, r); }, this);
         break;
       case "pong":
       case "unsubscribed":
@@ -699,6 +726,23 @@
     this._drop(room);
     if (this.ws && this.ws.readyState === OPEN) this.ws.send(JSON.stringify({ op: "unsub", room: room }));
     return this;
+  };
+
+  /**
+   * Asks for at most max normal comments a second in every room (0: every
+   * comment), from the next frame on; kept for reconnects. The server
+   * serves the nearest tier not above it and says which (onDensity).
+   */
+  DanmakuClient.prototype.setDensity = function (max) {
+    max = Math.max(0, Math.floor(Number(max) || 0));
+    this.opts.density = max;
+    if (this.ws && this.ws.readyState === OPEN) this.ws.send(JSON.stringify({ op: "density", max: max }));
+    return this;
+  };
+
+  /** Normal comments of room (default: the current one) the density tier left out so far. */
+  DanmakuClient.prototype.skipped = function (room) {
+    return this.skippedBy.get(room === undefined ? this.room : room) || 0;
   };
 
   /** Closes the connection for good (until connect() again). */

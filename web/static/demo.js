@@ -15,6 +15,9 @@
   var MAX_WAITING = 200;     // comments waiting for a lane; beyond: skipped
   var MAX_LOG = 150;         // chat lines kept in the side panel
   var MAX_STASHED = 16;      // rooms whose chat is kept for coming back
+  var DENSITY_STEPS = [10, 30, 60, 0]; // the density slider's stops: comments a second, 0 all
+  var PIN_MS = 6000;         // how long a high-priority comment stays pinned
+  var MAX_PINS = 3;          // pinned comments shown at once
   var SAMPLES = [
     "666", "wwwww", "前方高能！", "this is so good", "GG", "好耶", "LOL",
     "first time here 👋", "8888888", "哈哈哈哈哈", "clip it!", "草",
@@ -88,6 +91,11 @@
   var room = validRoom(params.get("room")) ? params.get("room") : "lobby";
   function validRoom(r) { return !!r && /^[A-Za-z0-9_.\-]{1,64}$/.test(r); }
 
+  // The density slider's position is kept for this browser.
+  var savedStep = load(local, "danmaku.densityStep");
+  var densityStep = savedStep === null ? NaN : Number(savedStep);
+  if (!(densityStep >= 0 && densityStep < DENSITY_STEPS.length)) densityStep = DENSITY_STEPS.length - 1;
+
   // ---- the client -------------------------------------------------------
   var shown = 0;
   var client = new DanmakuClient({
@@ -95,6 +103,13 @@
     uid: userId,
     token: urlToken,
     baseUrl: apiBase,
+    density: DENSITY_STEPS[densityStep],
+    onDensity: function (max, r) {
+      if (r !== room) return;
+      $("density-text").textContent = max ? max + "/s" : "all";
+      $("density-text").dataset.served = String(max);
+    },
+    onSkipped: function (n, r, total) { if (r === room) setSkipped(total); },
     onMessage: function (m, meta) { show(m, meta.replay); },
     onState: function (state, info) { setConn(state, info); },
     // The welcome carries the room's count, online frames keep it current:
@@ -211,7 +226,25 @@
     return true;
   }
 
+  // A high-priority comment (paid, moderator, system) is pinned at the top
+  // of the stage for a while instead of flying.
+  function pin(m) {
+    var box = $("pins");
+    var el = document.createElement("div");
+    el.className = "pin";
+    el.dataset.id = m.id;
+    var who = document.createElement("span");
+    who.className = "who";
+    who.textContent = m.name || "anon";
+    el.appendChild(who);
+    el.appendChild(document.createTextNode(m.content));
+    box.appendChild(el);
+    while (box.children.length > MAX_PINS) box.removeChild(box.firstChild);
+    setTimeout(function () { el.remove(); }, PIN_MS);
+  }
+
   function fly(m) {
+    if (m.priority === 1) { pin(m); return; }
     var el = document.createElement("div");
     el.className = "bullet" + (m.uid === userId ? " mine" : "");
     el.dataset.id = m.id;
@@ -225,10 +258,17 @@
     layer.appendChild(el);
     var width = el.offsetWidth;
     if (!place(el, width)) {
-      if (waiting.length >= MAX_WAITING) { el.remove(); return; }
-      // The viewer's own comment goes first: it is the one they look for.
-      if (m.uid === userId) waiting.unshift({ el: el, width: width });
-      else waiting.push({ el: el, width: width });
+      // The viewer's own comment goes first and is never the one skipped:
+      // it is the one they look for.
+      if (m.uid === userId) {
+        if (waiting.length >= MAX_WAITING) waiting.pop().el.remove();
+        waiting.unshift({ el: el, width: width });
+      } else if (waiting.length >= MAX_WAITING) {
+        el.remove();
+        return;
+      } else {
+        waiting.push({ el: el, width: width });
+      }
       tickWaiting();
     }
   }
@@ -269,6 +309,7 @@
     var li = document.createElement("li");
     li.dataset.id = m.id;
     if (m.uid === userId) li.classList.add("mine");
+    if (m.priority === 1) li.classList.add("high");
     if (replay) li.classList.add("replay");
     var at = document.createElement("span");
     at.className = "at";
@@ -293,11 +334,13 @@
   // A comment a moderator deleted leaves the chat log and the stage, and
   // does not enter it from the lanes' waiting list.
   function unshow(id) {
-    document.querySelectorAll("#log li, #layer .bullet").forEach(function (el) {
+    document.querySelectorAll("#log li, #layer .bullet, #pins .pin").forEach(function (el) {
       if (el.dataset.id === id) el.remove();
     });
     waiting = waiting.filter(function (w) { return w.el.dataset.id !== id; });
   }
+
+  function setSkipped(total) { $("skipped").textContent = "+" + total.toLocaleString("en-US"); }
 
   function system(text) {
     var li = document.createElement("li");
@@ -390,6 +433,7 @@
     if (back) back.lines.forEach(function (li) { log.appendChild(li); });
     log.scrollTop = log.scrollHeight;
     $("count").textContent = shown + (shown === 1 ? " message" : " messages");
+    setSkipped(client.skipped(r));
     renderRooms();
     client.join(r);
   }
@@ -431,6 +475,18 @@
     var out = [];
     for (var i = 0; i < 20; i++) out.push(SAMPLES[Math.floor(Math.random() * SAMPLES.length)]);
     post(out).catch(function () { /* shown in hint */ });
+  });
+
+  // The density slider: at most 10, 30 or 60 comments a second, or all; the
+  // server answers with the tier it serves (onDensity).
+  function densityLabel(step) { return DENSITY_STEPS[step] ? DENSITY_STEPS[step] + "/s" : "all"; }
+  $("density").value = String(densityStep);
+  $("density-text").textContent = densityLabel(densityStep);
+  $("density").addEventListener("input", function () {
+    densityStep = Number(this.value);
+    $("density-text").textContent = densityLabel(densityStep);
+    save(local, "danmaku.densityStep", String(densityStep));
+    client.setDensity(DENSITY_STEPS[densityStep]);
   });
 
   $("dm-toggle").addEventListener("change", function () {
