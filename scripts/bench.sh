@@ -17,7 +17,8 @@
 # policy, J job hot-room figure (100 ms and 1 s windows), R1 delivery under
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another), U1 notices (pushes to users and
-# broadcasts), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
+# broadcasts), D1 one room of 50,000 viewers with density caps and
+# high-priority messages over 4 comets (not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
 # on a 3-shard Redis Cluster; not in the default list).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # CLUSTER=1 (every scenario on a 3-shard Redis Cluster instead of one server),
@@ -391,6 +392,29 @@ scenario_SC() {
 	CLUSTER=$prev
 }
 
+# D1: one room at live-site scale with per-viewer density and the priority
+# lane: D1_VIEWERS (50,000) over D1_COMETS comets (4: each under the
+# 20,000 open files of a process) and as many viewer processes
+# (-per-process), D1_RATE normal messages a second (2,000) plus D1_HIGH
+# high-priority ones (5), most viewers capped (D1_TIERS: 30/s, 0.6 % on
+# the all tier, 300 of 50,000). Reports each capped viewer's rate against
+# its cap over 10 s windows, the high lane (every message x every viewer
+# exactly once) and its p99, the all tier's loss and duplicates, comet CPU
+# and bytes on the wire per delivered comment. D1_NAME names a variant
+# (e.g. D1_NAME=D1-10k D1_VIEWERS=10000 D1_COMETS=1), D1_COMPRESS=1 makes
+# viewers offer permessage-deflate.
+scenario_D1() {
+	local comets viewers
+	comets=$(val D1_COMETS 4)
+	viewers=$(val D1_VIEWERS "$(scale 50000 200)")
+	up "$comets" 200ms coalesce
+	lt "$(val D1_NAME D1)" -viewers "$viewers" -rooms 1 -rate "$(val D1_RATE "$(scale 2000 20)")" \
+		-high-rate "$(val D1_HIGH 5)" -admin-secret "$ADMIN_SECRET" -tiers "$(val D1_TIERS 30:0.994,all:0.006)" \
+		-duration "$(val D1_DURATION "$(scale 30 10)")s" -conn-rate "$(val D1_CONN_RATE 2500)" \
+		-per-process $(((viewers + comets - 1) / comets)) -source-ips "$comets" -dial-timeout 30s \
+		-target-high-p99 500ms ${D1_COMPRESS:+-compress}
+}
+
 scenario_J() {
 	local w
 	for w in 100ms 1000ms; do
@@ -418,7 +442,7 @@ summary() {
 	echo "| scenario | settings | viewers conn/failed | rooms | comets | msg/s sent (accepted) | delivered / expected | lost | dup | p50 ms | p99 ms | p999 ms | max ms | deliveries/s median (min-max) | CPU % (100 = one core) | gen CPU % | machine CPU % | redis cmd/msg | notes | result |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	local n all=()
-	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 U1 SC-c1 SC-c2 SC-c3 SC-c3-j2 " f
+	local known=" SMOKE S1 R1 R2 J-100ms J-1000ms S2 S3a S3b S4 S4-batch50 S5 U1 D1 SC-c1 SC-c2 SC-c3 SC-c3-j2 " f
 	for n in $known; do
 		[ -f "$OUT/$n.rc" ] && all+=("$n")
 	done
@@ -438,6 +462,9 @@ summary() {
 		    (if .cometRssPerConnKiB then "comet RSS/conn \(r(.cometRssPerConnKiB)) KiB" else empty end),
 		    (if ([.servers[]? | .idleCpuPercent] | add // 0) > 0 then "idle CPU " + ([.servers[]? | select(.name|startswith("comet")) | "\(.name) \(r(.idleCpuPercent))%"] | join(", ")) else empty end),
 		    (if .policyDroppedMessages > 0 then "job policy drops: \(.policyDroppedMessages) of \(.send.accepted) msgs" else empty end),
+		    (if (.tiers // []) | length > 0 then "tiers: " + ([.tiers[] | (if .max > 0 then "cap \(.max)/s: \(.viewers) viewers, \(.viewersWithin) within ±5% in every 10 s window (\(.windowsWithin)/\(.windows) windows)" else "all tier: \(.viewers) viewers" end)] | join("; ")) else empty end),
+		    (if .high then "high lane: \(.high.delivered)/\(.high.expected) delivered, lost \(.high.lost), p99 \(r(.high.latencyMs.p99)) ms" else empty end),
+		    (if .wire then "\(r(.wire.bytesPerDelivered)) wire bytes per delivered comment" else empty end),
 		    (if .notices then "notices: \(.notices.userSend.accepted) pushes (\(r(.notices.userSend.acceptedPerSecond))/s) + \(.notices.broadcastSend.accepted) broadcasts; push p50/p99 \(r(.notices.userLatencyMs.p50))/\(r(.notices.userLatencyMs.p99)) ms, broadcast p50/p99 \(r(.notices.broadcastLatencyMs.p50))/\(r(.notices.broadcastLatencyMs.p99)) ms; lost \(.notices.userLost)+\(.notices.allLost), dup \(.notices.userDuplicates)+\(.notices.allDuplicates)" else empty end),
 		    (if .resume then "resume: \(.resume.reconnects) reconnects, recovered true/false/none \(.resume.recoveredTrue)/\(.resume.recoveredFalse)/\(.resume.recoveredMissing), drop->welcome p50/p99 \(r(.resume.resumeMs.p50))/\(r(.resume.resumeMs.p99)) ms, drop->caught up p50/p99/max \(r(.resume.caughtUpMs.p50))/\(r(.resume.caughtUpMs.p99))/\(r(.resume.caughtUpMs.max)) ms" else empty end),
 		    (if .replayLatencyMs.count > 0 then "live frames p50/p99 \(r(.liveLatencyMs.p50))/\(r(.liveLatencyMs.p99)) ms, replay frames p50/p99 \(r(.replayLatencyMs.p50))/\(r(.replayLatencyMs.p99)) ms" else empty end),
