@@ -27,6 +27,9 @@ type tlRoom struct {
 	n       int
 	size    int    // history size; 0: route's default
 	content string // message content; "" gives a short one
+	// high, when set, says which messages (by number, from 1) are high
+	// priority.
+	high func(n int) bool
 }
 
 func newTLRoom(tb testing.TB, store *route.Store) *tlRoom {
@@ -47,6 +50,9 @@ func (w *tlRoom) write(k int) danmaku.Batch {
 			content = "m" + strconv.Itoa(w.n)
 		}
 		msgs[i] = danmaku.Message{ID: fmt.Sprintf("%s-%d", w.id, w.n), UID: int64(w.n), Name: "n", Content: content, TS: int64(w.n)}
+		if w.high != nil && w.high(w.n) {
+			msgs[i].Priority = danmaku.PriorityHigh
+		}
 		ids[i] = msgs[i].ID
 	}
 	b, err := w.store.BeginBroadcast(ctx, w.id, msgs, route.BeginOptions{

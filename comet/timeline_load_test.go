@@ -192,13 +192,14 @@ func slowConfig(c *Config) {
 }
 
 // A viewer too slow for its queue is caught up from the ring once it reads
-// again, and gets every message once, in order; beyond the ring it is
-// closed with 4008. Both are counted.
+// again, and gets every message once, in order, the high-priority ones
+// still marked; beyond the ring it is closed with 4008. Both are counted.
 func TestSlowViewerCaughtUp(t *testing.T) {
 	s, store := mustStart(t, func(c *Config) { slowConfig(c); c.WriteWait = 10 * time.Second })
 	p := push.NewClient(testSecret, 2*time.Second)
 	w := newTLRoom(t, store)
 	w.content = strings.Repeat("x", 4000)
+	w.high = everyFifth
 	ws := dialSmall(t, s, w.id)
 	for range 40 {
 		mustPush(t, p, s, w.write(1))
@@ -206,6 +207,7 @@ func TestSlowViewerCaughtUp(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	frames := readMsgs(t, ws, 40)
 	expectRange(t, positions(frames), 1, 40)
+	checkLanes(t, frames)
 	replayed := 0
 	for _, f := range frames {
 		if f.Replay {
