@@ -438,3 +438,31 @@ func TestViewerDeletionAndGap(t *testing.T) {
 		t.Errorf("position in epoch %s after the gap, want %s", e, g.ServerEpoch)
 	}
 }
+
+// Close returns even when the application stopped reading the viewer's
+// events and their channel is full.
+func TestViewerCloseUnread(t *testing.T) {
+	exampleStack()
+	room := testkit.Uniq("sdk-unread-")
+	v, err := client.NewViewer(client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{room}, Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &client.API{URL: logicURL}
+	for i := 0; i < 3; i++ {
+		if _, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: room, UserID: 4, UserName: "d",
+			Messages: []danmaku.SendMessage{{Content: "unread"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // the viewer blocks on its full channel
+	closed := make(chan struct{})
+	go func() { v.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close blocked behind unread events")
+	}
+	for range v.Events() {
+	}
+}

@@ -256,7 +256,12 @@ func (v *Viewer) loop() {
 		case <-time.After(v.backoff()):
 		}
 	}
-	v.events <- Event{Kind: Closed}
+	// Close may come from an application that no longer reads: the
+	// channel's closing says the same when there is no room for the event.
+	select {
+	case v.events <- Event{Kind: Closed}:
+	default:
+	}
 }
 
 // closeBanned is the close code of a ban of the connection's last room.
