@@ -101,11 +101,7 @@ func densityQuery(max int) string {
 	return "&density=" + strconv.Itoa(max)
 }
 
-var (
-	skippedKey = []byte(`"skipped":`)
-	// lhContent starts a high-priority load-test content.
-	lhContent = []byte(`"content":"lh:`)
-)
+var skippedKey = []byte(`"skipped":`)
 
 // nextLoad finds the next load-test content in b, normal ("lt:", high
 // false) or high priority ("lh:"), and returns its numbers and what
@@ -153,8 +149,7 @@ func frameSkipped(b []byte) uint64 {
 // its normal messages per window.
 type laneState struct {
 	cap     int      // 0: all tier
-	hbits   []uint64 // high sequences received
-	hdups   uint64
+	hbits   []uint64 // high sequences received (a repeat counts in the viewer's dups)
 	highs   uint64   // high messages received (first copies)
 	wins    []uint32 // capped: normal messages by capWindow of their send time, from the mark
 	skipped uint64   // the "skipped" counts of its frames, summed
