@@ -49,12 +49,24 @@ func BenchmarkArchive(b *testing.B) {
 }
 
 const (
-	benchArchived  = 200000
 	benchRooms     = 20
 	benchReadRate  = 2000
-	benchReadFor   = 5 * time.Second
 	benchSegmentOf = 600
 )
+
+// benchArchived is the backlog the archive catches up on and
+// benchReadFor how long the segment reads run: 200,000 and 5 s, or
+// DANMAKU_BENCH_COMMENTS and DANMAKU_BENCH_READ_SECONDS (0: no reads) for a
+// lighter run.
+var benchArchived, benchReadFor = benchSetting("DANMAKU_BENCH_COMMENTS", 200000),
+	time.Duration(benchSetting("DANMAKU_BENCH_READ_SECONDS", 5)) * time.Second
+
+func benchSetting(env string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
 
 func benchArchive(b *testing.B, dsn string) {
 	broker := kafkabroker.Start(b, kafkabroker.MinSessionTimeout(time.Second), kafkabroker.Topic("danmaku-room", 4))
@@ -85,7 +97,7 @@ func benchArchive(b *testing.B, dsn string) {
 		return nil
 	})
 	testkit.SucceedsSoon(b, 5*time.Minute, func() error {
-		if n := scrape(metrics, "danmaku_archive_stored_total"); n < benchArchived {
+		if n := scrape(metrics, "danmaku_archive_stored_total"); n < float64(benchArchived) {
 			return fmt.Errorf("stored %v of %d", n, benchArchived)
 		}
 		return nil
@@ -107,6 +119,9 @@ func benchArchive(b *testing.B, dsn string) {
 	b.ReportMetric(float64(size)/stored, "bytes/comment")
 	b.Logf("%.0f comments in %v, %v CPU; %d bytes on disk", stored, wall.Round(time.Millisecond), cpu, size)
 
+	if benchReadFor == 0 {
+		return
+	}
 	// Segment reads through logic.
 	live, ended := fillReadStreams(b, st)
 	redis := redisserver.Standalone(b)
@@ -217,7 +232,7 @@ func readLoad(url string) (p50, p99 time.Duration, errs int) {
 		lats []time.Duration
 		wg   sync.WaitGroup
 	)
-	n := int(benchReadRate * benchReadFor.Seconds())
+	n := int(float64(benchReadRate) * benchReadFor.Seconds())
 	start := time.Now()
 	for i := range n {
 		at := start.Add(time.Duration(i) * time.Second / benchReadRate)
