@@ -93,6 +93,7 @@ func newLabStack(t *testing.T, o labOptions) *labStack {
 	for i := range o.Jobs {
 		s.jobHosts = append(s.jobHosts, l.Host(fmt.Sprintf("job%d", i)))
 	}
+	cfg := configCopies(t)
 	redisAddr, kafkaAddr := s.svc.Addr(redisPort), s.svc.Addr(kafkaPort)
 	s.RedisURL = redisAddr
 	s.Redis = stack.StartWrapped(t, s.svc.Wrap(), redisBinary(t), nil, "--bind", s.svc.IP, "--port", strconv.Itoa(redisPort),
@@ -100,12 +101,12 @@ func newLabStack(t *testing.T, o labOptions) *labStack {
 	s.Kafka = stack.StartWrapped(t, s.svc.Wrap(), "devkafka", nil, "-addr", kafkaAddr, "-data", t.TempDir())
 	s.LogicURL = "http://" + s.logicH.Addr(logicPort)
 	s.st = &stack.Stack{LogicURL: s.LogicURL}
-	s.Logic = stack.StartWrapped(t, s.logicH.Wrap(), "logic", nil, append([]string{"-config", "configs/logic.yaml",
+	s.Logic = stack.StartWrapped(t, s.logicH.Wrap(), "logic", nil, append([]string{"-config", cfg("logic"),
 		"-redis.addrs", redisAddr, "-kafka.brokers", kafkaAddr, "-logic.listen", s.logicH.Addr(logicPort),
 		"-logic.rate_limit", "100000", "-logic.rate_burst", "100000", "-logic.ip_rate_limit", "0",
 		"-logic.canary_interval", canaryInterval.String()}, o.Logic...)...)
 	for i, h := range s.cometHs {
-		s.Comets = append(s.Comets, stack.StartWrapped(t, h.Wrap(), "comet", nil, append(append([]string{"-config", "configs/comet.yaml",
+		s.Comets = append(s.Comets, stack.StartWrapped(t, h.Wrap(), "comet", nil, append(append([]string{"-config", cfg("comet"),
 			"-redis.addrs", redisAddr, "-comet.id", fmt.Sprintf("comet%d", i),
 			"-comet.listen", h.Addr(cometPublic), "-comet.internal_listen", h.Addr(cometPush), "-comet.advertise", h.Addr(cometPush),
 			"-comet.canary_max_age", canaryMaxAge.String()}, stack.CometFlags()...), o.Comet...)...))
@@ -116,7 +117,7 @@ func newLabStack(t *testing.T, o labOptions) *labStack {
 		jobRedis = s.RedisProxy.Addr()
 	}
 	for _, h := range s.jobHosts {
-		s.Jobs = append(s.Jobs, stack.StartWrapped(t, h.Wrap(), "job", nil, append(append([]string{"-config", "configs/job.yaml",
+		s.Jobs = append(s.Jobs, stack.StartWrapped(t, h.Wrap(), "job", nil, append(append([]string{"-config", cfg("job"),
 			"-redis.addrs", jobRedis, "-kafka.brokers", kafkaAddr, "-job.metrics_addr", h.Addr(jobMetrics)},
 			stack.JobFlags()...), o.Job...)...))
 	}
@@ -124,6 +125,25 @@ func newLabStack(t *testing.T, o labOptions) *labStack {
 	s.waitCanaryGreen(t, 60*time.Second)
 	t.Logf("lab stack of %d comets and %d jobs up in %v", o.Comets, o.Jobs, time.Since(began).Round(time.Millisecond))
 	return s
+}
+
+// configCopies copies configs/ as the binaries were built with it, so a
+// role restarted by a long test (the soak) reads the configuration of its
+// build even when the tree changes meanwhile; it returns the path of a
+// role's copy.
+func configCopies(t *testing.T) func(role string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, role := range []string{"logic", "comet", "job"} {
+		b, err := os.ReadFile(filepath.Join(stack.Root(t), "configs", role+".yaml"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, role+".yaml"), b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(role string) string { return filepath.Join(dir, role+".yaml") }
 }
 
 // waitServing waits until every role answers /healthz.
