@@ -48,6 +48,11 @@ type AdminRequest struct {
 	// Actor names the moderator for the log (the secret is shared, so
 	// this is what tells moderators apart); empty logs "unnamed".
 	Actor string `json:"actor,omitempty"`
+	// The room modes a room settings change sets (RoomState); absent ones
+	// stay as they are.
+	SlowSeconds   *int  `json:"slowSeconds,omitempty"`
+	MembersOnly   *bool `json:"membersOnly,omitempty"`
+	UniqueSeconds *int  `json:"uniqueSeconds,omitempty"`
 }
 
 // AdminResponse is the 200 answer of an admin route.
@@ -75,6 +80,8 @@ type AdminResponse struct {
 	// Mode and Words describe the blocked-word list after a reload.
 	Mode  string `json:"mode,omitempty"`
 	Words *int   `json:"words,omitempty"`
+	// State is the room's settings after a room settings change.
+	State *RoomState `json:"state,omitempty"`
 }
 
 // HistoryResponse is the answer of GET /logic/history: the room's stored
@@ -109,6 +116,13 @@ type NoticeMessage struct {
 	Content string          `json:"content,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
 	MsgID   string          `json:"msgId,omitempty"`
+}
+
+// RoomResponse is the answer of GET /logic/room: the room's settings as
+// the logic that answers applies them to sends.
+type RoomResponse struct {
+	RoomID string    `json:"roomId"`
+	State  RoomState `json:"state"`
 }
 
 // OnlineResponse is the answer of GET /logic/online.

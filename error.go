@@ -32,6 +32,9 @@ const (
 	// CodePriorityDenied: a send asked for high priority without the right
 	// to (a token role moderator or priority, or the admin API).
 	CodePriorityDenied = "priority_denied"
+	CodeSlowMode       = "slow_mode"         // the room's slow mode: one message per user per RoomState.SlowSeconds
+	CodeMembers        = "members_only"      // the room is members-only and the token has no member role
+	CodeDuplicate      = "duplicate_content" // unique chat: the same content was sent to the room in the last RoomState.UniqueSeconds
 
 	// WebSocket error frames ({"op":"error","code":...}).
 	CodeBadJSON        = "bad_json"       // the frame is not a JSON object

@@ -49,6 +49,10 @@ type Event struct {
 	// it ends the room's live stream), At when (Unix milliseconds).
 	Stream string `json:"stream,omitempty"`
 	At     int64  `json:"at,omitempty"`
+	// State is the new settings of the room a state event (OpState)
+	// carries: comets keep them for their joins and forward them to the
+	// room's viewers as the state frame.
+	State *RoomState `json:"state,omitempty"`
 }
 
 // Check reports whether ev is a valid event; the error is EINVALID and
@@ -86,6 +90,11 @@ func (ev *Event) Check() error {
 		if ev.At <= 0 {
 			return Errorf(EINVALID, "event.at", "must be a time in Unix milliseconds")
 		}
+	case OpState:
+		if ev.State == nil || ev.State.Ver < 1 {
+			return Errorf(EINVALID, "event.state", "a state event needs the state, with ver from 1")
+		}
+		return ev.State.Check("event.state.")
 	default:
 		return Errorf(EINVALID, "event.op", "unknown event op %q", ev.Op)
 	}

@@ -17,6 +17,9 @@ const (
 	OpOnline       = "online"
 	OpError        = "error"
 	OpDensity      = "density"
+	// OpState carries a room's settings (RoomState): in the welcome's
+	// state field, then as a state frame whenever they change.
+	OpState = "state"
 )
 
 // ClientFrame is a frame a viewer sends: join, sub, unsub, density or
@@ -63,6 +66,9 @@ type Welcome struct {
 	// Density is the tier the viewer is served in the room: at most this
 	// many normal messages a second; absent (0) for every message.
 	Density int `json:"density,omitempty"`
+	// State is the room's settings as the comet knows them when the viewer
+	// joined; absent while every mode is off and nothing was ever set.
+	State *RoomState `json:"state,omitempty"`
 }
 
 // ErrorFrame reports a client frame that could not be served; the
@@ -113,6 +119,7 @@ type ServerFrame struct {
 	Online       *OnlineFrame
 	Unsubscribed *Unsubscribed
 	Density      *DensityFrame
+	State        *StateFrame
 }
 
 // frame returns the value f holds, nil when none.
@@ -134,6 +141,8 @@ func (f *ServerFrame) frame() any {
 		return f.Unsubscribed
 	case f.Density != nil:
 		return f.Density
+	case f.State != nil:
+		return f.State
 	}
 	return nil
 }
@@ -168,6 +177,8 @@ func (f *ServerFrame) UnmarshalJSON(b []byte) error {
 		f.Unsubscribed = new(Unsubscribed)
 	case OpDensity:
 		f.Density = new(DensityFrame)
+	case OpState:
+		f.State = new(StateFrame)
 	case "":
 		return Errorf(EINVALID, "op", "frame without op: %.100s", b)
 	default:
@@ -205,4 +216,47 @@ type CloseFrame struct {
 	Op     string `json:"op"`
 	Code   int    `json:"code"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// RoomState is a room's settings: the modes that decide who may send and
+// how often. Moderators (the token role) are exempt from every mode.
+// Every change gets the next Ver, so a reader holding two states keeps
+// the higher; a room never set is the zero RoomState (every mode off).
+type RoomState struct {
+	// Ver counts the changes of the room's settings, from 1.
+	Ver int64 `json:"ver"`
+	// SlowSeconds: one message per user per this many seconds (0: off);
+	// a faster send is refused with 429 slow_mode and Retry-After.
+	SlowSeconds int `json:"slowSeconds,omitempty"`
+	// MembersOnly: only tokens with the member role may send; others are
+	// refused with 403 members_only.
+	MembersOnly bool `json:"membersOnly,omitempty"`
+	// UniqueSeconds: a message whose normalised content repeats one sent
+	// to the room in the last this many seconds is refused with 409
+	// duplicate_content (0: off).
+	UniqueSeconds int `json:"uniqueSeconds,omitempty"`
+}
+
+// MaxModeSeconds bounds RoomState's durations: one day.
+const MaxModeSeconds = 86400
+
+// Check reports whether st is a valid state; the error is EINVALID and
+// names the field with prefix.
+func (st *RoomState) Check(prefix string) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"slowSeconds", st.SlowSeconds}, {"uniqueSeconds", st.UniqueSeconds}} {
+		if f.v < 0 || f.v > MaxModeSeconds {
+			return Errorf(EINVALID, prefix+f.name, "want 0 (off) to %d seconds, got %d", MaxModeSeconds, f.v)
+		}
+	}
+	return nil
+}
+
+// StateFrame tells viewers of a room that its settings changed.
+type StateFrame struct {
+	Op    string    `json:"op"`
+	Room  string    `json:"room"`
+	State RoomState `json:"state"`
 }

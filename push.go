@@ -9,7 +9,7 @@ import (
 
 // Push is the body of job's POST /push to a comet, one of four shapes
 // told apart by their op: a room's messages (msgs: Batch), a moderation
-// event of a room (del, ban: Event), notices (user, all: NoticePush) or
+// event of a room (del, ban, state: Event), notices (user, all: NoticePush) or
 // delivery canaries (canary: CanaryPush).
 // Exactly one of the fields is set. Job writes each shape with its own
 // encoder (AppendBatchJSON, json.Marshal of the Event or NoticePush), op
@@ -60,7 +60,7 @@ func (p *Push) UnmarshalJSON(b []byte) error {
 	case OpMsgs:
 		p.Batch = new(Batch)
 		v = p.Batch
-	case OpDel, OpBan:
+	case OpDel, OpBan, OpState:
 		p.Event = new(Event)
 		v = p.Event
 	case OpUser, OpAll:
@@ -74,7 +74,7 @@ func (p *Push) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &probe); err != nil {
 			return Errorf(EINVALID, "body", "decode push: %v", err)
 		}
-		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpUser, OpAll, OpCanary)
+		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpState, OpUser, OpAll, OpCanary)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {

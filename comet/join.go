@@ -234,13 +234,15 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	if c.isClosed() {
 		return // gone while it waited its turn; its release undoes the rest
 	}
-	read, d := s.prepareJoin(s.hub.roomFor(req.room), req)
+	rm := s.hub.roomFor(req.room)
+	read, d := s.prepareJoin(rm, req)
+	s.ensureState(rm)
 	r := s.hub.lockRoom(req.room)
 	p := s.planLocked(r, req, d)
 	t := &r.tl
 	r.addLocked(m)
 	slot := r.slotLocked(m)
-	w.Epoch, w.Pos, w.Recovered = t.Epoch, t.Last, p.recovered
+	w.Epoch, w.Pos, w.Recovered, w.State = t.Epoch, t.Last, p.recovered, r.stateLocked()
 	w.Density = r.dc.tiers.Cap(slot)
 	c.w.SetGot(r, t.Epoch, p.base)
 	res := c.enqueue(item{PM: prepare(w), Size: len(c.id) + len(req.room) + 96})

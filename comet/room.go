@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet/internal/timeline"
 )
 
@@ -33,6 +34,11 @@ type room struct {
 	dead       bool       // removed from its shard; look the room up again
 	emptySince time.Time
 	tl         timeline.Timeline
+	// The room's settings (roomstate.go): stateKnown once read or pushed,
+	// stateAt when.
+	state      danmaku.RoomState
+	stateKnown bool
+	stateAt    time.Time
 
 	// Density tiers (density.go): the comet's tiers, how many viewers may
 	// be thinned, the viewers with a numeric uid, what each tier left out

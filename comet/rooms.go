@@ -164,7 +164,7 @@ func (c *conn) subscribe(req joinReq) {
 		w.Online = s.reg.online(req.room)
 		if r := m.r.Load(); r != nil {
 			r.mu.Lock()
-			w.Epoch, w.Pos = r.tl.Epoch, r.tl.Last
+			w.Epoch, w.Pos, w.State = r.tl.Epoch, r.tl.Last, r.stateLocked()
 			m.online = w.Online
 			r.mu.Unlock()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -30,6 +31,9 @@ type Store interface {
 	History(ctx context.Context, room string, since int64, limit int) (route.History, error)
 	Heads(ctx context.Context, rooms []string) (map[string]route.Head, error)
 	Deletions(ctx context.Context, room string, after int64) (epoch string, dels int64, ids []string, err error)
+
+	// Room settings, read when a room's first viewer here joins.
+	RoomState(ctx context.Context, room string) (danmaku.RoomState, error)
 }
 
 var _ Store = (*route.Store)(nil)

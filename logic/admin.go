@@ -32,8 +32,10 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/stream/start  {"roomId","streamId"?,"actor"?}
 //	POST /logic/admin/stream/end    {"roomId","streamId"?,"actor"?}
 //	POST /logic/admin/send          the body of /logic/send, "priority" allowed (priority.go)
+//	POST /logic/admin/room          {"roomId","slowSeconds"?,"membersOnly"?,"uniqueSeconds"?,"actor"?}
 //
-// Ban and delete are in moderation.go, streams in vod.go.
+// Ban and delete are in moderation.go, streams in vod.go, room settings in
+// roomstate.go.
 func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/mute", "admin", s.admin("mute", s.adminMute))
 	s.handleOn(s.adminMux, "/logic/admin/unmute", "admin", s.admin("unmute", s.adminUnmute))
@@ -44,6 +46,7 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/stream/start", "admin", s.admin("stream_start", s.adminStreamStart))
 	s.handleOn(s.adminMux, "/logic/admin/stream/end", "admin", s.admin("stream_end", s.adminStreamEnd))
 	s.handleOn(s.adminMux, "/logic/admin/send", "admin", s.serveAdminSend)
+	s.handleOn(s.adminMux, "/logic/admin/room", "admin", s.admin("room", s.adminRoom))
 }
 
 // The bodies of the admin routes, declared in the root package.

@@ -14,9 +14,10 @@
 //	GET  /logic/online?roomId=  200 {"roomId","online"}
 //	GET  /logic/history?roomId=R[&since=P][&limit=N]
 //	                            200 {"roomId","epoch","pos","through","messages":[...]} (history.go)
+//	GET  /logic/room?roomId=    200 {"roomId","state":{"ver",...}}: the room's settings (roomstate.go)
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 when Redis and Kafka answer and the topic exists, else 503
-//	POST /logic/admin/...       moderation (admin.go, moderation.go), Bearer logic.admin_secret
+//	POST /logic/admin/...       moderation and room settings (admin.go, moderation.go, roomstate.go), Bearer logic.admin_secret
 //	POST /logic/push/user       {"userId","messages":[{"content"?,"data"?,"msgId"?}]}
 //	POST /logic/broadcast       {"messages":[...]}: notices (notice.go), Bearer logic.admin_secret
 //	                            202 {"msgIds":[...]}

@@ -78,9 +78,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.requests, m.inFlight, m.accepted, m.highAccepted, m.rateLimited, m.refused, m.historyLimited, m.historyCut, m.admin, m.notices, m.produce)
 	// Every series a dashboard or alert reads exists from the start.
 	telemetry.Precreate(m.requests.MetricVec, []string{"send"}, []string{"202", "400", "401", "403", "429", "503"})
-	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "push_user", "broadcast", "admin"}, []string{"200"})
+	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "room", "push_user", "broadcast", "admin"}, []string{"200"})
 	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden", "priority", "high_rate"})
-	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send"},
+	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send", "room"},
 		[]string{"ok", "error", "unauthenticated", "disabled"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})
 	telemetry.Precreate(m.produce.MetricVec, []string{"ok", "error"})

@@ -63,6 +63,7 @@ type Server struct {
 	historyLimit *readLimiter
 	store        Store
 	admitter     *route.Admitter
+	states       *roomStates
 	producer     *kafkax.Producer
 	canaries     *canaries
 	ids          *idGen
@@ -121,6 +122,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 			WriteTimeout: cfg.ProduceTimeout,
 			DialTimeout:  min(cfg.ProduceTimeout, 5*time.Second),
 		}),
+		states:   newRoomStates(),
 		ids:      newIDGen(cfg.NodeID),
 		log:      log,
 		m:        newMetrics(reg),
@@ -150,6 +152,7 @@ func (s *Server) routes() {
 	s.handle("/logic/online", "online", s.serveOnline)
 	s.handle("/logic/history", "history", s.serveHistory)
 	s.handleVOD()
+	s.handle("/logic/room", "room", s.serveRoom)
 	s.handleAdmin()
 	s.handleNotices()
 	s.handle("/healthz", "healthz", s.serveHealthz)

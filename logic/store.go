@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -26,6 +27,11 @@ type Store interface {
 	Unmute(ctx context.Context, user, room string) (bool, error)
 	Ban(ctx context.Context, user, room string, d time.Duration) error
 	Unban(ctx context.Context, user, room string) (bool, error)
+
+	// Room settings and the send check of their modes.
+	RoomState(ctx context.Context, room string) (danmaku.RoomState, error)
+	SetRoomState(ctx context.Context, room string, p route.StatePatch) (danmaku.RoomState, error)
+	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
 }
 
 var _ Store = (*route.Store)(nil)

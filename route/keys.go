@@ -28,6 +28,13 @@ func highRateKey(room string) string         { return "ratelimit:high:{" + room 
 func timelineKey(room string) string         { return "room:timeline:{" + room + "}" }
 func historyKey(room string) string          { return "room:history:{" + room + "}" }
 func delsKey(room string) string             { return "room:dels:{" + room + "}" }
+func roomStateKey(room string) string        { return "room:state:{" + room + "}" }
+
+// slowKey is the slow-mode mark of user's last message in room, uniqueKey
+// the unique-chat mark of a content (its digest) sent to room: both carry
+// the room's hash tag, so one script checks a send's marks together.
+func slowKey(room, user string) string     { return "room:slow:{" + room + "}:" + user }
+func uniqueKey(room, digest string) string { return "room:unique:{" + room + "}:" + digest }
 
 // noticeProcessedKey is the dedup key of a notice to user, or of a
 // broadcast notice when user is empty. A user's keys carry the user's hash

@@ -31,6 +31,9 @@ var statusOf = map[string]int{
 	danmaku.CodeBlocked:   http.StatusBadRequest, // field names the input
 
 	danmaku.CodePriorityDenied: http.StatusForbidden,
+	danmaku.CodeSlowMode:       http.StatusTooManyRequests,
+	danmaku.CodeMembers:        http.StatusForbidden,
+	danmaku.CodeDuplicate:      http.StatusConflict,
 }
 
 // Status returns the HTTP status for err's code.

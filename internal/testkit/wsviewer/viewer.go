@@ -60,6 +60,7 @@ type Viewer struct {
 	frames   []Frame
 	arrivals []Arrival
 	notices  map[string][]danmaku.Notice // by op
+	states   []StateSeen
 	gaps     []string
 	lastErr  error
 }
@@ -93,6 +94,7 @@ type Welcome struct {
 	Pos       int64
 	Recovered *bool     // nil when the welcome has no "recovered"
 	At        time.Time // when it arrived
+	State     *danmaku.RoomState
 }
 
 func (w Welcome) String() string {
@@ -322,6 +324,8 @@ func (v *Viewer) session(ws *websocket.Conn) error {
 			v.deleted(f.Del, conn)
 		case f.Notices != nil:
 			v.notified(f.Notices)
+		case f.State != nil:
+			v.stated(f.State)
 		}
 	}
 }
@@ -343,7 +347,7 @@ func (v *Viewer) welcomed(f *danmaku.Welcome, u string, since int64) int {
 	defer v.mu.Unlock()
 	v.conns++
 	v.attempt = 0
-	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered, At: time.Now()})
+	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered, At: time.Now(), State: f.State})
 	if f.Epoch != "" && !(f.Recovered != nil && *f.Recovered && f.Epoch == v.epoch) {
 		v.epoch, v.pos = f.Epoch, f.Pos
 	}
@@ -398,6 +402,26 @@ func (v *Viewer) deleted(f *danmaku.DelFrame, conn int) {
 	for _, id := range f.IDs {
 		v.arrivals = append(v.arrivals, Arrival{Deleted: id, Conn: conn})
 	}
+}
+
+// stated records a state frame.
+func (v *Viewer) stated(f *danmaku.StateFrame) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.states = append(v.states, StateSeen{State: f.State, At: time.Now()})
+}
+
+// StateSeen is a state frame as received.
+type StateSeen struct {
+	State danmaku.RoomState
+	At    time.Time
+}
+
+// States returns the state frames received, oldest first.
+func (v *Viewer) States() []StateSeen {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]StateSeen(nil), v.states...)
 }
 
 // notified records a notice frame's notices.

@@ -1,0 +1,90 @@
+package comet
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+)
+
+// Room settings (danmaku.RoomState). A room keeps the settings it was
+// last told, with their version: a state event job pushes (when a
+// moderator changes them) replaces them when its version is higher and
+// goes to the room's viewers as the state frame, behind the frames they
+// have; a welcome carries them. A comet learns the settings of a room
+// from Redis when its first viewer there joins (it was not registered in
+// the room before, so job did not push it the room's events), and from
+// state events while it holds viewers there.
+
+// stateFrame is the frame of a settings change.
+type stateFrame = danmaku.StateFrame
+
+// ensureState reads r's settings from Redis when the comet may not know
+// them: never read, or no viewer here since the last read (no state event
+// reached this comet meanwhile). A read that fails leaves what the room
+// has; the joiner gets that. The caller is the room's join line, so a
+// crowd joining at once makes one read.
+func (s *Server) ensureState(r *room) {
+	r.mu.Lock()
+	need := !r.stateKnown || len(r.members) == 0 && time.Since(r.stateAt) >= freshFor
+	r.mu.Unlock()
+	if !need {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+	defer cancel()
+	st, err := s.rt.RoomState(ctx, r.id)
+	if err != nil {
+		s.metrics.registryError()
+		s.log.Warn("read room state", zap.String("room", r.id), zap.Error(err))
+		return
+	}
+	r.mu.Lock()
+	if st.Ver >= r.state.Ver {
+		r.state = st
+	}
+	r.stateKnown, r.stateAt = true, time.Now()
+	r.mu.Unlock()
+}
+
+// stateLocked returns r's settings for a welcome: nil while every mode is
+// off and nothing was ever set; r.mu is held.
+func (r *room) stateLocked() *danmaku.RoomState {
+	if r.state.Ver == 0 {
+		return nil
+	}
+	st := r.state
+	return &st
+}
+
+// applyState applies a state event: a version above the room's replaces
+// its settings and goes to the room's local viewers as the state frame.
+// It returns the number of viewers the frame was handed to.
+func (s *Server) applyState(ev danmaku.Event) int {
+	r := s.hub.room(ev.Room)
+	if r == nil || ev.State == nil {
+		return 0 // no viewer here: the first joiner reads the settings
+	}
+	data, err := json.Marshal(stateFrame{Op: danmaku.OpState, Room: ev.Room, State: *ev.State})
+	if err != nil {
+		return 0
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	if r.dead || ev.State.Ver <= r.state.Ver {
+		r.mu.Unlock()
+		return 0 // a redelivery, or older than what a join read
+	}
+	r.state, r.stateKnown, r.stateAt = *ev.State, true, time.Now()
+	n, slow := r.deliverLocked(item{PM: pm, Size: len(data)}, nil)
+	r.mu.Unlock()
+	s.cut(slow)
+	return n
+}

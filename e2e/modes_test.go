@@ -1,0 +1,144 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/stack"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
+)
+
+const modesAdminSecret = "modes-admin-secret"
+
+// modesStack is a stack of two comets, one job and two logics (the
+// stack's and one more on the same Redis and Kafka), with the admin API on.
+type modesStack struct {
+	*stack.Stack
+	logics []string // base URLs of both logics
+}
+
+func newModesStack(t *testing.T, logic ...string) *modesStack {
+	t.Helper()
+	s := stack.New(t, stack.Options{Logic: append([]string{"-logic.admin_secret", modesAdminSecret}, logic...)})
+	var addr string
+	stack.Serve(t, "logic", nil, func() []string {
+		addr = testkit.FreeAddr(t)
+		return append([]string{"-config", "configs/logic.yaml", "-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka,
+			"-logic.listen", addr, "-logic.admin_secret", modesAdminSecret,
+			"-logic.rate_limit", "100000", "-logic.rate_burst", "100000", "-logic.ip_rate_limit", "0"}, logic...)
+	}, func() string { return "http://" + addr + "/readyz" })
+	return &modesStack{Stack: s, logics: []string{s.LogicURL, "http://" + addr}}
+}
+
+// admin posts body to the admin route path of logic base and decodes the
+// 200 answer into out.
+func modesAdmin(t *testing.T, base, path, body string, out any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+modesAdminSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s %s: %d %s", path, body, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logicState is GET /logic/room of logic base.
+func logicState(base, room string) (danmaku.RoomState, error) {
+	var r struct{ State danmaku.RoomState }
+	resp, err := http.Get(base + "/logic/room?roomId=" + room)
+	if err != nil {
+		return r.State, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r.State, fmt.Errorf("GET /logic/room: %d", resp.StatusCode)
+	}
+	return r.State, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// A room settings change made through one logic holds on the other logic
+// and reaches viewers of both comets as a state frame within a second;
+// a viewer joining afterwards gets the settings in its welcome; a change
+// naming one mode keeps the others.
+func TestRoomStateReachesEveryProcess(t *testing.T) {
+	s := newModesStack(t)
+	room := testkit.Uniq("modes_")
+	views := []*wsviewer.Viewer{s.Viewer(t, room, s.Comets[0]), s.Viewer(t, room, s.Comets[1])}
+	for _, v := range views {
+		if w := v.Welcomes()[0]; w.State != nil {
+			t.Fatalf("welcome of a room never set carries a state: %+v", *w.State)
+		}
+	}
+	// Both logics have read the room (the settings of a room being sent
+	// to are cached): the change must replace what they hold.
+	for _, base := range s.logics {
+		if st, err := logicState(base, room); err != nil || st.Ver != 0 {
+			t.Fatalf("%s before: %+v %v", base, st, err)
+		}
+	}
+	for round, body := range []string{`"slowSeconds":30,"membersOnly":true`, `"uniqueSeconds":60`} {
+		var resp struct{ State danmaku.RoomState }
+		began := time.Now()
+		modesAdmin(t, s.logics[0], "/logic/admin/room", `{"roomId":"`+room+`",`+body+`}`, &resp)
+		want := danmaku.RoomState{Ver: int64(round + 1), SlowSeconds: 30, MembersOnly: true}
+		if round == 1 {
+			want.UniqueSeconds = 60
+		}
+		if resp.State != want {
+			t.Fatalf("answer %+v, want %+v", resp.State, want)
+		}
+		took := map[string]time.Duration{}
+		testkit.SucceedsSoon(t, 5*time.Second, func() error {
+			for i, v := range views {
+				name := fmt.Sprintf("viewer of comet %d", i)
+				if _, ok := took[name]; ok {
+					continue
+				}
+				if st := v.States(); len(st) == round+1 && st[round].State == want {
+					took[name] = st[round].At.Sub(began)
+				} else if len(st) > round+1 {
+					return fmt.Errorf("%s got %d state frames: %+v", name, len(st), st)
+				}
+			}
+			name := "logic 2"
+			if _, ok := took[name]; !ok {
+				if st, err := logicState(s.logics[1], room); err == nil && st == want {
+					took[name] = time.Since(began)
+				}
+			}
+			if len(took) < 3 {
+				return fmt.Errorf("reached %v so far", took)
+			}
+			return nil
+		})
+		for who, d := range took {
+			if d > time.Second {
+				t.Errorf("round %d: %s had the settings after %v, over a second", round, who, d)
+			}
+		}
+		t.Logf("round %d: settings reached %v", round, took)
+		late := wsviewer.Once(t, s.Comets[round].WS(), room, nil)
+		late.WaitWelcomes(t, 1, 5*time.Second)
+		if w := late.Welcomes()[0]; w.State == nil || *w.State != want {
+			t.Fatalf("welcome after the change: %+v, want %+v", w.State, want)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package logic
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/route"
+)
+
+// Room settings (danmaku.RoomState) live in Redis (route.SetRoomState).
+// POST /logic/admin/room changes them and writes a state event to the
+// room's partition, which job delivers to the room's comets like a ban:
+// they forward it to the viewers as the state frame. Every logic reads a
+// room's settings at most once per stateFresh for its sends, so a change
+// made through any logic holds on every logic within stateFresh plus one
+// Redis read; the logic that made it applies it at once.
+
+// stateFresh is how long a logic uses a room's settings before it reads
+// them again.
+const stateFresh = 500 * time.Millisecond
+
+// maxStates bounds the rooms whose settings a logic keeps; beyond it, the
+// ones older than stateFresh (which a send would read again anyway) go.
+const maxStates = 10000
+
+// roomStates is a logic's view of the settings of the rooms it serves.
+type roomStates struct {
+	mu sync.Mutex
+	m  map[string]*stateEntry
+}
+
+type stateEntry struct {
+	st         danmaku.RoomState
+	at         time.Time // when st was read
+	refreshing bool      // a caller is reading it again; others use st
+}
+
+func newRoomStates() *roomStates { return &roomStates{m: map[string]*stateEntry{}} }
+
+// lookup returns room's settings when they are fresh, or when another
+// caller is reading them again (the stale ones meanwhile: a hot room is
+// read once per stateFresh, not by every send that finds it stale). Else
+// it reports false and marks the room as being read: the caller reads it
+// and calls put.
+func (c *roomStates) lookup(room string, now time.Time) (danmaku.RoomState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[room]
+	switch {
+	case e == nil:
+		c.m[room] = &stateEntry{refreshing: true}
+		return danmaku.RoomState{}, false
+	case now.Sub(e.at) < stateFresh || e.refreshing && !e.at.IsZero():
+		return e.st, true
+	}
+	e.refreshing = true
+	return e.st, false
+}
+
+// put records room's settings as read at; a state of a lower version
+// than the one kept (a read that raced with a change made here) leaves
+// the kept one.
+func (c *roomStates) put(room string, st danmaku.RoomState, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxStates {
+		for r, e := range c.m {
+			if at.Sub(e.at) >= stateFresh && !e.refreshing {
+				delete(c.m, r)
+			}
+		}
+	}
+	e := c.m[room]
+	if e == nil {
+		e = &stateEntry{}
+		c.m[room] = e
+	}
+	if st.Ver >= e.st.Ver {
+		e.st = st
+	}
+	e.at, e.refreshing = at, false
+}
+
+// failed ends a read of room that did not answer: the next caller tries
+// again.
+func (c *roomStates) failed(room string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[room]; e != nil {
+		e.refreshing = false
+		if e.at.IsZero() {
+			delete(c.m, room)
+		}
+	}
+}
+
+// roomState returns room's settings as this logic sees them: read from
+// Redis when older than stateFresh. A read that fails is an EUNAVAILABLE
+// error.
+func (s *Server) roomState(ctx context.Context, room string) (danmaku.RoomState, error) {
+	now := time.Now()
+	if st, ok := s.states.lookup(room, now); ok {
+		return st, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	st, err := s.store.RoomState(ctx, room)
+	if err != nil {
+		s.states.failed(room)
+		return st, s.redisError("room state", err)
+	}
+	s.states.put(room, st, now)
+	return st, nil
+}
+
+// RoomResponse is the answer of GET /logic/room, declared in the root
+// package.
+type RoomResponse = danmaku.RoomResponse
+
+// serveRoom is GET /logic/room?roomId=: the room's settings as this logic
+// applies them to sends, guarded like a read of the room (authorizeRead).
+// A page shows the modes before its viewer sends.
+func (s *Server) serveRoom(w http.ResponseWriter, r *http.Request) {
+	if !allowMethod(w, r, http.MethodGet) {
+		return
+	}
+	room := r.URL.Query().Get("roomId")
+	err := danmaku.CheckID("roomId", room)
+	if err == nil {
+		err = s.authorizeRead(r, room)
+	}
+	var st danmaku.RoomState
+	if err == nil {
+		st, err = s.roomState(r.Context(), room)
+	}
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, RoomResponse{RoomID: room, State: st})
+}
+
+// adminRoom changes a room's settings: the modes the request names, the
+// others stay. The new settings hold on this logic at once and on every
+// logic within stateFresh; the state event carries them to the viewers. A
+// request naming no mode changes nothing and answers the settings.
+func (s *Server) adminRoom(r *http.Request, req *AdminRequest) (AdminResponse, error) {
+	if req.RoomID == "" {
+		return AdminResponse{}, danmaku.Errorf(danmaku.EINVALID, "roomId", "must not be empty")
+	}
+	p := route.StatePatch{SlowSeconds: req.SlowSeconds, MembersOnly: req.MembersOnly, UniqueSeconds: req.UniqueSeconds}
+	check := danmaku.RoomState{}
+	if p.SlowSeconds != nil {
+		check.SlowSeconds = *p.SlowSeconds
+	}
+	if p.UniqueSeconds != nil {
+		check.UniqueSeconds = *p.UniqueSeconds
+	}
+	if err := check.Check(""); err != nil {
+		return AdminResponse{}, err
+	}
+	ctx, cancel := s.redisCtx(r)
+	defer cancel()
+	if p == (route.StatePatch{}) {
+		st, err := s.store.RoomState(ctx, req.RoomID)
+		if err != nil {
+			return AdminResponse{}, s.redisError("room state", err)
+		}
+		return AdminResponse{RoomID: req.RoomID, State: &st}, nil
+	}
+	now := time.Now()
+	st, err := s.store.SetRoomState(ctx, req.RoomID, p)
+	if err != nil {
+		return AdminResponse{}, s.redisError("set room state", err)
+	}
+	s.states.put(req.RoomID, st, now)
+	ev := danmaku.Event{Op: danmaku.OpState, Room: req.RoomID, ID: s.ids.next(), State: &st}
+	if err := s.produceEvent(r.Context(), ev); err != nil {
+		s.log.Warn("room state saved, its event not written", zap.String("room", req.RoomID), zap.Error(err))
+		return AdminResponse{}, danmaku.Unavailable("the settings hold for sends and new viewers, but the room's viewers were not told; set them again", err)
+	}
+	return AdminResponse{RoomID: req.RoomID, State: &st, EventID: ev.ID}, nil
+}
