@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "send_refused_total",
-			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token), priority (high priority without the right), high_rate (the room's high-priority rate limit).",
+			Help: "Send requests refused by a limit or moderation: user (per-user bucket), ip (per-address bucket), banned, muted, blocked (blocked word), token (bad or missing token), forbidden (room or user not in the token), priority (high priority without the right), high_rate (the room's high-priority rate limit), members_only, slow_mode, duplicate (the room modes).",
 		}, []string{"reason"}),
 		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "danmaku", Subsystem: "logic", Name: "admin_actions_total",
@@ -79,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Every series a dashboard or alert reads exists from the start.
 	telemetry.Precreate(m.requests.MetricVec, []string{"send"}, []string{"202", "400", "401", "403", "429", "503"})
 	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "room", "push_user", "broadcast", "admin"}, []string{"200"})
-	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden", "priority", "high_rate"})
+	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden", "priority", "high_rate", "members_only", "slow_mode", "duplicate"})
 	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send", "room"},
 		[]string{"ok", "error", "unauthenticated", "disabled"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})

@@ -271,9 +271,10 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 	return false
 }
 
-// serveSend is POST /logic/send: authenticate (auth on), validate, filter
-// blocked words, check mutes and rate limits, stamp, produce, and answer
-// 202 only once Kafka acknowledged every message.
+// serveSend is POST /logic/send: authenticate (auth on), decode, check
+// (checkSend: claims, validation, blocked words, room modes, bans, mutes,
+// rate limits), stamp, produce, and answer 202 only once Kafka
+// acknowledged every message.
 func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
 		return
@@ -284,30 +285,11 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := decodeSend(w, r, s.cfg.MaxBodyBytes)
-	if err == nil && claims != nil {
-		err = s.applyClaims(&req, claims)
-	}
-	if err == nil {
-		err = s.allowPriority(&req, claims)
-	}
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	ids, err := s.lim.validate(&req)
-	if err == nil {
-		err = s.filterWords(&req)
-	}
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	retry, err := s.takeHigh(r.Context(), &req)
-	if err == nil {
-		if retry, err = s.admit(r.Context(), s.proxies.clientIP(r), &req); err != nil {
-			s.giveBackHigh(r.Context(), &req)
-		}
-	}
+	ids, retry, err := s.checkSend(r.Context(), claims, s.proxies.clientIP(r), &req)
 	if err != nil {
 		writeRetry(w, retry, err)
 		return

@@ -119,3 +119,28 @@ func BidiControl(s string) (rune, bool) {
 	}
 	return 0, false
 }
+
+// Plain returns the form of s that tells two comments apart only by what
+// a reader would call their words: its matching form (Fold) in lower case,
+// with only letters, marks and digits kept ("Hello!!", "h e l l o" and
+// "ＨＥＬＬＯ" are all "hello"). Text without any letter or digit (only
+// punctuation or emoji) keeps its symbols, without spaces, so "!!!" and
+// "???" stay apart.
+func Plain(s string) string {
+	folded, _ := Fold(s)
+	out := make([]rune, 0, len(folded))
+	for _, r := range folded {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) {
+			out = append(out, unicode.ToLower(r))
+		}
+	}
+	if len(out) > 0 {
+		return string(out)
+	}
+	for _, r := range folded {
+		if !unicode.IsSpace(r) {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}

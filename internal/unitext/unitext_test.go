@@ -61,3 +61,26 @@ func TestBidiControl(t *testing.T) {
 		}
 	}
 }
+
+// Plain makes comments that differ in case, width, accents, look-alike
+// letters, invisible characters, spaces or punctuation equal, and keeps
+// different words and different symbol-only comments apart.
+func TestPlain(t *testing.T) {
+	same := [][]string{
+		{"hello", "Hello!!", "h e l l o", "ＨＥＬＬＯ", "hé\u200bllo", "hеllо"},
+		{"gg 2", "GG2", "g.g. 2!"},
+		{"!!!", "! ! !"},
+	}
+	for _, group := range same {
+		for _, s := range group {
+			if Plain(s) != Plain(group[0]) {
+				t.Errorf("Plain(%q) = %q, Plain(%q) = %q: want equal", s, Plain(s), group[0], Plain(group[0]))
+			}
+		}
+	}
+	for _, pair := range [][2]string{{"hello", "help"}, {"!!!", "???"}, {"gg", "gg2"}, {"你好", "您好"}} {
+		if Plain(pair[0]) == Plain(pair[1]) {
+			t.Errorf("Plain(%q) = Plain(%q) = %q: want different", pair[0], pair[1], Plain(pair[0]))
+		}
+	}
+}
