@@ -1,9 +1,12 @@
 package logic
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,4 +174,41 @@ func TestAdminRoom(t *testing.T) {
 	}
 	r = e.doWith(t, http.MethodGet, "/logic/room?roomId="+room, headers("Authorization", "Bearer "+token(newUser(), []string{"other"})), nil)
 	wantRefused(t, "a token of another room", r, http.StatusForbidden, danmaku.CodeForbidden, "roomId")
+}
+
+// The first sends to a room nobody read yet, all at once, make one read
+// of its settings: the others wait for it.
+func TestRoomStateFirstReadShared(t *testing.T) {
+	e := newEnv(t)
+	room := testkit.Uniq("r")
+	before := e.rdb.Info(t.Context(), "commandstats").Val()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := e.srv.roomState(context.Background(), room); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	after := e.rdb.Info(t.Context(), "commandstats").Val()
+	if n := hgetallCalls(after) - hgetallCalls(before); n != 1 {
+		t.Fatalf("200 concurrent first reads made %d HGETALLs, want 1", n)
+	}
+}
+
+// hgetallCalls reads the HGETALL count of INFO commandstats.
+func hgetallCalls(info string) int {
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_hgetall:calls="); ok {
+			n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+			return n
+		}
+	}
+	return 0
 }

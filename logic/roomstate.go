@@ -37,30 +37,36 @@ type roomStates struct {
 
 type stateEntry struct {
 	st         danmaku.RoomState
-	at         time.Time // when st was read
+	at         time.Time // when st was read; zero until the first read ends
 	refreshing bool      // a caller is reading it again; others use st
+	// first is closed when the room's first read ends: the callers that
+	// came meanwhile wait for it rather than all read at once.
+	first chan struct{}
 }
 
 func newRoomStates() *roomStates { return &roomStates{m: map[string]*stateEntry{}} }
 
 // lookup returns room's settings when they are fresh, or when another
 // caller is reading them again (the stale ones meanwhile: a hot room is
-// read once per stateFresh, not by every send that finds it stale). Else
-// it reports false and marks the room as being read: the caller reads it
-// and calls put.
-func (c *roomStates) lookup(room string, now time.Time) (danmaku.RoomState, bool) {
+// read once per stateFresh, not by every send that finds it stale). While
+// the room's first read is on its way it returns a channel to wait on
+// and look up again. Else it reports false and marks the room as being
+// read: the caller reads it and calls put or failed.
+func (c *roomStates) lookup(room string, now time.Time) (st danmaku.RoomState, ok bool, wait <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[room]
 	switch {
 	case e == nil:
-		c.m[room] = &stateEntry{refreshing: true}
-		return danmaku.RoomState{}, false
-	case now.Sub(e.at) < stateFresh || e.refreshing && !e.at.IsZero():
-		return e.st, true
+		c.m[room] = &stateEntry{refreshing: true, first: make(chan struct{})}
+		return st, false, nil
+	case e.at.IsZero():
+		return st, false, e.first
+	case now.Sub(e.at) < stateFresh || e.refreshing:
+		return e.st, true, nil
 	}
 	e.refreshing = true
-	return e.st, false
+	return e.st, false, nil
 }
 
 // put records room's settings as read at; a state of a lower version
@@ -85,6 +91,10 @@ func (c *roomStates) put(room string, st danmaku.RoomState, at time.Time) {
 		e.st = st
 	}
 	e.at, e.refreshing = at, false
+	if e.first != nil {
+		close(e.first)
+		e.first = nil
+	}
 }
 
 // failed ends a read of room that did not answer: the next caller tries
@@ -95,6 +105,7 @@ func (c *roomStates) failed(room string) {
 	if e := c.m[room]; e != nil {
 		e.refreshing = false
 		if e.at.IsZero() {
+			close(e.first) // the waiters look up again; one of them reads
 			delete(c.m, room)
 		}
 	}
@@ -104,12 +115,23 @@ func (c *roomStates) failed(room string) {
 // Redis when older than stateFresh. A read that fails is an EUNAVAILABLE
 // error.
 func (s *Server) roomState(ctx context.Context, room string) (danmaku.RoomState, error) {
-	now := time.Now()
-	if st, ok := s.states.lookup(room, now); ok {
-		return st, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
+	now := time.Now()
+	for {
+		st, ok, wait := s.states.lookup(room, now)
+		if ok {
+			return st, nil
+		}
+		if wait == nil {
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return st, s.redisError("room state", ctx.Err())
+		}
+	}
 	st, err := s.store.RoomState(ctx, room)
 	if err != nil {
 		s.states.failed(room)
