@@ -42,6 +42,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.claims = claims
+	if dens == noCap && claims != nil && claims.Density != nil {
+		dens = *claims.Density
+	}
 	c.density = dens
 	s.metrics.accept()
 	s.hub.addConn(c)

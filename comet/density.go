@@ -5,6 +5,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet/internal/density"
+	"github.com/danmaku/danmaku/internal/auth"
 )
 
 // Density tiers (comet/internal/density). A viewer asks for at most N
@@ -12,7 +13,7 @@ import (
 // frame {"op":"density","room":R,"max":N}, or its token's density claim.
 // What wins, per room: the latest density op naming the room, then the
 // latest density op without a room, then the URL parameter, then the token
-// claim; a viewer that asked for nothing is served every message, or, in a
+// claim (accept.go); a viewer that asked for nothing is served every message, or, in a
 // room whose rate is above Config.DensityHotRate, the tier of
 // Config.DensityHotCap. A request maps to a tier (density.Tiers.Slot).
 //
@@ -321,7 +322,7 @@ func (c *conn) applyDensity(m *member, max int) int {
 
 // maxDensity bounds a density request; anything above every tier maps to
 // the highest anyway.
-const maxDensity = 1 << 20
+const maxDensity = auth.MaxDensity
 
 // densityParam reads the /ws parameter density: absent (noCap), "all"
 // (0) or a number of messages a second.

@@ -11,8 +11,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/push"
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/tokens"
 	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
@@ -314,5 +316,31 @@ func TestDensityLive(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("density=lots: status %d, want 400", resp.StatusCode)
+	}
+}
+
+// A token's density claim caps a viewer that asks for nothing itself; the
+// URL's density wins over it, and a claim out of range refuses the token.
+func TestDensityTokenClaim(t *testing.T) {
+	keys := tokens.New(t)
+	s := startWithAuth(t, keys)
+	room := testkit.Uniq("claim-")
+	exp := time.Now().Add(time.Hour)
+	ten, huge := 10, auth.MaxDensity+1
+	tok, err := auth.Mint(keys.Secret, auth.Claims{UID: 42, ExpiresAt: exp, Density: &ten})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := mustReadOp(t, mustDial(t, s, "room="+room+"&token="+tok), opWelcome); w.Density != 10 {
+		t.Fatalf("with the token's claim: density %d, want 10", w.Density)
+	}
+	if w := mustReadOp(t, mustDial(t, s, "room="+room+"&density=30&token="+tok), opWelcome); w.Density != 30 {
+		t.Fatalf("with the claim and density=30: density %d, want 30", w.Density)
+	}
+	if w := mustReadOp(t, mustDial(t, s, "room="+room+"&density=all&token="+tok), opWelcome); w.Density != 0 {
+		t.Fatalf("with the claim and density=all: density %d, want every message", w.Density)
+	}
+	if _, err := auth.Mint(keys.Secret, auth.Claims{UID: 42, ExpiresAt: exp, Density: &huge}); danmaku.ErrorField(err) != "density" {
+		t.Fatalf("minting a density out of range: %v", err)
 	}
 }

@@ -81,6 +81,9 @@ func signClaims(method jwt.SigningMethod, key any, c Claims) (string, error) {
 	if err := checkRoles(c.Roles); err != nil {
 		return "", danmaku.Errorf(danmaku.EINVALID, "roles", "%s", err.(*danmaku.Error).Message)
 	}
+	if c.Density != nil && (*c.Density < 0 || *c.Density > MaxDensity) {
+		return "", danmaku.Errorf(danmaku.EINVALID, "density", "must be between 0 and %d", MaxDensity)
+	}
 	wc := wireClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   c.Subject(),
@@ -90,8 +93,9 @@ func signClaims(method jwt.SigningMethod, key any, c Claims) (string, error) {
 			NotBefore: numericDate(c.NotBefore),
 			IssuedAt:  numericDate(c.IssuedAt),
 		},
-		Name:  c.Name,
-		Roles: c.Roles,
+		Name:    c.Name,
+		Roles:   c.Roles,
+		Density: c.Density,
 	}
 	if c.Rooms != nil {
 		wc.Rooms = &c.Rooms

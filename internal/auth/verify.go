@@ -21,6 +21,7 @@ const (
 	MaxTokenLen = 8 << 10
 	MaxRooms    = 256
 	MaxRoles    = 32
+	MaxDensity  = 1 << 20
 )
 
 // The roles a token's "roles" claim may grant that the servers act on.
@@ -49,6 +50,10 @@ type Claims struct {
 	// Roles are the roles the token grants ("roles"), nil when it grants
 	// none.
 	Roles []string
+	// Density is the viewer's density cap ("density": normal messages a
+	// second per room, 0 every message), nil when the token sets none; a
+	// density the viewer asks for itself wins over it.
+	Density *int
 	// Issuer ("iss") and Audience ("aud") are optional.
 	Issuer   string
 	Audience []string
@@ -94,6 +99,9 @@ type wireClaims struct {
 	Name  string    `json:"name,omitempty"`
 	Rooms *[]string `json:"rooms,omitempty"`
 	Roles []string  `json:"roles,omitempty"`
+	// Density is a pointer so that an absent claim and 0 (every message)
+	// stay distinct.
+	Density *int `json:"density,omitempty"`
 }
 
 // Verifier checks tokens. It is safe for concurrent use.
@@ -231,7 +239,7 @@ func (v *Verifier) explain(err error, wc *wireClaims) error {
 func claimName(path string) string {
 	name := path[strings.LastIndexByte(path, '.')+1:]
 	switch name {
-	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "name", "rooms", "roles":
+	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "name", "rooms", "roles", "density":
 		return name
 	}
 	return "?"
@@ -279,6 +287,12 @@ func checkClaims(wc *wireClaims) (Claims, error) {
 			return Claims{}, err
 		}
 		c.Roles = wc.Roles
+	}
+	if d := wc.Density; d != nil {
+		if *d < 0 || *d > MaxDensity {
+			return Claims{}, unauth("bad density: must be between 0 and " + strconv.Itoa(MaxDensity))
+		}
+		c.Density = d
 	}
 	return c, nil
 }

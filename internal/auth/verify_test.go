@@ -130,6 +130,8 @@ func TestVerifyRejects(t *testing.T) {
 		{"bad role entry", hsOnly, hs(with(func(c *wireClaims) { c.Roles = []string{"member", "Mod erator"} })), "bad roles: entry 1"},
 		{"empty role", hsOnly, hs(with(func(c *wireClaims) { c.Roles = []string{""} })), "bad roles: entry 0"},
 		{"too many roles", hsOnly, hs(with(func(c *wireClaims) { c.Roles = make([]string, MaxRoles+1) })), "bad roles: more than"},
+		{"negative density", hsOnly, hs(jwt.MapClaims{"sub": "42", "exp": 4102444800, "density": -1}), "bad density"},
+		{"density as a string", hsOnly, hs(jwt.MapClaims{"sub": "42", "exp": 4102444800, "density": "all"}), `"density" has the wrong JSON type`},
 		{"control in name", hsOnly, hs(with(func(c *wireClaims) { c.Name = "a\x1bb" })), "bad name"},
 	}
 	for _, tc := range cases {
