@@ -261,20 +261,7 @@ func (r *room) unindexUIDLocked(m *member) {
 	if !m.hasUID {
 		return
 	}
-	list := r.byUID[m.uid]
-	for i, x := range list {
-		if x == m {
-			list[i] = list[len(list)-1]
-			list[len(list)-1] = nil
-			list = list[:len(list)-1]
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(r.byUID, m.uid)
-	} else {
-		r.byUID[m.uid] = list
-	}
+	unindex(r.byUID, m.uid, m)
 }
 
 // setDensity serves a density op: at most max normal messages a second

@@ -85,21 +85,27 @@ func (u *userIndex) remove(c *conn) {
 	sh := &u.shards[shardIndex(c.user)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	list := sh.conns[c.user]
+	unindex(sh.conns, c.user, c)
+}
+
+// unindex removes v from index[k] (order is not kept), and the key when
+// nothing is left under it.
+func unindex[K, V comparable](index map[K][]V, k K, v V) {
+	list := index[k]
 	for i, o := range list {
-		if o != c {
-			continue
+		if o == v {
+			var zero V
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = zero
+			list = list[:len(list)-1]
+			break
 		}
-		list[i] = list[len(list)-1]
-		list[len(list)-1] = nil
-		list = list[:len(list)-1]
-		break
 	}
 	if len(list) == 0 {
-		delete(sh.conns, c.user)
+		delete(index, k)
 		return
 	}
-	sh.conns[c.user] = list
+	index[k] = list
 }
 
 // appendConns appends the local connections of user to buf.
