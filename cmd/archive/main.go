@@ -132,26 +132,12 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 func (m *Main) mux(reg prometheus.Gatherer) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", telemetry.Handler(reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	return httpx.StatusMux(telemetry.Handler(reg), func(r *http.Request) error {
 		if !m.consuming.Load() {
-			httpx.WriteError(w, danmaku.Unavailable("kafka unreachable or the topic is missing: the consumer has not started", nil))
-			return
+			return danmaku.Unavailable("kafka unreachable or the topic is missing: the consumer has not started", nil)
 		}
-		if err := m.arc.Ready(r.Context()); err != nil {
-			httpx.WriteError(w, err)
-			return
-		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return m.arc.Ready(r.Context())
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
-	})
-	return mux
 }
 
 // start waits until Kafka answers with the topic (creating it when it is

@@ -110,24 +110,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", c.Job.MetricsAddr, err)
 	}
 	m.MetricsAddr = ln.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", telemetry.Handler(reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux := httpx.StatusMux(telemetry.Handler(reg), func(r *http.Request) error {
 		if !m.consuming.Load() {
-			httpx.WriteError(w, danmaku.Unavailable("kafka unreachable or the topic is missing: the consumer has not started", nil))
-			return
+			return danmaku.Unavailable("kafka unreachable or the topic is missing: the consumer has not started", nil)
 		}
-		if err := m.job.Ready(r.Context()); err != nil {
-			httpx.WriteError(w, err)
-			return
-		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no endpoint %s", r.URL.Path))
+		return m.job.Ready(r.Context())
 	})
 	m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go m.metrics.Serve(ln)
