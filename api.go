@@ -125,6 +125,26 @@ type RoomResponse struct {
 	State  RoomState `json:"state"`
 }
 
+// AuditEntry is one admin action of the audit log: when (TS, Unix ms),
+// who (Actor: the admin request's actor, or "user:<id>" for a moderator
+// token), what (Action, an admin route's action) and on what.
+type AuditEntry struct {
+	TS       int64      `json:"ts"`
+	Actor    string     `json:"actor"`
+	Action   string     `json:"action"`
+	RoomID   string     `json:"roomId,omitempty"`
+	UserID   int64      `json:"userId,omitempty"`
+	Duration string     `json:"duration,omitempty"`
+	IDs      []string   `json:"ids,omitempty"`
+	EventID  string     `json:"eventId,omitempty"`
+	State    *RoomState `json:"state,omitempty"`
+}
+
+// AuditResponse is the answer of GET /logic/admin/audit, newest first.
+type AuditResponse struct {
+	Entries []AuditEntry `json:"entries"`
+}
+
 // OnlineResponse is the answer of GET /logic/online.
 type OnlineResponse struct {
 	RoomID string `json:"roomId"`

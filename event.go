@@ -17,6 +17,11 @@ const (
 	// them, comets never see them (see ForViewers).
 	OpStreamStart = "stream_start"
 	OpStreamEnd   = "stream_end"
+	// OpShadow carries a message of a hidden user (shadow hide): comets
+	// hand it to that user's own connections to the room only. It gets
+	// no position, is never in the room's history and reaches no other
+	// viewer; its ID is the message's id.
+	OpShadow = "shadow"
 )
 
 // MaxDelIDs is the most message ids one del event carries.
@@ -53,6 +58,8 @@ type Event struct {
 	// carries: comets keep them for their joins and forward them to the
 	// room's viewers as the state frame.
 	State *RoomState `json:"state,omitempty"`
+	// Msg is a shadow event's message; User is its sender.
+	Msg *Message `json:"msg,omitempty"`
 }
 
 // Check reports whether ev is a valid event; the error is EINVALID and
@@ -89,6 +96,13 @@ func (ev *Event) Check() error {
 		}
 		if ev.At <= 0 {
 			return Errorf(EINVALID, "event.at", "must be a time in Unix milliseconds")
+		}
+	case OpShadow:
+		if err := CheckID("event.user", ev.User); err != nil {
+			return err
+		}
+		if ev.Msg == nil || ev.Msg.ID != ev.ID || strconv.FormatInt(ev.Msg.UID, 10) != ev.User {
+			return Errorf(EINVALID, "event.msg", "a shadow event carries its sender's message, with the event's id")
 		}
 	case OpState:
 		if ev.State == nil || ev.State.Ver < 1 {

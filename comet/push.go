@@ -50,6 +50,9 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	case b.Event != nil && b.Event.Op == danmaku.OpDel:
 		s.metrics.events.WithLabelValues(b.Op()).Inc()
 		n = s.deleteMsgs(*b.Event)
+	case b.Event != nil && b.Event.Op == danmaku.OpShadow:
+		s.metrics.events.WithLabelValues(b.Op()).Inc()
+		n = s.applyShadow(*b.Event)
 	case b.Event != nil && b.Event.Op == danmaku.OpState:
 		s.metrics.events.WithLabelValues(b.Op()).Inc()
 		n = s.applyState(*b.Event)

@@ -88,3 +88,37 @@ func (s *Server) applyState(ev danmaku.Event) int {
 	s.cut(slow)
 	return n
 }
+
+// applyShadow applies a shadow event: the message of a user hidden in the
+// room goes, as a msgs frame without epoch or position, to that user's
+// own connections to the room, and to no other viewer. The room's ring
+// and timeline do not take it, so no resume, catch-up or history replays
+// it. It returns the number of connections it was handed to.
+func (s *Server) applyShadow(ev danmaku.Event) int {
+	r := s.hub.room(ev.Room)
+	if r == nil || ev.Msg == nil {
+		return 0
+	}
+	data, err := json.Marshal(danmaku.NewBatch(ev.Room, []danmaku.Message{*ev.Msg}))
+	if err != nil {
+		return 0
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	var own []*conn
+	for _, m := range r.members {
+		if m.c.user == ev.User {
+			own = append(own, m.c)
+		}
+	}
+	n, slow := 0, []*conn(nil)
+	if len(own) > 0 && !r.dead {
+		n, slow = enqueueAll(item{PM: pm, Size: len(data)}, own, nil)
+	}
+	r.mu.Unlock()
+	s.cut(slow)
+	return n
+}

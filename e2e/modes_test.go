@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -141,4 +142,92 @@ func TestRoomStateReachesEveryProcess(t *testing.T) {
 			t.Fatalf("welcome after the change: %+v, want %+v", w.State, want)
 		}
 	}
+}
+
+// arrived reports whether v received a message with id, live or replayed.
+func arrived(v *wsviewer.Viewer, id string) bool {
+	for _, a := range v.Arrivals() {
+		if a.Msg.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// historyHas reports whether GET /logic/history of room holds id.
+func historyHas(t *testing.T, base, room, id string) bool {
+	t.Helper()
+	var h danmaku.HistoryResponse
+	if err := json.Unmarshal(stack.GetOK(t, base+"/logic/history?roomId="+room), &h); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range h.Messages {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A hidden user's messages reach the user's own tabs, on every comet, and
+// no other viewer: not live, not after a resume, not in the history on
+// join nor in GET /logic/history, whichever logic the user sends through;
+// the user's sends are answered as any other. After unhide the user's
+// next messages reach everybody.
+func TestShadowHide(t *testing.T) {
+	s := newModesStack(t)
+	room := testkit.Uniq("shadow_")
+	const hidden, other = 777001, 777002
+	uid := func(u int) url.Values { return url.Values{"uid": {fmt.Sprint(u)}} }
+	tabs := []*wsviewer.Viewer{wsviewer.Once(t, s.Comets[0].WS(), room, uid(hidden)), wsviewer.Once(t, s.Comets[1].WS(), room, uid(hidden))}
+	others := []*wsviewer.Viewer{s.Viewer(t, room, s.Comets[0]), s.Viewer(t, room, s.Comets[1]), wsviewer.Once(t, s.Comets[1].WS(), room, uid(other))}
+	modesAdmin(t, s.logics[0], "/logic/admin/hide", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"1h","actor":"mod"}`, hidden, room), nil)
+	time.Sleep(700 * time.Millisecond) // the other logic reads the room again
+
+	var secret []string
+	for i, base := range s.logics {
+		ids, err := stack.Post(base, room, hidden, "spammer", []string{fmt.Sprint("buy followers ", i)})
+		if err != nil {
+			t.Fatalf("the hidden user's send through logic %d: %v", i, err)
+		}
+		secret = append(secret, ids...)
+	}
+	visible, err := stack.Post(s.LogicURL, room, other, "fan", []string{"nice stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsviewer.DeliveredOnce(t, 10*time.Second, append(append([]string{}, secret...), visible...), tabs...)
+	wsviewer.DeliveredOnce(t, 10*time.Second, visible, others...)
+	check := func(when string, vs ...*wsviewer.Viewer) {
+		t.Helper()
+		for i, v := range vs {
+			for _, id := range secret {
+				if arrived(v, id) {
+					t.Fatalf("%s: viewer %d got the hidden message %s", when, i, id)
+				}
+			}
+		}
+		for _, id := range secret {
+			if historyHas(t, s.LogicURL, room, id) {
+				t.Fatalf("%s: GET /logic/history returns the hidden message %s", when, id)
+			}
+		}
+	}
+	check("live", others...)
+	for _, v := range others[:2] {
+		v.Drop()
+		v.Resume(t)
+	}
+	fresh := []*wsviewer.Viewer{s.Viewer(t, room, s.Comets[0]), s.Viewer(t, room, s.Comets[1])}
+	wsviewer.Delivered(t, 10*time.Second, visible, fresh...)
+	check("after a resume and a join", append(others, fresh...)...)
+
+	modesAdmin(t, s.logics[0], "/logic/admin/unhide", fmt.Sprintf(`{"userId":%d,"roomId":"%s"}`, hidden, room), nil)
+	time.Sleep(700 * time.Millisecond)
+	after, err := stack.Post(s.logics[1], room, hidden, "spammer", []string{"sorry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsviewer.DeliveredOnce(t, 10*time.Second, after, append(tabs, others...)...)
+	check("after unhide", others...)
 }

@@ -64,7 +64,12 @@ func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku
 	}
 	d.m.events.WithLabelValues(ev.Op, "delivered").Inc()
 	// Events are moderators' actions, a few a minute at most: one line
-	// each.
+	// each. Shadow events are a hidden user's messages, which may come
+	// as fast as the user's rate limit: not logged.
+	if ev.Op == danmaku.OpShadow {
+		v[0] = finished
+		return req.result(v, 0, false)
+	}
 	d.log.Info("moderation event delivered", zap.String("op", ev.Op), zap.String("room", ev.Room),
 		zap.String("event", ev.ID), zap.Strings("ids", ev.IDs), zap.String("user", ev.User),
 		zap.Int("comets", len(b.Comets)), zap.Int("tombstoned", b.Tombstoned))

@@ -254,7 +254,7 @@ func BenchmarkSendParts(b *testing.B) {
 		e := newEnv(b)
 		req := sendReq("bench_room", newUser(), "弹幕 benchmark message")
 		run(b, func(int) error {
-			return e.srv.produce(context.Background(), &req, []string{""})
+			return e.srv.produce(context.Background(), &req, checked{ids: []string{""}})
 		})
 	})
 }

@@ -107,7 +107,7 @@ func (s *Server) serveAdminSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	result := "ok"
-	if s.accept(w, r, &req, ids) != nil {
+	if s.accept(w, r, &req, checked{ids: ids}) != nil {
 		result = "error"
 	}
 	s.m.observeAdmin("send", result)

@@ -3,6 +3,7 @@ package logic
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ type roomStates struct {
 }
 
 type stateEntry struct {
-	st         danmaku.RoomState
+	st         route.Room
 	at         time.Time // when st was read; zero until the first read ends
 	refreshing bool      // a caller is reading it again; others use st
 	// first is closed when the room's first read ends: the callers that
@@ -52,7 +53,7 @@ func newRoomStates() *roomStates { return &roomStates{m: map[string]*stateEntry{
 // the room's first read is on its way it returns a channel to wait on
 // and look up again. Else it reports false and marks the room as being
 // read: the caller reads it and calls put or failed.
-func (c *roomStates) lookup(room string, now time.Time) (st danmaku.RoomState, ok bool, wait <-chan struct{}) {
+func (c *roomStates) lookup(room string, now time.Time) (st route.Room, ok bool, wait <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[room]
@@ -72,7 +73,7 @@ func (c *roomStates) lookup(room string, now time.Time) (st danmaku.RoomState, o
 // put records room's settings as read at; a state of a lower version
 // than the one kept (a read that raced with a change made here) leaves
 // the kept one.
-func (c *roomStates) put(room string, st danmaku.RoomState, at time.Time) {
+func (c *roomStates) put(room string, st route.Room, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= maxStates {
@@ -87,13 +88,21 @@ func (c *roomStates) put(room string, st danmaku.RoomState, at time.Time) {
 		e = &stateEntry{}
 		c.m[room] = e
 	}
-	if st.Ver >= e.st.Ver {
+	if st.State.Ver >= e.st.State.Ver {
 		e.st = st
 	}
 	e.at, e.refreshing = at, false
 	if e.first != nil {
 		close(e.first)
 		e.first = nil
+	}
+}
+
+// refresh reads room again after a change made here, so this logic
+// applies it at once.
+func (c *roomStates) refresh(ctx context.Context, store Store, room string, now time.Time) {
+	if st, err := store.ReadRoom(ctx, room); err == nil {
+		c.put(room, st, now)
 	}
 }
 
@@ -111,10 +120,10 @@ func (c *roomStates) failed(room string) {
 	}
 }
 
-// roomState returns room's settings as this logic sees them: read from
-// Redis when older than stateFresh. A read that fails is an EUNAVAILABLE
-// error.
-func (s *Server) roomState(ctx context.Context, room string) (danmaku.RoomState, error) {
+// roomState returns room's settings and hidden users as this logic sees
+// them: read from Redis when older than stateFresh. A read that fails is
+// an EUNAVAILABLE error.
+func (s *Server) roomState(ctx context.Context, room string) (route.Room, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
 	now := time.Now()
@@ -132,7 +141,7 @@ func (s *Server) roomState(ctx context.Context, room string) (danmaku.RoomState,
 			return st, s.redisError("room state", ctx.Err())
 		}
 	}
-	st, err := s.store.RoomState(ctx, room)
+	st, err := s.store.ReadRoom(ctx, room)
 	if err != nil {
 		s.states.failed(room)
 		return st, s.redisError("room state", err)
@@ -157,7 +166,7 @@ func (s *Server) serveRoom(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.authorizeRead(r, room)
 	}
-	var st danmaku.RoomState
+	var st route.Room
 	if err == nil {
 		st, err = s.roomState(r.Context(), room)
 	}
@@ -165,7 +174,7 @@ func (s *Server) serveRoom(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, RoomResponse{RoomID: room, State: st})
+	httpx.WriteJSON(w, http.StatusOK, RoomResponse{RoomID: room, State: st.State})
 }
 
 // adminRoom changes a room's settings: the modes the request names, the
@@ -201,11 +210,49 @@ func (s *Server) adminRoom(r *http.Request, req *AdminRequest) (AdminResponse, e
 	if err != nil {
 		return AdminResponse{}, s.redisError("set room state", err)
 	}
-	s.states.put(req.RoomID, st, now)
+	s.states.refresh(ctx, s.store, req.RoomID, now)
 	ev := danmaku.Event{Op: danmaku.OpState, Room: req.RoomID, ID: s.ids.next(), State: &st}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		s.log.Warn("room state saved, its event not written", zap.String("room", req.RoomID), zap.Error(err))
 		return AdminResponse{}, danmaku.Unavailable("the settings hold for sends and new viewers, but the room's viewers were not told; set them again", err)
 	}
 	return AdminResponse{RoomID: req.RoomID, State: &st, EventID: ev.ID}, nil
+}
+
+// adminHide hides a user in a room for a duration (shadow hide): the
+// user's sends are accepted as before, and reach only the user's own
+// connections to the room. It holds on this logic at once and on every
+// logic within stateFresh; messages accepted before it stay visible.
+func (s *Server) adminHide(r *http.Request, req *AdminRequest) (AdminResponse, error) {
+	if err := requireUserRoom(req); err != nil {
+		return AdminResponse{}, err
+	}
+	d, err := parseSanction(req.Duration)
+	if err != nil {
+		return AdminResponse{}, err
+	}
+	ctx, cancel := s.redisCtx(r)
+	defer cancel()
+	now := time.Now()
+	until := now.Add(d)
+	if err := s.store.Hide(ctx, strconv.FormatInt(req.UserID, 10), req.RoomID, until); err != nil {
+		return AdminResponse{}, s.redisError("hide", err)
+	}
+	s.states.refresh(ctx, s.store, req.RoomID, now)
+	return AdminResponse{UserID: req.UserID, RoomID: req.RoomID, Until: until.UnixMilli()}, nil
+}
+
+// adminUnhide lifts a user's hide in a room: the user's next sends reach
+// everybody again (the hidden ones stay hidden).
+func (s *Server) adminUnhide(r *http.Request, req *AdminRequest) (AdminResponse, error) {
+	if err := requireUserRoom(req); err != nil {
+		return AdminResponse{}, err
+	}
+	resp, err := s.lift(r, req, "unhide", s.store.Unhide)
+	if err == nil {
+		ctx, cancel := s.redisCtx(r)
+		defer cancel()
+		s.states.refresh(ctx, s.store, req.RoomID, time.Now())
+	}
+	return resp, err
 }

@@ -21,42 +21,54 @@ import (
 // for a 429, the wait in whole seconds for Retry-After.
 //
 // Moderators of the room (the moderator role of a token allowing the
-// room) are exempt from the room's modes, not from the rest.
-func (s *Server) checkSend(ctx context.Context, claims *auth.Claims, ip string, req *SendRequest) (ids []string, retryAfter int64, err error) {
+// room) are exempt from the room's modes, not from the rest. A send of a
+// user hidden in the room (shadow hide) passes like any other: only its
+// delivery differs (checked.shadow), so the sender cannot tell.
+func (s *Server) checkSend(ctx context.Context, claims *auth.Claims, ip string, req *SendRequest) (c checked, retryAfter int64, err error) {
 	if claims != nil {
 		if err := s.applyClaims(req, claims); err != nil {
-			return nil, 0, err
+			return c, 0, err
 		}
 	}
 	if err := s.allowPriority(req, claims); err != nil {
-		return nil, 0, err
+		return c, 0, err
 	}
-	if ids, err = s.lim.validate(req); err != nil {
-		return nil, 0, err
+	if c.ids, err = s.lim.validate(req); err != nil {
+		return c, 0, err
 	}
 	if err := s.filterWords(req); err != nil {
-		return nil, 0, err
+		return c, 0, err
 	}
-	st, err := s.roomState(ctx, req.RoomID)
+	room, err := s.roomState(ctx, req.RoomID)
 	if err != nil {
-		return nil, 0, err
+		return c, 0, err
 	}
+	st := room.State
 	mod := isModerator(claims, req.RoomID)
 	if st.MembersOnly && !mod && (claims == nil || !claims.HasRole(auth.RoleMember)) {
 		s.m.observeRefused("members_only")
-		return nil, 0, danmaku.Errorf(danmaku.CodeMembers, "roomId", "the room is members-only: send with a token that has the %s role", auth.RoleMember)
+		return c, 0, danmaku.Errorf(danmaku.CodeMembers, "roomId", "the room is members-only: send with a token that has the %s role", auth.RoleMember)
 	}
 	if retryAfter, err = s.takeHigh(ctx, req); err != nil {
-		return nil, retryAfter, err
+		return c, retryAfter, err
 	}
 	if retryAfter, err = s.admit(ctx, ip, req); err == nil && !mod && (st.SlowSeconds > 0 || st.UniqueSeconds > 0) {
 		retryAfter, err = s.pace(ctx, st, req)
 	}
 	if err != nil {
 		s.giveBackHigh(ctx, req)
-		return nil, retryAfter, err
+		return c, retryAfter, err
 	}
-	return ids, 0, nil
+	c.shadow = room.HiddenUntil(strconv.FormatInt(req.UserID, 10), time.Now()) > 0
+	return c, 0, nil
+}
+
+// checked is a send that passed checkSend: the id of every message, and
+// whether its sender is hidden in the room (its messages go to the
+// sender's own connections only, as shadow events).
+type checked struct {
+	ids    []string
+	shadow bool
 }
 
 // isModerator reports whether claims moderate room: the moderator role,

@@ -289,18 +289,19 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	ids, retry, err := s.checkSend(r.Context(), claims, s.proxies.clientIP(r), &req)
+	c, retry, err := s.checkSend(r.Context(), claims, s.proxies.clientIP(r), &req)
 	if err != nil {
 		writeRetry(w, retry, err)
 		return
 	}
-	s.accept(w, r, &req, ids)
+	s.accept(w, r, &req, c)
 }
 
 // accept produces req's messages and answers 202 with their ids once
 // Kafka acknowledged them, or answers the error and returns it.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest, ids []string) error {
-	if err := s.produce(r.Context(), req, ids); err != nil {
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest, c checked) error {
+	ids := c.ids
+	if err := s.produce(r.Context(), req, c); err != nil {
 		httpx.WriteError(w, err)
 		return err
 	}
@@ -360,18 +361,27 @@ func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryA
 }
 
 // produce assigns ids and the server time and writes the request's
-// messages in one write, so they travel together in one record batch.
-func (s *Server) produce(ctx context.Context, req *SendRequest, ids []string) error {
+// messages in one write, so they travel together in one record batch: as
+// message envelopes, or as shadow events when the sender is hidden in the
+// room.
+func (s *Server) produce(ctx context.Context, req *SendRequest, c checked) error {
 	ts := time.Now()
 	tsMs := ts.UnixMilli()
+	ids := c.ids
 	values := make([][]byte, len(req.Messages))
 	for i, m := range req.Messages {
 		if ids[i] == "" {
 			ids[i] = s.ids.next()
 		}
-		value, err := danmaku.MarshalEnvelope(req.RoomID, danmaku.Message{
-			ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority,
-		})
+		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority}
+		var value []byte
+		var err error
+		if c.shadow {
+			value, err = danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpShadow, Room: req.RoomID, ID: msg.ID,
+				User: strconv.FormatInt(msg.UID, 10), Msg: &msg})
+		} else {
+			value, err = danmaku.MarshalEnvelope(req.RoomID, msg)
+		}
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}

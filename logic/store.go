@@ -30,8 +30,15 @@ type Store interface {
 
 	// Room settings and the send check of their modes.
 	RoomState(ctx context.Context, room string) (danmaku.RoomState, error)
+	ReadRoom(ctx context.Context, room string) (route.Room, error)
+	Hide(ctx context.Context, user, room string, until time.Time) error
+	Unhide(ctx context.Context, user, room string) (bool, error)
 	SetRoomState(ctx context.Context, room string, p route.StatePatch) (danmaku.RoomState, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
+
+	// The audit log of admin actions, newest first.
+	AppendAudit(ctx context.Context, entry []byte, keep int) error
+	Audit(ctx context.Context, n int) ([][]byte, error)
 }
 
 var _ Store = (*route.Store)(nil)

@@ -29,11 +29,13 @@
 //	room:history:{room}             list of message JSON, oldest first    job         the newest job.history_size (without pos); same TTL
 //	room:dels:{room}                list of message ids                   job         the epoch's deletion log, newest DelLogSize; same TTL
 //	room:ban:{room}:<user>          the ban's end (Unix ms); TTL the ban  logic       read by the send check and the registration script
-//	room:state:{room}               hash ver, slow, members, unique       logic       the room's settings (danmaku.RoomState); no TTL
+//	room:state:{room}               hash ver, slow, members, unique,      logic       the room's settings (danmaku.RoomState) and hidden users; no TTL
+//	                                hide:<user> -> end (Unix ms)
 //	room:slow:{room}:<user>         "1", PX the room's slow mode          logic       the user sent to the room within the slow-mode interval
 //	room:unique:{room}:<digest>     "1", PX the room's unique chat        logic       a content (digest of its plain form) sent within the interval
 //	mute:user:{user}                the mute's end (Unix ms); TTL the mute logic      the user is muted everywhere
 //	mute:user:{user}:room:<room>    the same                              logic       ... in one room (the tag of the user's bucket)
+//	admin:audit                     list of JSON entries, newest first    logic       the admin actions (danmaku.AuditEntry), newest logic.AuditSize
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
 //	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
 //	ratelimit:high:{room}           the same                              logic       the room's high-priority budget (logic.high_rate_limit)

@@ -77,6 +77,9 @@ func muteKey(user, room string) string {
 // registry's join script reads it with the room's keys.
 func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user }
 
+// auditKey is the audit log of admin actions, one list for the service.
+const auditKey = "admin:audit"
+
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{cometId}.
 const cometsIndexKey = "comets:index"

@@ -30,6 +30,7 @@ func TestKeySchema(t *testing.T) {
 		"cometKey":            {cometKey("cometId")},
 		"cometConnectionsKey": {cometConnectionsKey("cometId")},
 		"cometsIndexKey":      {cometsIndexKey},
+		"auditKey":            {auditKey},
 		"processedKey":        {processedKey("room", "<msgId>")},
 		"noticeProcessedKey":  {noticeProcessedKey("user", "<id>"), noticeProcessedKey("", "<id>")},
 		"cooldownKey":         {cooldownKey("room")},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,4 +154,115 @@ func (s *Store) CheckPace(ctx context.Context, p Pace) (PaceVerdict, error) {
 		v.Repeat = int(res[1])
 	}
 	return v, nil
+}
+
+// AppendAudit adds entry to the audit log of admin actions, which keeps
+// the newest keep: one pipelined LPUSH and LTRIM.
+func (s *Store) AppendAudit(ctx context.Context, entry []byte, keep int) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, auditKey, entry)
+		p.LTrim(ctx, auditKey, 0, int64(keep)-1)
+		return nil
+	})
+	return wrap("append audit", err)
+}
+
+// Audit returns the newest n entries of the audit log, newest first.
+func (s *Store) Audit(ctx context.Context, n int) ([][]byte, error) {
+	vals, err := s.rdb.LRange(ctx, auditKey, 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, wrap("audit", err)
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
+
+// Room is what logic's send check reads of a room in one HGETALL: its
+// settings and its hidden users (shadow hide), each with the end of the
+// hide in Unix milliseconds. The hidden users are never sent to viewers.
+type Room struct {
+	State  danmaku.RoomState
+	Hidden map[string]int64
+}
+
+// HiddenUntil is when user's hide in r ends (Unix ms); 0 when not hidden
+// at now.
+func (r Room) HiddenUntil(user string, now time.Time) int64 {
+	if until := r.Hidden[user]; until > now.UnixMilli() {
+		return until
+	}
+	return 0
+}
+
+// ReadRoom reads room's settings and hidden users.
+func (s *Store) ReadRoom(ctx context.Context, room string) (Room, error) {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return Room{}, err
+	}
+	h, err := s.rdb.HGetAll(ctx, roomStateKey(room)).Result()
+	if err != nil {
+		return Room{}, wrap("read room", err)
+	}
+	r := Room{State: stateOf(h)}
+	for f, v := range h {
+		if user, ok := strings.CutPrefix(f, hiddenField); ok {
+			if r.Hidden == nil {
+				r.Hidden = map[string]int64{}
+			}
+			r.Hidden[user], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return r, nil
+}
+
+// hiddenField prefixes the fields of room:state:{room} that hold a hidden
+// user's id, valued the hide's end (Unix ms).
+const hiddenField = "hide:"
+
+// Hide hides user in room until the time until: the user's messages to the
+// room reach only the user's own connections. Hiding again replaces the
+// end. It does not change the settings' version: viewers are not told.
+// Ended hides are removed by the next Hide or Unhide of the room.
+func (s *Store) Hide(ctx context.Context, user, room string, until time.Time) error {
+	if err := checkIDs("user", user, "room", room); err != nil {
+		return err
+	}
+	err := s.rdb.HSet(ctx, roomStateKey(room), hiddenField+user, until.UnixMilli()).Err()
+	if err == nil {
+		s.pruneHidden(ctx, room)
+	}
+	return wrap("hide", err)
+}
+
+// Unhide lifts user's hide in room and reports whether there was one.
+func (s *Store) Unhide(ctx context.Context, user, room string) (bool, error) {
+	if err := checkIDs("user", user, "room", room); err != nil {
+		return false, err
+	}
+	n, err := s.rdb.HDel(ctx, roomStateKey(room), hiddenField+user).Result()
+	if err == nil {
+		s.pruneHidden(ctx, room)
+	}
+	return n > 0, wrap("unhide", err)
+}
+
+// pruneHidden removes the ended hides of room; best effort.
+func (s *Store) pruneHidden(ctx context.Context, room string) {
+	r, err := s.ReadRoom(ctx, room)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	var ended []string
+	for user := range r.Hidden {
+		if r.HiddenUntil(user, now) == 0 {
+			ended = append(ended, hiddenField+user)
+		}
+	}
+	if len(ended) > 0 {
+		s.rdb.HDel(ctx, roomStateKey(room), ended...)
+	}
 }
