@@ -53,6 +53,10 @@ type AdminRequest struct {
 	SlowSeconds   *int  `json:"slowSeconds,omitempty"`
 	MembersOnly   *bool `json:"membersOnly,omitempty"`
 	UniqueSeconds *int  `json:"uniqueSeconds,omitempty"`
+	// Content is the text a pin pins (instead of a message of IDs);
+	// Amount what a pinned paid message paid, which pins it longer.
+	Content string `json:"content,omitempty"`
+	Amount  int64  `json:"amount,omitempty"`
 }
 
 // AdminResponse is the 200 answer of an admin route.
@@ -82,6 +86,8 @@ type AdminResponse struct {
 	Words *int   `json:"words,omitempty"`
 	// State is the room's settings after a room settings change.
 	State *RoomState `json:"state,omitempty"`
+	// Pin is the pin a pin action made.
+	Pin *Pin `json:"pin,omitempty"`
 }
 
 // HistoryResponse is the answer of GET /logic/history: the room's stored

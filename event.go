@@ -60,6 +60,8 @@ type Event struct {
 	State *RoomState `json:"state,omitempty"`
 	// Msg is a shadow event's message; User is its sender.
 	Msg *Message `json:"msg,omitempty"`
+	// Pin is a pin event's pin, or an unpin event's pin id and version.
+	Pin *Pin `json:"pin,omitempty"`
 }
 
 // Check reports whether ev is a valid event; the error is EINVALID and
@@ -103,6 +105,13 @@ func (ev *Event) Check() error {
 		}
 		if ev.Msg == nil || ev.Msg.ID != ev.ID || strconv.FormatInt(ev.Msg.UID, 10) != ev.User {
 			return Errorf(EINVALID, "event.msg", "a shadow event carries its sender's message, with the event's id")
+		}
+	case OpPin, OpUnpin:
+		if ev.Pin == nil || ev.Pin.Ver < 1 {
+			return Errorf(EINVALID, "event.pin", "a pin event needs the pin, with ver from 1")
+		}
+		if err := CheckID("event.pin.id", ev.Pin.ID); err != nil {
+			return err
 		}
 	case OpState:
 		if ev.State == nil || ev.State.Ver < 1 {

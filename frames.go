@@ -20,6 +20,11 @@ const (
 	// OpState carries a room's settings (RoomState): in the welcome's
 	// state field, then as a state frame whenever they change.
 	OpState = "state"
+	// OpPin and OpUnpin pin a message or a text to a room and take it
+	// away (Pin): viewers get them as frames, and the pin in force in the
+	// welcome.
+	OpPin   = "pin"
+	OpUnpin = "unpin"
 )
 
 // ClientFrame is a frame a viewer sends: join, sub, unsub, density or
@@ -69,6 +74,9 @@ type Welcome struct {
 	// State is the room's settings as the comet knows them when the viewer
 	// joined; absent while every mode is off and nothing was ever set.
 	State *RoomState `json:"state,omitempty"`
+	// Pin is the room's pinned message when the viewer joined; absent
+	// when none is pinned or the pin ended.
+	Pin *Pin `json:"pin,omitempty"`
 }
 
 // ErrorFrame reports a client frame that could not be served; the
@@ -120,6 +128,7 @@ type ServerFrame struct {
 	Unsubscribed *Unsubscribed
 	Density      *DensityFrame
 	State        *StateFrame
+	Pin          *PinFrame // op pin or unpin
 }
 
 // frame returns the value f holds, nil when none.
@@ -143,6 +152,8 @@ func (f *ServerFrame) frame() any {
 		return f.Density
 	case f.State != nil:
 		return f.State
+	case f.Pin != nil:
+		return f.Pin
 	}
 	return nil
 }
@@ -179,6 +190,8 @@ func (f *ServerFrame) UnmarshalJSON(b []byte) error {
 		f.Density = new(DensityFrame)
 	case OpState:
 		f.State = new(StateFrame)
+	case OpPin, OpUnpin:
+		f.Pin = new(PinFrame)
 	case "":
 		return Errorf(EINVALID, "op", "frame without op: %.100s", b)
 	default:
@@ -259,4 +272,30 @@ type StateFrame struct {
 	Op    string    `json:"op"`
 	Room  string    `json:"room"`
 	State RoomState `json:"state"`
+}
+
+// Pin is a message or a moderator's text pinned to the top of a room
+// until Until (Unix ms): one per room, a new pin replaces the one before.
+// Ver orders the room's pins and unpins (the room's settings version
+// counter), so a viewer that holds two keeps the higher.
+type Pin struct {
+	// ID is the pinned message's id, or the pin's own for a text.
+	ID      string `json:"id"`
+	UID     int64  `json:"uid,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Content string `json:"content"`
+	// Amount is what a paid message paid (in the payer's smallest unit),
+	// which made it pinned longer; 0 for others.
+	Amount int64 `json:"amount,omitempty"`
+	Until  int64 `json:"until"`
+	Ver    int64 `json:"ver"`
+}
+
+// PinFrame tells viewers of a room that Pin is pinned (op pin) or that the
+// pin of id Pin.ID ended early (op unpin: Pin holds the id and the Ver
+// only).
+type PinFrame struct {
+	Op   string `json:"op"`
+	Room string `json:"room"`
+	Pin  Pin    `json:"pin"`
 }

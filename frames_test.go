@@ -39,6 +39,8 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpBan:          {func() any { return new(danmaku.Event) }},
 		danmaku.OpState:        {func() any { return new(danmaku.StateFrame) }, func() any { return new(danmaku.Event) }},
 		danmaku.OpShadow:       {func() any { return new(danmaku.Event) }},
+		danmaku.OpPin:          {func() any { return new(danmaku.PinFrame) }, func() any { return new(danmaku.Event) }},
+		danmaku.OpUnpin:        {func() any { return new(danmaku.PinFrame) }, func() any { return new(danmaku.Event) }},
 		danmaku.OpUser:         {func() any { return new(danmaku.NoticeFrame) }, func() any { return new(danmaku.NoticePush) }},
 		danmaku.OpAll:          {func() any { return new(danmaku.NoticeFrame) }},
 		danmaku.OpStream:       {func() any { return new(danmaku.StreamFrame) }},

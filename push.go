@@ -60,7 +60,7 @@ func (p *Push) UnmarshalJSON(b []byte) error {
 	case OpMsgs:
 		p.Batch = new(Batch)
 		v = p.Batch
-	case OpDel, OpBan, OpState, OpShadow:
+	case OpDel, OpBan, OpState, OpShadow, OpPin, OpUnpin:
 		p.Event = new(Event)
 		v = p.Event
 	case OpUser, OpAll:
@@ -74,7 +74,7 @@ func (p *Push) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &probe); err != nil {
 			return Errorf(EINVALID, "body", "decode push: %v", err)
 		}
-		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpState, OpShadow, OpUser, OpAll, OpCanary)
+		return Errorf(EINVALID, "op", "must be %q, %q, %q, %q, %q, %q, %q, %q, %q or %q", OpMsgs, OpDel, OpBan, OpState, OpShadow, OpPin, OpUnpin, OpUser, OpAll, OpCanary)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {

@@ -244,6 +244,7 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	slot := r.slotLocked(m)
 	w.Epoch, w.Pos, w.Recovered, w.State = t.Epoch, t.Last, p.recovered, r.stateLocked()
 	w.Density = r.dc.tiers.Cap(slot)
+	w.Pin = r.pinLocked(time.Now())
 	c.w.SetGot(r, t.Epoch, p.base)
 	res := c.enqueue(item{PM: prepare(w), Size: len(c.id) + len(req.room) + 96})
 	m.online = w.Online

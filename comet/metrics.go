@@ -98,7 +98,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			"reconcile: anti-entropy or a count that disagreed at renewal, counted whether or not it changed anything; leftover: routes of an earlier process removed at start).", "kind"),
 		repairedConns: counterVec("registry_repaired_total", "What registry repairs changed in Redis, by change (added: routes written that Redis lacked; "+
 			"removed: routes of connections the comet does not hold; rooms_corrected: per-room counts set right).", "change"),
-		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban, state, shadow).", "op"),
+		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban, state, shadow, pin, unpin).", "op"),
 		deletedMsgs: counter("deleted_messages_total", "Messages removed from room rings by del events."),
 		notices:     counterVec("notices_total", "Notices pushed by job, by op (user: to one user, all: to every viewer); repeats are also counted in duplicate_messages_total.", "op"),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -129,7 +129,7 @@ func (m *metrics) precreate() {
 	telemetry.Precreate(m.gapRepairs.MetricVec, triggers)
 	telemetry.Precreate(m.repairedMsgs.MetricVec, triggers)
 	telemetry.Precreate(m.historyReads.MetricVec, []string{"push", "check", "join", "backfill", "deletions"})
-	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow"})
+	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow", "pin", "unpin"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"})
 	for _, k := range []string{regReregister, regReconcile, regLeftover} {
 		m.repairs.WithLabelValues(k)

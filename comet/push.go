@@ -12,7 +12,8 @@ import (
 )
 
 // servePush is job's endpoint: POST /push with a danmaku.Push body (a
-// danmaku.Batch, a danmaku.Event: del, ban, state, a danmaku.NoticePush: user,
+// danmaku.Batch, a danmaku.Event: del, ban, state, shadow, pin, unpin, a
+// danmaku.NoticePush: user,
 // all, or a danmaku.CanaryPush, recorded and sent to no viewer: canary.go),
 // decoded as one typed shape by danmaku.UnmarshalPush. It answers
 // only after the batch, the event or the notices were handed to every
@@ -53,6 +54,9 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	case b.Event != nil && b.Event.Op == danmaku.OpShadow:
 		s.metrics.events.WithLabelValues(b.Op()).Inc()
 		n = s.applyShadow(*b.Event)
+	case b.Event != nil && (b.Event.Op == danmaku.OpPin || b.Event.Op == danmaku.OpUnpin):
+		s.metrics.events.WithLabelValues(b.Op()).Inc()
+		n = s.applyPin(*b.Event)
 	case b.Event != nil && b.Event.Op == danmaku.OpState:
 		s.metrics.events.WithLabelValues(b.Op()).Inc()
 		n = s.applyState(*b.Event)

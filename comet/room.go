@@ -39,6 +39,8 @@ type room struct {
 	state      danmaku.RoomState
 	stateKnown bool
 	stateAt    time.Time
+	pin        *danmaku.Pin // the room's pin (pin events, or read with the state)
+	pinVer     int64
 
 	// Density tiers (density.go): the comet's tiers, how many viewers may
 	// be thinned, the viewers with a numeric uid, what each tier left out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -164,7 +165,7 @@ func (c *conn) subscribe(req joinReq) {
 		w.Online = s.reg.online(req.room)
 		if r := m.r.Load(); r != nil {
 			r.mu.Lock()
-			w.Epoch, w.Pos, w.State = r.tl.Epoch, r.tl.Last, r.stateLocked()
+			w.Epoch, w.Pos, w.State, w.Pin = r.tl.Epoch, r.tl.Last, r.stateLocked(), r.pinLocked(time.Now())
 			m.online = w.Online
 			r.mu.Unlock()
 		}

@@ -37,15 +37,18 @@ func (s *Server) ensureState(r *room) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 	defer cancel()
-	st, err := s.rt.RoomState(ctx, r.id)
+	rd, err := s.rt.ReadRoom(ctx, r.id)
 	if err != nil {
 		s.metrics.registryError()
 		s.log.Warn("read room state", zap.String("room", r.id), zap.Error(err))
 		return
 	}
 	r.mu.Lock()
-	if st.Ver >= r.state.Ver {
-		r.state = st
+	if rd.State.Ver >= r.state.Ver {
+		r.state = rd.State
+	}
+	if rd.PinVer >= r.pinVer {
+		r.pin, r.pinVer = rd.Pin, rd.PinVer
 	}
 	r.stateKnown, r.stateAt = true, time.Now()
 	r.mu.Unlock()
@@ -59,6 +62,52 @@ func (r *room) stateLocked() *danmaku.RoomState {
 	}
 	st := r.state
 	return &st
+}
+
+// pinLocked returns r's pin for a welcome: nil when none or ended; r.mu
+// is held.
+func (r *room) pinLocked(now time.Time) *danmaku.Pin {
+	if r.pin == nil || r.pin.Until <= now.UnixMilli() {
+		return nil
+	}
+	p := *r.pin
+	return &p
+}
+
+// applyPin applies a pin or unpin event of a version above the room's: a
+// pin replaces the room's pin, an unpin takes it away when it is the pin
+// named; either goes to the room's local viewers as its frame. It returns
+// the number of viewers the frame was handed to.
+func (s *Server) applyPin(ev danmaku.Event) int {
+	r := s.hub.room(ev.Room)
+	if r == nil || ev.Pin == nil {
+		return 0
+	}
+	data, err := json.Marshal(danmaku.PinFrame{Op: ev.Op, Room: ev.Room, Pin: *ev.Pin})
+	if err != nil {
+		return 0
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	if r.dead || ev.Pin.Ver <= r.pinVer {
+		r.mu.Unlock()
+		return 0
+	}
+	r.pinVer = ev.Pin.Ver
+	switch {
+	case ev.Op == danmaku.OpPin:
+		p := *ev.Pin
+		r.pin = &p
+	case r.pin != nil && r.pin.ID == ev.Pin.ID:
+		r.pin = nil
+	}
+	n, slow := r.deliverLocked(item{PM: pm, Size: len(data)}, nil)
+	r.mu.Unlock()
+	s.cut(slow)
+	return n
 }
 
 // applyState applies a state event: a version above the room's replaces

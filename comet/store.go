@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -33,7 +32,7 @@ type Store interface {
 	Deletions(ctx context.Context, room string, after int64) (epoch string, dels int64, ids []string, err error)
 
 	// Room settings, read when a room's first viewer here joins.
-	RoomState(ctx context.Context, room string) (danmaku.RoomState, error)
+	ReadRoom(ctx context.Context, room string) (route.Room, error)
 }
 
 var _ Store = (*route.Store)(nil)

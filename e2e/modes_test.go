@@ -231,3 +231,83 @@ func TestShadowHide(t *testing.T) {
 	wsviewer.DeliveredOnce(t, 10*time.Second, after, append(tabs, others...)...)
 	check("after unhide", others...)
 }
+
+// pinsOf waits until v got n pin or unpin frames and returns them.
+func pinsOf(t *testing.T, v *wsviewer.Viewer, n int) []wsviewer.PinSeen {
+	t.Helper()
+	var got []wsviewer.PinSeen
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if got = v.Pins(); len(got) < n {
+			return fmt.Errorf("%d pin frames so far: %+v", len(got), got)
+		}
+		return nil
+	})
+	if len(got) != n {
+		t.Fatalf("%d pin frames, want %d: %+v", len(got), n, got)
+	}
+	return got
+}
+
+// A message pinned to a room reaches the viewers of every comet as a pin
+// frame and is in the welcome of later joins while it lasts; a text with
+// an amount and no duration is pinned for the time its amount buys and
+// replaces it; an unpin of another id changes nothing, an unpin of the
+// pin reaches every viewer and takes it out of welcomes; a pin ends by
+// itself.
+func TestPins(t *testing.T) {
+	s := newModesStack(t)
+	room := testkit.Uniq("pins_")
+	views := []*wsviewer.Viewer{s.Viewer(t, room, s.Comets[0]), s.Viewer(t, room, s.Comets[1])}
+	ids, err := stack.Post(s.LogicURL, room, 555, "ann", []string{"first!"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsviewer.DeliveredOnce(t, 10*time.Second, ids, views...)
+	var resp danmaku.AdminResponse
+	modesAdmin(t, s.logics[1], "/logic/admin/pin", `{"roomId":"`+room+`","ids":["`+ids[0]+`"],"duration":"1m"}`, &resp)
+	if p := resp.Pin; p == nil || p.ID != ids[0] || p.Content != "first!" || p.Name != "ann" || p.UID != 555 || p.Ver < 1 {
+		t.Fatalf("pin answer %+v", resp)
+	}
+	for _, v := range views {
+		if got := pinsOf(t, v, 1); got[0].Op != "pin" || got[0].Pin != *resp.Pin {
+			t.Fatalf("pin frame %+v, want %+v", got[0], *resp.Pin)
+		}
+	}
+	welcomePin := func(c *stack.Comet) *danmaku.Pin {
+		t.Helper()
+		v := wsviewer.Once(t, c.WS(), room, nil)
+		defer v.Close()
+		return v.Welcomes()[0].Pin
+	}
+	if p := welcomePin(s.Comets[1]); p == nil || *p != *resp.Pin {
+		t.Fatalf("welcome pin %+v, want %+v", p, resp.Pin)
+	}
+	began := time.Now()
+	resp = danmaku.AdminResponse{}
+	modesAdmin(t, s.logics[0], "/logic/admin/pin", `{"roomId":"`+room+`","content":"Thanks for the gift!","amount":3000}`, &resp)
+	paid := *resp.Pin
+	if d := time.UnixMilli(paid.Until).Sub(began); paid.Amount != 3000 || d < 290*time.Second || d > 301*time.Second {
+		t.Fatalf("paid pin %+v lasts %v, want 300 s", paid, d)
+	}
+	resp = danmaku.AdminResponse{}
+	modesAdmin(t, s.logics[0], "/logic/admin/unpin", `{"roomId":"`+room+`","ids":["`+ids[0]+`"]}`, &resp)
+	if resp.Removed == nil || *resp.Removed {
+		t.Fatalf("unpin of the replaced pin: %+v", resp)
+	}
+	modesAdmin(t, s.logics[1], "/logic/admin/unpin", `{"roomId":"`+room+`","ids":["`+paid.ID+`"]}`, &resp)
+	for _, v := range views {
+		got := pinsOf(t, v, 3)
+		if got[1].Op != "pin" || got[1].Pin != paid || got[2].Op != "unpin" || got[2].Pin.ID != paid.ID {
+			t.Fatalf("pin frames %+v", got)
+		}
+	}
+	if p := welcomePin(s.Comets[0]); p != nil {
+		t.Fatalf("welcome after unpin has %+v", p)
+	}
+	modesAdmin(t, s.logics[0], "/logic/admin/pin", `{"roomId":"`+room+`","content":"short","duration":"1s"}`, nil)
+	pinsOf(t, views[0], 4)
+	time.Sleep(1100 * time.Millisecond)
+	if p := welcomePin(s.Comets[0]); p != nil {
+		t.Fatalf("welcome after the pin ended has %+v", p)
+	}
+}

@@ -90,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		staleLocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_stale_locks_released_total",
 			Help: "Room locks taken by broadcast attempts that ran in Redis after they had failed (a stall), released once Redis answered."}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_events_total",
-			Help: "Moderation events finished, by op (del, ban, state, shadow) and result (delivered, duplicate)."}, []string{"op", "result"}),
+			Help: "Moderation events finished, by op (del, ban, state, shadow, pin, unpin) and result (delivered, duplicate)."}, []string{"op", "result"}),
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_notices_total",
 			Help: "Notices finished, by op (user, all) and result (delivered, no_route: the user had no connection, duplicate)."}, []string{"op", "result"}),
 	}
@@ -121,7 +121,7 @@ func (m *metrics) precreate() {
 		m.undelivered.WithLabelValues(c)
 	}
 	telemetry.Precreate(m.retries.MetricVec, []string{"redis", "push", "busy_claim"})
-	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow"}, []string{"delivered", "duplicate"})
+	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow", "pin", "unpin"}, []string{"delivered", "duplicate"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"}, []string{"delivered", "no_route", "duplicate"})
 }
 

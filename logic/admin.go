@@ -35,6 +35,8 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/room          {"roomId","slowSeconds"?,"membersOnly"?,"uniqueSeconds"?,"actor"?}
 //	POST /logic/admin/hide          {"userId","roomId","duration","actor"?}
 //	POST /logic/admin/unhide        {"userId","roomId","actor"?}
+//	POST /logic/admin/pin           {"roomId","ids":[msgId]|"content","duration"?,"amount"?,"actor"?}
+//	POST /logic/admin/unpin         {"roomId","ids":[pinId],"actor"?}
 //	GET  /logic/admin/audit?roomId=&limit=  the audit log, newest first
 //
 // A token with the moderator role may run the room actions on its rooms
@@ -53,6 +55,8 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/room", "admin", s.admin("room", s.adminRoom))
 	s.handleOn(s.adminMux, "/logic/admin/hide", "admin", s.admin("hide", s.adminHide))
 	s.handleOn(s.adminMux, "/logic/admin/unhide", "admin", s.admin("unhide", s.adminUnhide))
+	s.handleOn(s.adminMux, "/logic/admin/pin", "admin", s.admin("pin", s.adminPin))
+	s.handleOn(s.adminMux, "/logic/admin/unpin", "admin", s.admin("unpin", s.adminUnpin))
 	s.handleOn(s.adminMux, "/logic/admin/audit", "admin", s.serveAudit)
 }
 

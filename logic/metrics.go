@@ -80,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	telemetry.Precreate(m.requests.MetricVec, []string{"send"}, []string{"202", "400", "401", "403", "429", "503"})
 	telemetry.Precreate(m.requests.MetricVec, []string{"online", "history", "room", "push_user", "broadcast", "admin"}, []string{"200"})
 	telemetry.Precreate(m.refused.MetricVec, []string{"user", "ip", "banned", "muted", "blocked", "token", "forbidden", "priority", "high_rate", "members_only", "slow_mode", "duplicate"})
-	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send", "room", "hide", "unhide", "audit"},
+	telemetry.Precreate(m.admin.MetricVec, []string{"mute", "unmute", "ban", "unban", "delete", "words_reload", "stream_start", "stream_end", "send", "room", "hide", "unhide", "pin", "unpin", "audit"},
 		[]string{"ok", "error", "unauthenticated", "disabled"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})
 	telemetry.Precreate(m.produce.MetricVec, []string{"ok", "error"})

@@ -33,6 +33,8 @@ type Store interface {
 	ReadRoom(ctx context.Context, room string) (route.Room, error)
 	Hide(ctx context.Context, user, room string, until time.Time) error
 	Unhide(ctx context.Context, user, room string) (bool, error)
+	SetPin(ctx context.Context, room string, p danmaku.Pin) (danmaku.Pin, error)
+	Unpin(ctx context.Context, room, id string) (int64, error)
 	SetRoomState(ctx context.Context, room string, p route.StatePatch) (danmaku.RoomState, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
 

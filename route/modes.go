@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +14,10 @@ import (
 	"github.com/danmaku/danmaku"
 )
 
-var paceScript = script("pace")
+var (
+	paceScript = script("pace")
+	pinScript  = script("pin")
+)
 
 // Fields of room:state:{room}.
 const (
@@ -186,6 +190,10 @@ func (s *Store) Audit(ctx context.Context, n int) ([][]byte, error) {
 type Room struct {
 	State  danmaku.RoomState
 	Hidden map[string]int64
+	// Pin is the room's pin, nil when none (it may have ended: see
+	// Pin.Until); PinVer is the version of the last pin or unpin.
+	Pin    *danmaku.Pin
+	PinVer int64
 }
 
 // HiddenUntil is when user's hide in r ends (Unix ms); 0 when not hidden
@@ -207,6 +215,14 @@ func (s *Store) ReadRoom(ctx context.Context, room string) (Room, error) {
 		return Room{}, wrap("read room", err)
 	}
 	r := Room{State: stateOf(h)}
+	r.PinVer, _ = strconv.ParseInt(h["pinver"], 10, 64)
+	if js, ok := h["pin"]; ok {
+		var p danmaku.Pin
+		if json.Unmarshal([]byte(js), &p) == nil {
+			p.Ver = r.PinVer
+			r.Pin = &p
+		}
+	}
 	for f, v := range h {
 		if user, ok := strings.CutPrefix(f, hiddenField); ok {
 			if r.Hidden == nil {
@@ -265,4 +281,33 @@ func (s *Store) pruneHidden(ctx context.Context, room string) {
 	if len(ended) > 0 {
 		s.rdb.HDel(ctx, roomStateKey(room), ended...)
 	}
+}
+
+// SetPin pins p to room, replacing its pin, and returns it with its
+// version (the next of the room's settings counter), in one script.
+func (s *Store) SetPin(ctx context.Context, room string, p danmaku.Pin) (danmaku.Pin, error) {
+	if err := checkIDs("room", room, "pin.id", p.ID); err != nil {
+		return p, err
+	}
+	p.Ver = 0
+	js, err := json.Marshal(p)
+	if err != nil {
+		return p, err
+	}
+	v, err := pinScript.Run(ctx, s.rdb, []string{roomStateKey(room)}, "pin", js, p.ID).Int64()
+	if err != nil {
+		return p, wrap("pin", err)
+	}
+	p.Ver = v
+	return p, nil
+}
+
+// Unpin takes the pin of id away from room, and returns the version it
+// got; 0 when id is not the room's pin (ended, replaced or never there).
+func (s *Store) Unpin(ctx context.Context, room, id string) (int64, error) {
+	if err := checkIDs("room", room, "pin.id", id); err != nil {
+		return 0, err
+	}
+	v, err := pinScript.Run(ctx, s.rdb, []string{roomStateKey(room)}, "unpin", id).Int64()
+	return v, wrap("unpin", err)
 }

@@ -61,6 +61,7 @@ type Viewer struct {
 	arrivals []Arrival
 	notices  map[string][]danmaku.Notice // by op
 	states   []StateSeen
+	pins     []PinSeen
 	gaps     []string
 	lastErr  error
 }
@@ -95,6 +96,7 @@ type Welcome struct {
 	Recovered *bool     // nil when the welcome has no "recovered"
 	At        time.Time // when it arrived
 	State     *danmaku.RoomState
+	Pin       *danmaku.Pin
 }
 
 func (w Welcome) String() string {
@@ -326,6 +328,8 @@ func (v *Viewer) session(ws *websocket.Conn) error {
 			v.notified(f.Notices)
 		case f.State != nil:
 			v.stated(f.State)
+		case f.Pin != nil:
+			v.pinned(f.Pin)
 		}
 	}
 }
@@ -347,7 +351,7 @@ func (v *Viewer) welcomed(f *danmaku.Welcome, u string, since int64) int {
 	defer v.mu.Unlock()
 	v.conns++
 	v.attempt = 0
-	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered, At: time.Now(), State: f.State})
+	v.welcomes = append(v.welcomes, Welcome{Conn: v.conns, URL: u, Since: since, Epoch: f.Epoch, Pos: f.Pos, Recovered: f.Recovered, At: time.Now(), State: f.State, Pin: f.Pin})
 	if f.Epoch != "" && !(f.Recovered != nil && *f.Recovered && f.Epoch == v.epoch) {
 		v.epoch, v.pos = f.Epoch, f.Pos
 	}
@@ -415,6 +419,26 @@ func (v *Viewer) stated(f *danmaku.StateFrame) {
 type StateSeen struct {
 	State danmaku.RoomState
 	At    time.Time
+}
+
+// pinned records a pin or unpin frame.
+func (v *Viewer) pinned(f *danmaku.PinFrame) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pins = append(v.pins, PinSeen{Op: f.Op, Pin: f.Pin})
+}
+
+// PinSeen is a pin or unpin frame as received.
+type PinSeen struct {
+	Op  string
+	Pin danmaku.Pin
+}
+
+// Pins returns the pin and unpin frames received, oldest first.
+func (v *Viewer) Pins() []PinSeen {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]PinSeen(nil), v.pins...)
 }
 
 // States returns the state frames received, oldest first.
