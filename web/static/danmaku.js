@@ -16,6 +16,8 @@
  *     onBroadcast(msgs) { ... },     // notices to every viewer, same shape
  *     onSkipped(n, room, total) { ... }, // a thinned frame left out n normal comments
  *     onDensity(max, room) { ... },  // the density tier the server serves (0: every comment)
+ *     onRoomState(state, room) { ... }, // the room's modes: {ver, slowSeconds?, membersOnly?, uniqueSeconds?}
+ *     onPin(pin, room) { ... },      // the room's pinned message {id, name, content, until, ...}, or null
  *   });
  *   client.connect();
  *   client.join("another-room");     // switch; throws on an invalid room id
@@ -74,7 +76,15 @@
  *    broadcast to every viewer) onBroadcast(msgs); each notice is {id, ts}
  *    with `content`, `data` (a JSON object) or both. They are not paced,
  *    have no position and are not replayed after a reconnect; an id
- *    already handed over is dropped.
+ *    already handed over is dropped;
+ *  - room modes: the welcome's state and each state frame call
+ *    onRoomState(state, room) when the version is newer than the one held
+ *    (roomState(room) returns it); a send the room's modes refuse rejects
+ *    with err.code slow_mode (err.retryAfterMs), members_only or
+ *    duplicate_content;
+ *  - pins: the welcome's pin and the pin/unpin frames call onPin(pin, room),
+ *    and onPin(null, room) when the pin is taken away or its until passes
+ *    (pinned(room) returns the pin in force).
  */
 (function (global) {
   "use strict";
@@ -106,6 +116,8 @@
     onBroadcast: null,    // (msgs): notices to every viewer
     onSkipped: null,      // (n, room, total): a thinned frame left out n normal comments
     onDensity: null,      // (max, room): the density tier served (0: every comment)
+    onRoomState: null,    // (state, room): the room's modes changed
+    onPin: null,          // (pin|null, room): the room's pinned message
     onError: null
   };
 
@@ -207,6 +219,8 @@
     this.seenNotices = new SeenSet(this.opts.seenIds);
     this.timeline = new Map(); // room -> {epoch, pos}, least recently used first
     this.asked = new Map();    // room -> {epoch, pos} of a resume not yet answered
+    this.states = new Map();   // room -> its modes, the newest version seen
+    this.pins = new Map();     // room -> {pin, ver, timer}: the pin in force
     this.queue = [];           // paced messages, ordered by due time
     this.playTimer = null;
     this.lastDue = 0;          // due time of the last queued message
@@ -388,6 +402,8 @@
         }
         var gap = this._welcomed(f);
         this._setState("open", { room: f.room, online: f.online, connId: f.connId, transport: this.transport });
+        if (f.state) this._roomState(f.room, f.state);
+        this._pinned(f.room, f.pin || null, f.pin ? f.pin.ver : 0, !f.pin);
         this._emit("onWelcome", f);
         this._emit("onDensity", f.density || 0, f.room);
         if (gap) this._emit("onGap", gap);
@@ -418,6 +434,16 @@
           return n && typeof n.id === "string" && this.seenNotices.add(n.id);
         }, this);
         if (fresh.length) this._emit(f.op === "user" ? "onUser" : "onBroadcast", fresh);
+        break;
+      case "state":
+        if (this._holds(f.room) && f.state) this._roomState(f.room, f.state);
+        break;
+      case "pin":
+      case "unpin":
+        if (!this._holds(f.room) || !f.pin || typeof f.pin.ver !== "number") return;
+        var cur = this.pins.get(f.room);
+        if (f.op === "pin") this._pinned(f.room, f.pin, f.pin.ver, false);
+        else if (cur && cur.pin && cur.pin.id === f.pin.id) this._pinned(f.room, null, f.pin.ver, false);
         break;
       case "online":
         if (!this._holds(f.room) || typeof f.online !== "number") return;
@@ -455,6 +481,47 @@
     if (!away || !f.room || !this._holds(f.room)) return;
     if (f.room === this.room && (!this.extra.length || f.code === "forbidden")) return;
     this._drop(f.room);
+  };
+
+  /** Keeps a room's modes when newer than those held and calls onRoomState. */
+  DanmakuClient.prototype._roomState = function (room, st) {
+    var held = this.states.get(room);
+    if (held && held.ver >= st.ver) return;
+    this.states.set(room, st);
+    this._emit("onRoomState", Object.assign({}, st), room);
+  };
+
+  /** The modes of room (default: the first room) as last told, or null. */
+  DanmakuClient.prototype.roomState = function (room) {
+    return this.states.get(room === undefined ? this.room : room) || null;
+  };
+
+  /**
+   * Makes pin (null: none) the room's pin when ver is newer than the held
+   * one's (a welcome without a pin, "fromWelcome", ends a held pin: it ended
+   * or was taken away while the client was away), calls onPin on a change,
+   * and ends the pin by itself at its until.
+   */
+  DanmakuClient.prototype._pinned = function (room, pin, ver, fromWelcome) {
+    var cur = this.pins.get(room);
+    if (cur && !fromWelcome && ver <= cur.ver) return;
+    if (cur && cur.timer) clearTimeout(cur.timer);
+    if (pin && pin.until <= Date.now()) pin = null;
+    var changed = (cur && cur.pin ? cur.pin.id : "") !== (pin ? pin.id : "");
+    var next = { pin: pin, ver: Math.max(ver, cur ? cur.ver : 0), timer: null };
+    if (pin) {
+      next.timer = setTimeout(function () {
+        if (this.pins.get(room) === next) { next.pin = null; this._emit("onPin", null, room); }
+      }.bind(this), Math.min(pin.until - Date.now(), 2147483647));
+    }
+    this.pins.set(room, next);
+    if (changed) this._emit("onPin", pin ? Object.assign({}, pin) : null, room);
+  };
+
+  /** The pin in force in room (default: the first room), or null. */
+  DanmakuClient.prototype.pinned = function (room) {
+    var p = this.pins.get(room === undefined ? this.room : room);
+    return p && p.pin ? p.pin : null;
   };
 
   /** The room's timeline as last seen: {epoch, pos}, or null. */

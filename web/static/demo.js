@@ -117,7 +117,15 @@
     onWelcome: function (w) {
       setOnline(w.online);
       system("joined #" + w.room);
+      renderModes(client.roomState(w.room));
+      renderPin(client.pinned(w.room));
     },
+    onRoomState: function (st, room) {
+      if (room !== client.room) return;
+      renderModes(st);
+      system("room modes changed: " + (modeLabels(st).join(", ") || "none"));
+    },
+    onPin: function (pin, room) { if (room === client.room) renderPin(pin); },
     onOnline: function (n) { setOnline(n); },
     onGap: function (g) {
       // Another epoch means the server lost the room's history (a restart
@@ -446,21 +454,92 @@
     input.value = "";
   });
 
+  // ---- room modes and the pin -----------------------------------------------
+  function modeLabels(st) {
+    var out = [];
+    if (!st) return out;
+    if (st.slowSeconds) out.push("Slow mode · 1 comment / " + st.slowSeconds + " s");
+    if (st.membersOnly) out.push("Members only");
+    if (st.uniqueSeconds) out.push("Unique chat · " + st.uniqueSeconds + " s");
+    return out;
+  }
+  function renderModes(st) {
+    var box = $("modes"), labels = modeLabels(st);
+    box.textContent = "";
+    labels.forEach(function (l) {
+      var chip = document.createElement("span");
+      chip.className = "mode";
+      chip.textContent = l;
+      box.appendChild(chip);
+    });
+    box.hidden = labels.length === 0;
+  }
+  function renderPin(pin) {
+    var box = $("pinned");
+    box.hidden = !pin;
+    if (!pin) return;
+    $("pin-name").textContent = pin.name ? pin.name + ": " : "";
+    $("pin-text").textContent = pin.content;
+    $("pin-amount").hidden = !pin.amount;
+    $("pin-amount").textContent = pin.amount ? "♥ " + pin.amount : "";
+    box.classList.toggle("paid", !!pin.amount);
+  }
+
+  // Slow mode: the Send button counts down until the next comment may go.
+  var coolUntil = 0, coolTimer = null;
+  function cooldown(ms) {
+    coolUntil = Math.max(coolUntil, Date.now() + ms);
+    clearInterval(coolTimer);
+    var btn = $("send");
+    var tick = function () {
+      var left = Math.ceil((coolUntil - Date.now()) / 1000);
+      if (left <= 0) {
+        clearInterval(coolTimer);
+        btn.disabled = false;
+        btn.textContent = "Send";
+        return;
+      }
+      btn.disabled = true;
+      btn.textContent = "Wait " + left + "s";
+    };
+    tick();
+    coolTimer = setInterval(tick, 250);
+  }
+
+  // refusal explains a refused send in words a viewer understands.
+  function refusal(e) {
+    var st = client.roomState() || {};
+    switch (e.code) {
+      case "slow_mode":
+        cooldown(e.retryAfterMs || (st.slowSeconds || 1) * 1000);
+        return "Slow mode is on: one comment every " + (st.slowSeconds || "few") + " s in this room. Wait " +
+          Math.ceil((e.retryAfterMs || 1000) / 1000) + " s.";
+      case "members_only":
+        return "This room is members-only: only members can comment here.";
+      case "duplicate_content":
+        return "Unique chat is on: that was said in the last " + (st.uniqueSeconds || "few") + " s. Say something new.";
+    }
+    if (e.status === 429) return "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
+    return e.field ? e.field + ": " + e.message : e.message;
+  }
+
   // ---- sending ------------------------------------------------------------
   function post(contents) {
     var btn = $("send");
     btn.disabled = true;
     return client.send(contents, { userId: userId, userName: $("name").value.trim() || "anon" })
-      .then(function () { hint(DEFAULT_HINT); })
+      .then(function () {
+        hint(DEFAULT_HINT);
+        var st = client.roomState();
+        if (st && st.slowSeconds) cooldown(st.slowSeconds * 1000);
+      })
       .catch(function (e) {
-        var msg = e.message, net = e.code === "unavailable" && !e.status;
-        if (net) msg = "cannot reach the server; check your connection and try again";
-        else if (e.status === 429) msg = "slow down: try again in " + Math.ceil((e.retryAfterMs || 1000) / 1000) + "s";
-        else if (e.field) msg = e.field + ": " + e.message;
+        var net = e.code === "unavailable" && !e.status;
+        var msg = net ? "cannot reach the server; check your connection and try again" : refusal(e);
         hint(msg, true, net);
         throw e;
       })
-      .finally(function () { btn.disabled = false; });
+      .finally(function () { if (Date.now() >= coolUntil) btn.disabled = false; });
   }
 
   $("composer").addEventListener("submit", function (ev) {
