@@ -30,7 +30,7 @@
 //	room:dels:{room}                list of message ids                   job         the epoch's deletion log, newest DelLogSize; same TTL
 //	room:ban:{room}:<user>          the ban's end (Unix ms); TTL the ban  logic       read by the send check and the registration script
 //	room:state:{room}               hash ver, slow, members, unique,      logic       the room's settings (danmaku.RoomState) and hidden users; no TTL
-//	                                hide:<user> -> end (Unix ms), pin,    the pin (danmaku.Pin JSON), its id and version
+//	                                hide.<user> -> end (Unix ms), pin,    the pin (danmaku.Pin JSON), its id and version
 //	                                pinid, pinver
 //	room:slow:{room}:<user>         "1", PX the room's slow mode          logic       the user sent to the room within the slow-mode interval
 //	room:unique:{room}:<digest>     "1", PX the room's unique chat        logic       a content (digest of its plain form) sent within the interval

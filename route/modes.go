@@ -236,7 +236,7 @@ func (s *Store) ReadRoom(ctx context.Context, room string) (Room, error) {
 
 // hiddenField prefixes the fields of room:state:{room} that hold a hidden
 // user's id, valued the hide's end (Unix ms).
-const hiddenField = "hide:"
+const hiddenField = "hide."
 
 // Hide hides user in room until the time until: the user's messages to the
 // room reach only the user's own connections. Hiding again replaces the
