@@ -1,10 +1,7 @@
 package comet
 
 import (
-	"encoding/json"
 	"sync"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet/internal/timeline"
@@ -120,15 +117,7 @@ func (u *userIndex) appendConns(user string, buf []*conn) []*conn {
 // noticeItem encodes a frame of notices once for every connection it goes
 // to.
 func noticeItem(op string, msgs []danmaku.Notice) (item, bool) {
-	data, err := json.Marshal(danmaku.NoticeFrame{Op: op, Msgs: msgs})
-	if err != nil {
-		return item{}, false
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
-		return item{}, false
-	}
-	return item{PM: pm, Size: len(data)}, true
+	return frameItem(danmaku.NoticeFrame{Op: op, Msgs: msgs})
 }
 
 // enqueueAll hands it to every connection of conns without blocking and

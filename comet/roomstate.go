@@ -83,12 +83,8 @@ func (s *Server) applyPin(ev danmaku.Event) int {
 	if r == nil || ev.Pin == nil {
 		return 0
 	}
-	data, err := json.Marshal(danmaku.PinFrame{Op: ev.Op, Room: ev.Room, Pin: *ev.Pin})
-	if err != nil {
-		return 0
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
+	it, ok := frameItem(danmaku.PinFrame{Op: ev.Op, Room: ev.Room, Pin: *ev.Pin})
+	if !ok {
 		return 0
 	}
 	r.mu.Lock()
@@ -104,7 +100,7 @@ func (s *Server) applyPin(ev danmaku.Event) int {
 	case r.pin != nil && r.pin.ID == ev.Pin.ID:
 		r.pin = nil
 	}
-	n, slow := r.deliverLocked(item{PM: pm, Size: len(data)}, nil)
+	n, slow := r.deliverLocked(it, nil)
 	r.mu.Unlock()
 	s.cut(slow)
 	return n
@@ -118,12 +114,8 @@ func (s *Server) applyState(ev danmaku.Event) int {
 	if r == nil || ev.State == nil {
 		return 0 // no viewer here: the first joiner reads the settings
 	}
-	data, err := json.Marshal(stateFrame{Op: danmaku.OpState, Room: ev.Room, State: *ev.State})
-	if err != nil {
-		return 0
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
+	it, ok := frameItem(stateFrame{Op: danmaku.OpState, Room: ev.Room, State: *ev.State})
+	if !ok {
 		return 0
 	}
 	r.mu.Lock()
@@ -132,7 +124,7 @@ func (s *Server) applyState(ev danmaku.Event) int {
 		return 0 // a redelivery, or older than what a join read
 	}
 	r.state, r.stateKnown, r.stateAt = *ev.State, true, time.Now()
-	n, slow := r.deliverLocked(item{PM: pm, Size: len(data)}, nil)
+	n, slow := r.deliverLocked(it, nil)
 	r.mu.Unlock()
 	s.cut(slow)
 	return n
@@ -148,12 +140,8 @@ func (s *Server) applyShadow(ev danmaku.Event) int {
 	if r == nil || ev.Msg == nil {
 		return 0
 	}
-	data, err := json.Marshal(danmaku.NewBatch(ev.Room, []danmaku.Message{*ev.Msg}))
-	if err != nil {
-		return 0
-	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
+	it, ok := frameItem(danmaku.NewBatch(ev.Room, []danmaku.Message{*ev.Msg}))
+	if !ok {
 		return 0
 	}
 	r.mu.Lock()
@@ -165,9 +153,23 @@ func (s *Server) applyShadow(ev danmaku.Event) int {
 	}
 	n, slow := 0, []*conn(nil)
 	if len(own) > 0 && !r.dead {
-		n, slow = enqueueAll(item{PM: pm, Size: len(data)}, own, nil)
+		n, slow = enqueueAll(it, own, nil)
 	}
 	r.mu.Unlock()
 	s.cut(slow)
 	return n
+}
+
+// frameItem encodes v, a frame of a room's event, once for every viewer
+// it goes to.
+func frameItem(v any) (item, bool) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return item{}, false
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		return item{}, false
+	}
+	return item{PM: pm, Size: len(data)}, true
 }
