@@ -1,6 +1,7 @@
 // Package process is the common main() of the service's binaries: load the
 // configuration, start the role, wait for SIGINT or SIGTERM, shut down
-// gracefully, and exit with a status that says what went wrong.
+// gracefully, and exit with a status that says what went wrong; and the
+// life of the roles that consume the room topic (ConsumerRole).
 package process
 
 import (
