@@ -63,7 +63,7 @@ func (d *densityConf) want(max int) int {
 // is held.
 func (r *room) autoSlotLocked() int {
 	d := r.dc
-	if d.hotRate > 0 && r.tl.Rate(r.tl.Last) > d.hotRate {
+	if d.hotRate > 0 && r.tl.BlockRate(r.tl.Last) > d.hotRate {
 		return d.hotSlot
 	}
 	return d.tiers.All()

@@ -63,8 +63,10 @@ type Timeline struct {
 	// (deletions.go).
 	Gone IDSet
 	Dels int64
-	// rates are the estimates of Rate by block of positions.
+	// rates are the estimates of BlockRate by block of positions, own
+	// those of Rate by position in blocks without one (rate.go).
 	rates map[int64]float64
+	own   map[int64]float64
 	// Gen counts the changes that make frames encoded from the ring
 	// stale (a new epoch, removed messages), so the room's caches of them
 	// can tell (room.replay, room.joinFrame).
@@ -130,7 +132,7 @@ func (t *Timeline) SwitchEpoch(e string) {
 	t.Known, t.Epoch = true, e
 	t.Last, t.From, t.Floor, t.Dels = 0, 0, 0, 0
 	t.old = t.ring.n
-	t.rates = nil
+	t.rates, t.own = nil, nil
 	t.Gen++
 }
 
@@ -175,8 +177,10 @@ func (t *Timeline) take(m danmaku.Message) bool {
 		if _, dup := t.ids[m.ID]; dup || m.Deleted || t.Gone.Has(m.ID) {
 			return false
 		}
-		t.Rate(m.Pos) // estimated now, while the ring holds what led up to it
+		// Estimated now, while the ring holds what led up to it.
+		t.BlockRate(m.Pos)
 		t.add(m)
+		t.Rate(m.Pos)
 		return true
 	}
 	if _, dup := t.ids[m.ID]; dup || m.Deleted || t.Gone.Has(m.ID) {
