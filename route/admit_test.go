@@ -10,7 +10,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
-	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -18,9 +17,7 @@ import (
 // address's keys live on different shards): both buckets, mutes, and the
 // refund of a bucket when the other check refused.
 func TestAdmit(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		slow := route.Bucket{Rate: 0.001, Burst: 10}
 		adm := func(user, ip string, n int) route.Verdict {
 			t.Helper()
@@ -85,9 +82,7 @@ func TestAdmit(t *testing.T) {
 // it refuses beyond the burst with the wait, other rooms are not touched,
 // and GiveBackHigh returns what was taken.
 func TestTakeHigh(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		b := route.Bucket{Rate: 0.5, Burst: 3}
 		room, other := testkit.Uniq("r"), testkit.Uniq("r")
 		take := func(room string, n int) route.Verdict {

@@ -100,9 +100,7 @@ func TestAdmitterBurst(t *testing.T) {
 // single server the batch is one script: EVALSHA, TIME, one MGET and one
 // SET per bucket that gave tokens (the flags are read from the MGET).
 func TestAdmitterBatch(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		banned, muted, roomMuted := testkit.Uniq("u"), testkit.Uniq("u"), testkit.Uniq("u")
 		if err := s.Ban(ctx, banned, room, time.Minute); err != nil {

@@ -11,14 +11,11 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
-	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
 func TestBeginEndBroadcast(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room, comet := testkit.Uniq("room"), testkit.Uniq("comet")
 		if err := s.Register(ctx, route.Conn{ID: testkit.Uniq("c"), Room: room, Comet: comet}); err != nil {
 			t.Fatal(err)
@@ -169,9 +166,7 @@ func BenchmarkSeparateGuards(b *testing.B) {
 // bytes) is the history element, byte for byte, and reads back as the
 // messages.
 func TestBeginBroadcastStoresEncoded(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		msgs := msgsOf(testkit.Uniq("m"), testkit.Uniq("m"))
 		enc := make([][]byte, len(msgs))

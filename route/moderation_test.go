@@ -19,9 +19,7 @@ import (
 // and the user's sends to it, ends with its duration, and Unban lifts it;
 // on a single server and on a cluster.
 func TestBan(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room, other, user := testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("u")
 		bucket := route.Bucket{Rate: 100, Burst: 100}
 		admit := func(room string) route.Verdict {

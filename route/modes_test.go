@@ -10,7 +10,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
-	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -18,9 +17,7 @@ import (
 // it does not name and takes the next version, also when moderators
 // change the room at once; on a single server and on a cluster.
 func TestRoomState(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		if st, err := s.RoomState(ctx, room); err != nil || st != (danmaku.RoomState{}) {
 			t.Fatalf("a room never set: %+v %v", st, err)
@@ -70,9 +67,7 @@ func TestRoomState(t *testing.T) {
 // after it; unique chat refuses a content repeated within its interval, in
 // the same send or a later one, from any user; a refusal marks nothing.
 func TestPace(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		check := func(user string, slow, uniq time.Duration, plain ...string) route.PaceVerdict {
 			t.Helper()

@@ -20,9 +20,7 @@ import (
 // notice and a connection, and marked notices are processed for every
 // owner.
 func TestBeginEndNotices(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		u, v, w := testkit.Uniq("u"), testkit.Uniq("v"), testkit.Uniq("w")
 		c1, c2, room := testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("room")
 		for _, c := range []route.Conn{

@@ -19,9 +19,7 @@ import (
 // so does a client's second send of the same id. The timeline moves only
 // for messages new to it.
 func TestRedeliveryKeepsPositions(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		dying := route.BeginOptions{Owner: "job-a", ClaimTTL: time.Minute, LockTTL: 100 * time.Millisecond}
 		var out handedOut
@@ -84,9 +82,7 @@ func TestRedeliveryKeepsPositions(t *testing.T) {
 // claimed again; with Redis emptied the key is gone too and the message is
 // new.
 func TestClaimOfEndedEpochIsClaimedAgain(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		o := route.BeginOptions{Owner: "job-a", LockTTL: time.Second}
 		a, err := s.BeginBroadcast(ctx, room, msgsOf("m1", "m2"), o)

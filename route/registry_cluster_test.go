@@ -114,9 +114,7 @@ func TestRegistryCutShortOnCluster(t *testing.T) {
 // banned user is refused (and only that one), every other member is in its
 // room, and each answer carries its room's count after the batch.
 func TestRegisterMany(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		s := route.New(rdb)
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		comet, r1, r2 := testkit.Uniq("comet"), testkit.Uniq("room"), testkit.Uniq("room")
 		banned := testkit.Uniq("user")
 		if err := s.Ban(ctx, banned, r1, time.Minute); err != nil {

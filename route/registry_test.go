@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/danmaku/danmaku/internal/testkit"
-	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -78,9 +77,7 @@ func checkInvariants(t *testing.T, rdb redis.UniversalClient, rooms []string, li
 }
 
 func TestRegistryJoinLeave(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room, comet, user := testkit.Uniq("room"), testkit.Uniq("comet"), testkit.Uniq("u")
 		c := route.Conn{ID: testkit.Uniq("c"), Room: room, User: user, Comet: comet}
 		for i := 0; i < 2; i++ { // idempotent
@@ -108,9 +105,7 @@ func TestRegistryJoinLeave(t *testing.T) {
 }
 
 func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		rooms := []string{testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room"), testkit.Uniq("room")}
 		comets := []string{testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet"), testkit.Uniq("comet")}
 		var mu sync.Mutex
@@ -173,9 +168,7 @@ func TestRegistryConsistencyUnderConcurrency(t *testing.T) {
 }
 
 func TestDeadCometCleanup(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		rooms := []string{testkit.Uniq("room"), testkit.Uniq("room")}
 		dead, alive := testkit.Uniq("comet"), testkit.Uniq("comet")
 		if _, err := s.Heartbeat(ctx, route.CometInfo{ID: dead, Addr: "127.0.0.1:1", Started: time.Now()}, 150*time.Millisecond); err != nil {
@@ -241,9 +234,7 @@ func TestDeadCometCleanup(t *testing.T) {
 // A comet that renews its lease after the janitor listed it as dead keeps
 // its routes and its lease: RemoveDeadComet checks the lease again.
 func TestRemoveDeadCometRenewed(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		room, comet := testkit.Uniq("room"), testkit.Uniq("comet")
 		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:3", Started: time.Now()}
 		if _, err := s.Heartbeat(ctx, info, 100*time.Millisecond); err != nil {
@@ -291,9 +282,7 @@ func TestRemoveDeadCometRenewed(t *testing.T) {
 // A comet that renews its lease while the janitor removes its routes stops
 // the removal: its lease, its index and the rooms not reached yet stay.
 func TestRemoveDeadCometRenewedMidway(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		comet := testkit.Uniq("comet")
 		info := route.CometInfo{ID: comet, Addr: "127.0.0.1:4", Started: time.Now()}
 		index := "comet:connections:{" + comet + "}"

@@ -87,9 +87,7 @@ func checkGone(t *testing.T, rdb redis.UniversalClient, gone []route.Conn) {
 }
 
 func TestHeartbeatReportsLoss(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		info := route.CometInfo{ID: testkit.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
 		beat := func(c route.CometInfo, ttl time.Duration) route.LeaseState {
 			t.Helper()
@@ -155,9 +153,7 @@ func TestHeartbeatReportsLoss(t *testing.T) {
 }
 
 func TestRegisterAll(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		rooms := roomsOf(4)
 		comet, other := testkit.Uniq("comet"), testkit.Uniq("comet")
 		mine := viewers(comet, 1000, 700, rooms) // rooms[0] spans two slices
@@ -186,9 +182,7 @@ func TestRegisterAll(t *testing.T) {
 }
 
 func TestReconcile(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		rooms := roomsOf(5)
 		comet, other := testkit.Uniq("comet"), testkit.Uniq("comet")
 		held := viewers(comet, 900, 600, rooms[:4])
@@ -321,9 +315,7 @@ func TestRedisLostEverything(t *testing.T) {
 // same id within its lease: the new process removes the old routes before
 // registering its own viewers.
 func TestCometRestartAfterKill(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		rooms := roomsOf(5)
 		info := route.CometInfo{ID: testkit.Uniq("comet"), Addr: "127.0.0.1:1", Started: time.Now()}
 		other := testkit.Uniq("comet")

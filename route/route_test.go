@@ -21,6 +21,16 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
+// eachStore runs fn as a subtest on a single server and on a cluster
+// (redisserver.Each), with a Store over the client; rdb is there for what
+// a test reads beside the Store (TTLs, keys).
+func eachStore(t *testing.T, fn func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient)) {
+	t.Helper()
+	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		fn(t, context.Background(), route.New(rdb), rdb)
+	})
+}
+
 func pttl(t *testing.T, rdb redis.UniversalClient, key string) time.Duration {
 	t.Helper()
 	d, err := rdb.PTTL(context.Background(), key).Result()
@@ -95,9 +105,7 @@ func release(t testing.TB, s *route.Store, b route.Begin) {
 // position) 60 s, the cooldown window 1 s, the lock 5 s, an event's claim
 // its claim TTL and its done mark the processed TTL.
 func TestGuardTTLs(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room, msg := testkit.Uniq("room"), testkit.Uniq("m")
 		o := route.BeginOptions{Window: time.Second, Owner: "job1", ClaimTTL: time.Minute, LockTTL: 5 * time.Second}
 
@@ -240,9 +248,7 @@ func TestNXUnderContention(t *testing.T) {
 // marked done (then nobody delivers it again), given back with the lock
 // (AbortBroadcast), or left to expire by a crashed owner.
 func TestEventClaimSemantics(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		ev := func() danmaku.Event {
 			return danmaku.Event{Op: danmaku.OpBan, Room: room, ID: testkit.Uniq("ev"), User: "u1", Until: 1}
@@ -313,9 +319,7 @@ func TestEventClaimSemantics(t *testing.T) {
 }
 
 func TestLockOwnership(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		key := "lock:broadcast:{" + room + "}"
 		o := func(ttl time.Duration) route.BeginOptions {
@@ -377,9 +381,7 @@ func TestLockOwnership(t *testing.T) {
 // TestRateLimit checks the user's bucket through Admit, the shipped send
 // check (admit.lua on a server, ratelimit.lua on a cluster).
 func TestRateLimit(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, _ redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		admit := func(user string, n int, rate float64, burst int) (route.Verdict, error) {
 			return s.Admit(ctx, route.Admission{User: user, Room: room, N: n, UserBucket: route.Bucket{Rate: rate, Burst: burst}})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
-	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
 
@@ -72,9 +71,7 @@ func (h *handedOut) check(t *testing.T, s *route.Store, room string) (current in
 // and claims expire and the next job redelivers the same messages. Every
 // position either of them was given stays readable.
 func TestCrashAfterBeginLeavesEveryPositionReadable(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		short := route.BeginOptions{Owner: "job-a", ClaimTTL: 200 * time.Millisecond, LockTTL: 200 * time.Millisecond}
 		var out handedOut
@@ -124,9 +121,7 @@ func TestCrashAfterBeginLeavesEveryPositionReadable(t *testing.T) {
 // timeline is lost once. Every position handed out is readable unless its
 // epoch ended, and none is handed out twice.
 func TestCrashesAtRandomLeaveEveryPositionReadable(t *testing.T) {
-	redisserver.Each(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		s := route.New(rdb)
+	eachStore(t, func(t *testing.T, ctx context.Context, s *route.Store, rdb redis.UniversalClient) {
 		room := testkit.Uniq("room")
 		var out handedOut
 		var wg sync.WaitGroup
