@@ -120,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 // start.
 func (m *metrics) precreate() {
 	telemetry.Precreate(m.rejectedConns.MetricVec, []string{"ip_limit", "shutting_down", "origin", "handshake", "bad_uid",
-		"token", "frame_too_big", "bad_utf8", "banned", "forbidden_room", "too_many_rooms", "token_expired", "bad_density"})
+		"token", "frame_too_big", "bad_utf8", "banned", "forbidden_room", "too_many_rooms", "token_expired", "bad_density", "bad_event_id"})
 	telemetry.Precreate(m.badFrames.MetricVec, []string{codeBadJSON, codeBadRoom, codeUnknownOp})
 	telemetry.Precreate(m.pushBatches.MetricVec, []string{"ok", "shutting_down", "unauthorized", "bad_request"})
 	telemetry.Precreate(m.replays.MetricVec, []string{"ring", "redis"})

@@ -43,8 +43,9 @@ type sseStreams struct {
 
 // sseStream is the client side of one stream's pipe.
 type sseStream struct {
-	ws  *websocket.Conn
-	wmu sync.Mutex // serializes writes to ws (ops, pongs)
+	ws    *websocket.Conn
+	wmu   sync.Mutex // serializes writes to ws (ops, pongs)
+	place *ssePlace
 }
 
 func (st *sseStream) writeText(b []byte) error {
@@ -74,12 +75,24 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.EINTERNAL, "", "streaming not supported"))
 		return
 	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		q, err := eventIDQuery(r.URL.Query(), last)
+		if err != nil {
+			s.metrics.rejected("bad_event_id")
+			httpx.WriteError(w, err)
+			return
+		}
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		r = r.Clone(r.Context())
+		r.URL = &u
+	}
 	ws, refused := s.bridge(r)
 	if ws == nil {
 		refused.relay(w)
 		return
 	}
-	st := &sseStream{ws: ws}
+	st := &sseStream{ws: ws, place: newSSEPlace(r, s.cfg.MaxRoomsPerConn)}
 	id := s.sse.add(st)
 	defer s.sse.remove(id)
 	stop := context.AfterFunc(r.Context(), func() { ws.Close() })
@@ -92,8 +105,13 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	event := func(data []byte) error {
+	event := func(id string, moved bool, data []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteWait))
+		if moved {
+			io.WriteString(w, "id: ")
+			io.WriteString(w, id)
+			io.WriteString(w, "\n")
+		}
 		if _, err := io.WriteString(w, "data: "); err != nil {
 			return err
 		}
@@ -105,7 +123,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	first, _ := json.Marshal(danmaku.StreamFrame{Op: danmaku.OpStream, ID: id})
-	if event(first) != nil {
+	if event("", false, first) != nil {
 		return
 	}
 	ws.SetPingHandler(func(data string) error {
@@ -124,11 +142,12 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request) {
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) {
 				b, _ := json.Marshal(danmaku.CloseFrame{Op: danmaku.OpClose, Code: ce.Code, Reason: ce.Text})
-				event(b)
+				event("", false, b)
 			}
 			return
 		}
-		if event(data) != nil {
+		id, moved := st.place.frame(data)
+		if event(id, moved, data) != nil {
 			return
 		}
 	}
@@ -157,6 +176,7 @@ func (s *Server) sseOp(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.CodeTooLarge, "body", "a frame is at most %d bytes", s.cfg.MaxFrameBytes))
 		return
 	}
+	st.place.posted(body)
 	if err := st.writeText(body); err != nil {
 		httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "stream", "the stream ended: open a new one"))
 		return

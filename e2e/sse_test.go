@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,10 +23,12 @@ import (
 
 // sseViewer reads GET /sse of one room like danmaku.js over SSE: it keeps
 // the room's epoch and last position and, when its stream ends, opens a
-// new one on the next comet with since and epoch.
+// new one on the next comet with since and epoch; with byEventID it opens
+// the same URL with the last event id instead, as an EventSource does.
 type sseViewer struct {
-	room string
-	urls []string // comets' /sse URLs
+	room      string
+	urls      []string // comets' /sse URLs
+	byEventID bool
 
 	mu       sync.Mutex
 	stream   string // id of the open stream
@@ -37,12 +40,18 @@ type sseViewer struct {
 	welcomes []danmaku.Welcome
 	closes   []danmaku.CloseFrame
 	errs     []string
+	lastID   string   // the last event id received
+	sentIDs  []string // the Last-Event-ID of each stream opened
 	quit     chan struct{}
 	done     chan struct{}
 }
 
 func newSSEViewer(t *testing.T, room string, urls ...string) *sseViewer {
-	v := &sseViewer{room: room, urls: urls, seen: map[string]int{}, quit: make(chan struct{}), done: make(chan struct{})}
+	return startSSEViewer(t, &sseViewer{room: room, urls: urls})
+}
+
+func startSSEViewer(t *testing.T, v *sseViewer) *sseViewer {
+	v.seen, v.quit, v.done = map[string]int{}, make(chan struct{}), make(chan struct{})
 	go v.loop()
 	t.Cleanup(func() { close(v.quit); <-v.done })
 	return v
@@ -64,7 +73,7 @@ func (v *sseViewer) target(base string) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	q := url.Values{"room": {v.room}}
-	if v.had {
+	if v.had && !v.byEventID {
 		q.Set("since", strconv.FormatInt(v.pos, 10))
 		q.Set("epoch", v.epoch)
 	}
@@ -73,6 +82,14 @@ func (v *sseViewer) target(base string) string {
 
 func (v *sseViewer) session(base string) {
 	req, _ := http.NewRequest(http.MethodGet, v.target(base), nil)
+	if v.byEventID {
+		v.mu.Lock()
+		if v.lastID != "" {
+			req.Header.Set("Last-Event-ID", v.lastID)
+		}
+		v.sentIDs = append(v.sentIDs, v.lastID)
+		v.mu.Unlock()
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	ctxDone := make(chan struct{})
@@ -97,6 +114,11 @@ func (v *sseViewer) session(base string) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
+		if id, ok := bytes.CutPrefix(sc.Bytes(), []byte("id: ")); ok {
+			v.mu.Lock()
+			v.lastID = string(id)
+			v.mu.Unlock()
+		}
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
 		if ok {
 			v.frame(data)
@@ -178,7 +200,20 @@ func TestSSEResumesAcrossCometKill(t *testing.T) {
 	s.Comets[0].Kill()
 	sd.Wait(t, 60*time.Second)
 	accepted := sd.Accepted()
-	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+	v.waitAll(t, accepted)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.welcomes) < 2 || v.welcomes[1].Recovered == nil || !*v.welcomes[1].Recovered {
+		t.Errorf("welcomes %+v: want a recovered resume on the second comet", v.welcomes)
+	}
+	t.Logf("%d accepted, all received once over SSE across the kill; welcomes %d", len(accepted), len(v.welcomes))
+}
+
+// waitAll waits until v received every id of accepted, and fails t if
+// any message came twice.
+func (v *sseViewer) waitAll(t *testing.T, accepted []string) {
+	t.Helper()
+	testkit.SucceedsSoon(t, 30*time.Second, func() error {
 		v.mu.Lock()
 		defer v.mu.Unlock()
 		lost := 0
@@ -188,7 +223,7 @@ func TestSSEResumesAcrossCometKill(t *testing.T) {
 			}
 		}
 		if lost > 0 {
-			return fmt.Errorf("lost %d of %d", lost, len(accepted))
+			return fmt.Errorf("lost %d of %d (errors %d, welcomes %d)", lost, len(accepted), len(v.errs), len(v.welcomes))
 		}
 		return nil
 	})
@@ -199,10 +234,188 @@ func TestSSEResumesAcrossCometKill(t *testing.T) {
 			t.Errorf("message %s received %d times", id, n)
 		}
 	}
-	if len(v.welcomes) < 2 || v.welcomes[1].Recovered == nil || !*v.welcomes[1].Recovered {
-		t.Errorf("welcomes %+v: want a recovered resume on the second comet", v.welcomes)
+}
+
+// A stream's events carry ids naming where it stands. Opened again on
+// the same URL with only its room and the last id as Last-Event-ID (what
+// a browser's EventSource does by itself) after its comet was killed
+// (SIGKILL) and restarted while comments were sent, it resumes as since
+// and epoch would: recovered, every comment once. The id resumes every
+// room the stream held, a room subscribed over POST included; an id of
+// another epoch is answered recovered false; a malformed one is 400.
+func TestSSELastEventID(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 1})
+	c := s.Comets[0]
+	base := "http://" + c.Public + "/sse"
+	room := testkit.Uniq("sse-id-")
+	v := startSSEViewer(t, &sseViewer{room: room, urls: []string{base}, byEventID: true})
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.welcomes) == 0 {
+			return fmt.Errorf("no welcome yet (errors %v)", v.errs)
+		}
+		return nil
+	})
+	sd := s.Send(t, room, 600, 200)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.order) < 150 {
+			return fmt.Errorf("%d received", len(v.order))
+		}
+		return nil
+	})
+	c.Kill()
+	time.Sleep(500 * time.Millisecond) // comments go on while the comet is down
+	c.Restart(t)
+	sd.Wait(t, 60*time.Second)
+	accepted := sd.Accepted()
+	v.waitAll(t, accepted)
+	v.mu.Lock()
+	ws, sent := slices.Clone(v.welcomes), slices.Clone(v.sentIDs)
+	v.mu.Unlock()
+	if len(ws) < 2 || ws[len(ws)-1].Recovered == nil || !*ws[len(ws)-1].Recovered {
+		t.Errorf("welcomes %+v: want a recovered resume after the restart", ws)
 	}
-	t.Logf("%d accepted, all received once over SSE across the kill; welcomes %d", len(accepted), len(v.welcomes))
+	if last := sent[len(sent)-1]; len(sent) < 2 || sent[0] != "" || !strings.HasPrefix(last, room+":") {
+		t.Errorf("Last-Event-ID of the streams %q: want none, then the room's place", sent)
+	}
+	t.Logf("%d accepted, all received once across the restart; %d streams, the last with Last-Event-ID %q", len(accepted), len(sent), sent[len(sent)-1])
+
+	// Two rooms, the second subscribed over POST: the id names both, and
+	// a stream opened with it alone resumes both.
+	other := testkit.Uniq("sse-id2-")
+	st := openSSE(t, base+"?room="+room, "")
+	sub := `{"op":"sub","room":"` + other + `"}`
+	if resp, err := http.Post(base+"?stream="+st.id, "application/json", strings.NewReader(sub)); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("sub: %v %v", resp, err)
+	}
+	st.until(t, func(id string, f sseFrame) bool { return f.Op == danmaku.OpWelcome && f.Room == other })
+	api := &client.API{URL: s.LogicURL}
+	sendOne := func(r, text string) string {
+		ids, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: r, UserID: 8, UserName: "e",
+			Messages: []danmaku.SendMessage{{Content: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	sendOne(other, "to the second room")
+	lastID := st.until(t, func(id string, f sseFrame) bool { return f.Op == danmaku.OpMsgs && f.Room == other })
+	st.close()
+	if !strings.HasPrefix(lastID, room+":") || !strings.Contains(lastID, " "+other+":") {
+		t.Fatalf("event id %q: want both rooms", lastID)
+	}
+	again := openSSE(t, base, lastID)
+	recovered := map[string]bool{}
+	again.until(t, func(id string, f sseFrame) bool {
+		if f.Op == danmaku.OpWelcome {
+			recovered[f.Room] = f.Recovered != nil && *f.Recovered
+		}
+		return len(recovered) == 2
+	})
+	if !recovered[room] || !recovered[other] {
+		t.Errorf("resumed by the id alone: recovered %v, want both rooms true", recovered)
+	}
+	id := sendOne(other, "after the resume")
+	again.until(t, func(_ string, f sseFrame) bool {
+		if f.Op == danmaku.OpMsgs && len(f.Msgs) > 0 && f.Msgs[0].ID != id {
+			t.Errorf("message %s came again after the resume", f.Msgs[0].ID)
+		}
+		return f.Op == danmaku.OpMsgs && f.Msgs[0].ID == id
+	})
+	again.close()
+
+	// Another epoch: not recovered, the recent history instead.
+	gap := openSSE(t, base, room+":0123456789abcdef:3")
+	gap.until(t, func(_ string, f sseFrame) bool {
+		if f.Op == danmaku.OpWelcome && (f.Recovered == nil || *f.Recovered) {
+			t.Errorf("a resume of another epoch: welcome %+v, want recovered false", f.Welcome)
+		}
+		return f.Op == danmaku.OpWelcome
+	})
+	gap.close()
+
+	req, _ := http.NewRequest(http.MethodGet, base, nil)
+	req.Header.Set("Last-Event-ID", room+":e:-1")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb danmaku.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || eb.Error.Field != "Last-Event-ID" {
+		t.Errorf("malformed Last-Event-ID: %d %+v, want 400 naming the header", resp.StatusCode, eb)
+	}
+}
+
+// sseFrame is any frame of a stream.
+type sseFrame struct {
+	danmaku.Welcome
+	ID   string            `json:"id"`
+	Code string            `json:"code"`
+	Msgs []danmaku.Message `json:"msgs"`
+}
+
+// rawStream is one open stream read event by event.
+type rawStream struct {
+	id   string // the stream's id, for its ops
+	resp *http.Response
+	rd   *bufio.Reader
+	last string // the last event id
+}
+
+func openSSE(t *testing.T, u, lastID string) *rawStream {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET %s: %s", u, resp.Status)
+	}
+	st := &rawStream{resp: resp, rd: bufio.NewReader(resp.Body)}
+	t.Cleanup(st.close)
+	st.until(t, func(_ string, f sseFrame) bool { st.id = f.ID; return f.Op == danmaku.OpStream })
+	return st
+}
+
+func (st *rawStream) close() { st.resp.Body.Close() }
+
+// until reads events until done says so, within 10 s, and returns the
+// last event id then.
+func (st *rawStream) until(t *testing.T, done func(id string, f sseFrame) bool) string {
+	t.Helper()
+	timer := time.AfterFunc(10*time.Second, st.close)
+	defer timer.Stop()
+	for {
+		line, err := st.rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			st.last = id
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var f sseFrame
+		if err := json.Unmarshal([]byte(data), &f); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if done(st.last, f) {
+			return st.last
+		}
+	}
 }
 
 // The rules of /ws hold for /sse: a refused origin is 403, the
@@ -304,7 +517,7 @@ func TestSSEAuth(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	rd := bufio.NewReader(resp.Body)
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 6; i++ { // the stream event, its blank line, the welcome's id and data
 		line, err := rd.ReadString('\n')
 		if err != nil {
 			t.Fatalf("stream with a token (status %d): %v", resp.StatusCode, err)
