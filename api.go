@@ -151,6 +151,31 @@ type AuditResponse struct {
 	Entries []AuditEntry `json:"entries"`
 }
 
+// ListsResponse is the answer of GET /logic/admin/lists: what is in force
+// in a room (RoomID set) or in the whole service (RoomID absent). Settings
+// are the room's (the zero state, ver 0, for a room never set; null for
+// the service); Mutes and Bans the active ones, soonest to end first (for
+// the service: mutes everywhere, without roomId, and every room's, with
+// it); Hidden the room's hidden users (shadow hide; always empty for the
+// service); Pin the room's pin while it lasts, else null.
+type ListsResponse struct {
+	RoomID   string       `json:"roomId,omitempty"`
+	Settings *RoomState   `json:"settings"`
+	Mutes    []Sanctioned `json:"mutes"`
+	Bans     []Sanctioned `json:"bans"`
+	Hidden   []Sanctioned `json:"hidden"`
+	Pin      *Pin         `json:"pin"`
+}
+
+// Sanctioned is one user under a mute, a ban or a hide until Until (Unix
+// ms); RoomID names the room in a list of the whole service (absent for a
+// mute everywhere).
+type Sanctioned struct {
+	User   int64  `json:"user"`
+	RoomID string `json:"roomId,omitempty"`
+	Until  int64  `json:"until"`
+}
+
 // OnlineResponse is the answer of GET /logic/online.
 type OnlineResponse struct {
 	RoomID string `json:"roomId"`

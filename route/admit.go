@@ -130,9 +130,15 @@ func verdictOf(code, ms int64) (Verdict, error) {
 	return Verdict{}, danmaku.Errorf(danmaku.EINTERNAL, "", "admit script returned verdict %d", code)
 }
 
-// setUntil sets a flag for d (at least 1 ms) with set_until.lua.
-func (s *Store) setUntil(ctx context.Context, op, key string, d time.Duration) error {
-	return wrap(op, setUntilScript.Run(ctx, s.rdb, []string{key}, strconv.FormatInt(d.Milliseconds(), 10)).Err())
+// setUntil sets a flag for d (at least 1 ms) with set_until.lua and enters
+// it in the sanction lists (x, whose end it sets).
+func (s *Store) setUntil(ctx context.Context, key string, x Sanction, d time.Duration) error {
+	until, err := setUntilScript.Run(ctx, s.rdb, []string{key}, strconv.FormatInt(d.Milliseconds(), 10)).Int64()
+	if err != nil {
+		return wrap(x.Kind, err)
+	}
+	x.Until = until
+	return s.index(ctx, x)
 }
 
 // AdmitOptions configure an Admitter.

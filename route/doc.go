@@ -37,6 +37,8 @@
 //	mute:user:{user}                the mute's end (Unix ms); TTL the mute logic      the user is muted everywhere
 //	mute:user:{user}:room:<room>    the same                              logic       ... in one room (the tag of the user's bucket)
 //	admin:audit                     list of JSON entries, newest first    logic       the admin actions (danmaku.AuditEntry), newest logic.AuditSize
+//	admin:sanctions                 zset kind:user:room -> end (Unix ms)  logic       every active mute and ban, for the lists (room "" for a mute everywhere)
+//	room:sanctions:{room}           zset kind:user -> end (Unix ms)       logic       the room's active mutes and bans, for the lists
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
 //	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
 //	ratelimit:high:{room}           the same                              logic       the room's high-priority budget (logic.high_rate_limit)

@@ -80,6 +80,12 @@ func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user
 // auditKey is the audit log of admin actions, one list for the service.
 const auditKey = "admin:audit"
 
+// roomSanctionsKey lists the active mutes and bans of a room, sanctionsKey
+// those of the whole service (lists.go).
+func roomSanctionsKey(room string) string { return "room:sanctions:{" + room + "}" }
+
+const sanctionsKey = "admin:sanctions"
+
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{cometId}.
 const cometsIndexKey = "comets:index"

@@ -31,6 +31,8 @@ func TestKeySchema(t *testing.T) {
 		"cometConnectionsKey": {cometConnectionsKey("cometId")},
 		"cometsIndexKey":      {cometsIndexKey},
 		"auditKey":            {auditKey},
+		"sanctionsKey":        {sanctionsKey},
+		"roomSanctionsKey":    {roomSanctionsKey("room")},
 		"processedKey":        {processedKey("room", "<msgId>")},
 		"noticeProcessedKey":  {noticeProcessedKey("user", "<id>"), noticeProcessedKey("", "<id>")},
 		"cooldownKey":         {cooldownKey("room")},

@@ -39,7 +39,7 @@ func (s *Store) Ban(ctx context.Context, user, room string, d time.Duration) err
 	if d < time.Millisecond {
 		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
 	}
-	return s.setUntil(ctx, "ban", banKey(room, user), d)
+	return s.setUntil(ctx, banKey(room, user), Sanction{Kind: "ban", User: user, Room: room}, d)
 }
 
 // Unban lifts the ban of user from room and reports whether there was one.
@@ -49,6 +49,9 @@ func (s *Store) Unban(ctx context.Context, user, room string) (bool, error) {
 		return false, err
 	}
 	n, err := s.rdb.Del(ctx, banKey(room, user)).Result()
+	if err == nil {
+		err = s.unindex(ctx, Sanction{Kind: "ban", User: user, Room: room})
+	}
 	return n > 0, wrap("unban", err)
 }
 

@@ -194,7 +194,7 @@ func (s *Store) Mute(ctx context.Context, user, room string, d time.Duration) er
 	if d < time.Millisecond {
 		return danmaku.Errorf(danmaku.EINVALID, "duration", "must be at least 1ms")
 	}
-	return s.setUntil(ctx, "mute", muteKey(user, room), d)
+	return s.setUntil(ctx, muteKey(user, room), Sanction{Kind: "mute", User: user, Room: room}, d)
 }
 
 // Unmute lifts a mute of user in room ("" room: the mute everywhere; a
@@ -204,6 +204,9 @@ func (s *Store) Unmute(ctx context.Context, user, room string) (bool, error) {
 		return false, err
 	}
 	n, err := s.rdb.Del(ctx, muteKey(user, room)).Result()
+	if err == nil {
+		err = s.unindex(ctx, Sanction{Kind: "mute", User: user, Room: room})
+	}
 	return n > 0, wrap("unmute", err)
 }
 

@@ -1,0 +1,122 @@
+package logic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/testkit"
+)
+
+// GET /logic/admin/lists answers what is in force in a room (settings,
+// mutes, bans, hides, pin, each with its end) and, for the admin secret,
+// in the whole service; lifted and ended sanctions leave the lists; a
+// moderator reads its rooms only.
+func TestAdminLists(t *testing.T) {
+	const secret = "admin-secret-0123456789"
+	e, admin, _, token := modesEnv(t)
+	room, other := testkit.Uniq("r"), testkit.Uniq("r")
+	as := func(tok, method, path, body string) response {
+		t.Helper()
+		return e.doWith(t, method, path, headers("Authorization", "Bearer "+tok), []byte(body))
+	}
+	do := func(path, body string) {
+		t.Helper()
+		if r := as(secret, http.MethodPost, path, body); r.status != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", path, body, r.status, r.body)
+		}
+	}
+	lists := func(tok, query string) ListsResponse {
+		t.Helper()
+		r := as(tok, http.MethodGet, "/logic/admin/lists"+query, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("lists %s: %d %s", query, r.status, r.body)
+		}
+		var l ListsResponse
+		if err := json.Unmarshal(r.body, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	muted, short, banned, hidden, everywhere := newUser(), newUser(), newUser(), newUser(), newUser()
+	start := time.Now()
+	if r := admin(`{"roomId":"` + room + `","slowSeconds":7}`); r.status != http.StatusOK {
+		t.Fatalf("room: %d %s", r.status, r.body)
+	}
+	do("/logic/admin/mute", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"10m"}`, muted, room))
+	do("/logic/admin/mute", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"1s"}`, short, room))
+	do("/logic/admin/ban", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"1h"}`, banned, room))
+	do("/logic/admin/hide", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"5m"}`, hidden, room))
+	do("/logic/admin/mute", fmt.Sprintf(`{"userId":%d,"duration":"2h"}`, everywhere))
+	do("/logic/admin/ban", fmt.Sprintf(`{"userId":%d,"roomId":"%s","duration":"1h"}`, muted, other))
+	do("/logic/admin/pin", `{"roomId":"`+room+`","content":"welcome","duration":"1m"}`)
+
+	near := func(what string, until int64, d time.Duration) {
+		t.Helper()
+		want := start.Add(d).UnixMilli()
+		if until < want-2000 || until > want+5000 {
+			t.Errorf("%s until %d, want about %d", what, until, want)
+		}
+	}
+	l := lists(secret, "?roomId="+room)
+	if l.RoomID != room || l.Settings == nil || l.Settings.SlowSeconds != 7 || l.Pin == nil || l.Pin.Content != "welcome" {
+		t.Fatalf("room lists: %+v", l)
+	}
+	if len(l.Mutes) != 2 || l.Mutes[0].User != short || l.Mutes[1].User != muted || len(l.Bans) != 1 || l.Bans[0].User != banned ||
+		len(l.Hidden) != 1 || l.Hidden[0].User != hidden {
+		t.Fatalf("room lists: %+v", l)
+	}
+	near("mute", l.Mutes[1].Until, 10*time.Minute)
+	near("ban", l.Bans[0].Until, time.Hour)
+	near("hide", l.Hidden[0].Until, 5*time.Minute)
+	near("pin", l.Pin.Until, time.Minute)
+
+	// Lifted and ended sanctions go.
+	do("/logic/admin/unban", fmt.Sprintf(`{"userId":%d,"roomId":"%s"}`, banned, room))
+	do("/logic/admin/unhide", fmt.Sprintf(`{"userId":%d,"roomId":"%s"}`, hidden, room))
+	do("/logic/admin/unpin", `{"roomId":"`+room+`","ids":["`+l.Pin.ID+`"]}`)
+	time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
+	l = lists(secret, "?roomId="+room)
+	if len(l.Mutes) != 1 || l.Mutes[0].User != muted || len(l.Bans) != 0 || len(l.Hidden) != 0 || l.Pin != nil {
+		t.Fatalf("room lists after unban, unhide, unpin and a mute's end: %+v", l)
+	}
+
+	g := lists(secret, "")
+	if g.Settings != nil || g.RoomID != "" || g.Pin != nil {
+		t.Fatalf("service lists: %+v", g)
+	}
+	found := map[string]bool{}
+	for _, x := range g.Mutes {
+		found[fmt.Sprint("mute ", x.User, " ", x.RoomID)] = true
+	}
+	for _, x := range g.Bans {
+		found[fmt.Sprint("ban ", x.User, " ", x.RoomID)] = true
+	}
+	for _, want := range []string{fmt.Sprint("mute ", muted, " ", room), fmt.Sprint("mute ", everywhere, " "), fmt.Sprint("ban ", muted, " ", other)} {
+		if !found[want] {
+			t.Errorf("service lists miss %q: %+v", want, g)
+		}
+	}
+	for _, gone := range []string{fmt.Sprint("ban ", banned, " ", room), fmt.Sprint("mute ", short, " ", room)} {
+		if found[gone] {
+			t.Errorf("service lists still hold %q", gone)
+		}
+	}
+
+	// Moderators read their rooms; bad input is a 400 naming the field.
+	mod := token(newUser(), []string{room}, auth.RoleModerator)
+	if l := lists(mod, "?roomId="+room); len(l.Mutes) != 1 {
+		t.Fatalf("moderator's lists: %+v", l)
+	}
+	wantRefused(t, "a moderator's other room", as(mod, http.MethodGet, "/logic/admin/lists?roomId="+other, ""), http.StatusForbidden, danmaku.CodeForbidden, "roomId")
+	wantRefused(t, "a moderator's service lists", as(mod, http.MethodGet, "/logic/admin/lists", ""), http.StatusForbidden, danmaku.CodeForbidden, "roomId")
+	wantRefused(t, "bad room", as(secret, http.MethodGet, "/logic/admin/lists?roomId=a:b", ""), http.StatusBadRequest, danmaku.EINVALID, "roomId")
+	wantRefused(t, "no secret", as("nope", http.MethodGet, "/logic/admin/lists?roomId="+room, ""), http.StatusUnauthorized, danmaku.EUNAUTH, "Authorization")
+	if r := as(secret, http.MethodPost, "/logic/admin/lists?roomId="+room, "{}"); r.status != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: %d", r.status)
+	}
+}
