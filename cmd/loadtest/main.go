@@ -17,6 +17,9 @@
 // judged against its cap over 10 s windows, the high lane and the all
 // tier exactly; the wire bytes per delivered comment are reported.
 //
+// -sse makes the viewers read GET /sse streams instead of WebSockets (the
+// same frames as server-sent events; resumes use since and epoch alike).
+//
 // -jitter D makes every viewer drop once during sending and resume after
 // about D; -churn F makes a share F of them drop -churn-drops times. Viewers
 // resume with ?since=POS&epoch=E and are accounted like viewers that never
@@ -110,6 +113,7 @@ func run(args []string) int {
 	tiers := fs.String("tiers", "", "viewers' density caps as CAP:SHARE,... (CAP a number or all; shares sum to 1), e.g. 30:0.99,all:0.01: capped viewers dial with density=CAP and are held to it over 10 s windows")
 	fs.Float64Var(&c.HighRate, "high-rate", 0, "high-priority messages per second (POST /logic/admin/send with -admin-secret, \"priority\":1), accounted exactly for every viewer of every tier")
 	fs.BoolVar(&c.Compress, "compress", false, "viewers offer permessage-deflate")
+	fs.BoolVar(&c.SSE, "sse", false, "viewers read server-sent events from GET /sse (the fallback transport) instead of WebSockets")
 	fs.DurationVar(&c.TargetHighP99, "target-high-p99", 0, "report whether the high-priority lane's p99 latency stays under this")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "the comets' auth.hmac_secret, for -user-rate: each viewer proves its user with a token it signs (comets send user notices only to proven users)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one POST")

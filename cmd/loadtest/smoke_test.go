@@ -65,6 +65,7 @@ func TestSmoke(t *testing.T) {
 	t.Run("jitter", func(t *testing.T) { jitter(t, s) })
 	t.Run("notices", func(t *testing.T) { notices(t, s) })
 	t.Run("tiers", func(t *testing.T) { tiers(t, s) })
+	t.Run("sse", func(t *testing.T) { sse(t, s) })
 	t.Run("failover", func(t *testing.T) { failover(t, s) }) // kills the first comet: last
 }
 
@@ -147,6 +148,31 @@ func steady(t *testing.T, s *stack) {
 		if sv.Error != "" || sv.RSSEndMiB <= 0 {
 			t.Errorf("server %s: no /proc figures (%s)", sv.Name, sv.Error)
 		}
+	}
+}
+
+// sse: viewers on GET /sse streams (-sse) get every message once, also
+// when each drops once and resumes with since and epoch; the wire figures
+// count their streams' bytes.
+func sse(t *testing.T, s *stack) {
+	c := s.config("sse")
+	c.SSE, c.Jitter = true, time.Second
+	c.Tiers, _ = loadtest.ParseTiers("all:1")
+	rep := runLoad(t, c)
+	if rep.ViewerStats.WholeTimeExact != 200 || rep.Send.Accepted != 500 {
+		t.Errorf("whole-time viewers %d, accepted %d; want 200 and 500", rep.ViewerStats.WholeTimeExact, rep.Send.Accepted)
+	}
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.Misrouted != 0 || rep.ExpectedExact == 0 {
+		t.Errorf("lost %d, duplicates %d, misrouted %d of %d; want none", rep.Lost, rep.Duplicates, rep.Misrouted, rep.ExpectedExact)
+	}
+	if r := rep.Resume; r == nil || r.Dropped < 200 || r.RecoveredTrue != r.ResumeDials || r.ResumeDials == 0 {
+		t.Errorf("resumes %+v: want every viewer dropped and every resume recovered", r)
+	}
+	if w := rep.Wire; w == nil || w.Delivered == 0 || w.PerDelivered < 50 {
+		t.Errorf("wire figures %+v: want the streams' bytes per delivered comment", w)
+	}
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
 	}
 }
 

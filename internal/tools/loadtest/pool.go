@@ -70,10 +70,12 @@ type PoolSpec struct {
 	TokenSecret string `json:"tokenSecret,omitempty"`
 	// Tiers: the viewers' density caps (density.go); High: high-priority
 	// messages are sent and accounted; Compress: viewers offer
-	// permessage-deflate.
+	// permessage-deflate; SSE: viewers read GET /sse streams instead of
+	// WebSockets.
 	Tiers    []TierShare `json:"tiers,omitempty"`
 	High     bool        `json:"high,omitempty"`
 	Compress bool        `json:"compress,omitempty"`
+	SSE      bool        `json:"sse,omitempty"`
 }
 
 // lanes reports whether frames are accounted by lane (density.go).
@@ -131,8 +133,8 @@ type viewer struct {
 	// mu guards conn and dropAway: the drop scheduler and Finish close
 	// the connection while the viewer's goroutine reads it.
 	mu       sync.Mutex
-	conn     *websocket.Conn // nil between sessions
-	dropAway time.Duration   // > 0: the current session was ended on purpose
+	conn     frameConn     // nil between sessions
+	dropAway time.Duration // > 0: the current session was ended on purpose
 
 	// The rest belongs to the viewer's goroutine (Finish reads it after
 	// that ended).
@@ -298,34 +300,46 @@ const viewerReadBuffer = 256 << 10
 
 // dial connects v (resuming from its position when it knows its room's
 // epoch) and reads the welcome frame.
-func (p *Pool) dial(ctx context.Context, v *viewer) (*websocket.Conn, welcome, error) {
+func (p *Pool) dial(ctx context.Context, v *viewer) (frameConn, welcome, error) {
 	target := p.spec.Targets[v.target]
 	nd := &net.Dialer{Timeout: p.spec.DialTimeout}
 	if p.spec.SourceIPs > 1 {
 		ip := net.IPv4(127, 0, 0, byte(p.spec.SourceBase+v.idx%p.spec.SourceIPs))
 		nd.LocalAddr = &net.TCPAddr{IP: ip}
 	}
-	d := websocket.Dialer{
-		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := nd.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			tc := c.(*net.TCPConn)
-			tc.SetReadBuffer(viewerReadBuffer)
-			return countConn{TCPConn: tc, n: &v.lane.wire}, nil
-		},
-		HandshakeTimeout:  p.spec.DialTimeout,
-		ReadBufferSize:    4096,
-		WriteBufferPool:   &sync.Pool{},
-		EnableCompression: p.spec.Compress,
+	netDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := c.(*net.TCPConn)
+		tc.SetReadBuffer(viewerReadBuffer)
+		return countConn{TCPConn: tc, n: &v.lane.wire}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.DialTimeout)
 	defer cancel()
-	u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + densityQuery(v.lane.cap) + uidQuery(p.spec.UserBase, p.spec.TokenSecret, v.idx)}
-	c, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
-	if err != nil {
-		return nil, welcome{}, dialError(resp, err)
+	query := resumeQuery(p.spec.Rooms[v.room], v.epoch, v.pos, v.sessions > 0) + densityQuery(v.lane.cap) + uidQuery(p.spec.UserBase, p.spec.TokenSecret, v.idx)
+	var c frameConn
+	if p.spec.SSE {
+		sc, resp, err := dialSSE(ctx, netDial, target, query, p.spec.DialTimeout)
+		if err != nil {
+			return nil, welcome{}, dialError(resp, err)
+		}
+		c = sc
+	} else {
+		d := websocket.Dialer{
+			NetDialContext:    netDial,
+			HandshakeTimeout:  p.spec.DialTimeout,
+			ReadBufferSize:    4096,
+			WriteBufferPool:   &sync.Pool{},
+			EnableCompression: p.spec.Compress,
+		}
+		u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: query}
+		ws, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})
+		if err != nil {
+			return nil, welcome{}, dialError(resp, err)
+		}
+		c = ws
 	}
 	c.SetReadDeadline(time.Now().Add(p.spec.DialTimeout))
 	_, msg, err := c.ReadMessage()

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/danmaku/danmaku"
 )
 
@@ -238,7 +236,7 @@ func (p *Pool) cut(v *viewer, away time.Duration) bool {
 	return true
 }
 
-func abort(c *websocket.Conn) {
+func abort(c frameConn) {
 	if tc, ok := tcpOf(c.NetConn()); ok {
 		tc.SetLinger(0)
 	}
@@ -270,7 +268,7 @@ func (p *Pool) resume(v *viewer, away time.Duration, dropped time.Time) bool {
 		}
 		resumed := v.sessions > 0
 		start := time.Now()
-		var c *websocket.Conn
+		var c frameConn
 		var w welcome
 		c, w, err = p.dial(p.ctx, v)
 		if err != nil {
@@ -310,7 +308,7 @@ func (p *Pool) resume(v *viewer, away time.Duration, dropped time.Time) bool {
 }
 
 // install makes c the viewer's connection unless Finish has begun.
-func (p *Pool) install(v *viewer, c *websocket.Conn) bool {
+func (p *Pool) install(v *viewer, c frameConn) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if p.stopping.Load() {

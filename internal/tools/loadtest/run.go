@@ -132,6 +132,9 @@ type Config struct {
 	Tiers    []TierShare
 	HighRate float64
 	Compress bool
+	// SSE makes viewers read GET /sse streams (the fallback transport)
+	// instead of WebSockets.
+	SSE bool
 
 	Exe      string    // this binary, for worker processes
 	Progress io.Writer // progress bar; nil: quiet
@@ -246,7 +249,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			DialTimeout: c.DialTimeout, Jitter: c.Jitter, Churn: c.Churn, ChurnDrops: c.ChurnDrops,
 			ChurnAway: c.ChurnAway, SendFor: sendFor, Seed: c.Seed, Reconnects: c.Reconnects,
 			Standby: c.Standby, UserBase: userBase, TokenSecret: c.TokenSecret,
-			Tiers: c.Tiers, High: c.HighRate > 0, Compress: c.Compress}
+			Tiers: c.Tiers, High: c.HighRate > 0, Compress: c.Compress, SSE: c.SSE}
 		if c.WorkerProfile != "" {
 			spec.CPUProfile = fmt.Sprintf("%s.worker%d", c.WorkerProfile, k)
 		}
