@@ -20,7 +20,12 @@ import (
 	"github.com/danmaku/danmaku/route"
 )
 
-func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(viewerProcessEnv); url != "" {
+		os.Exit(viewerProcess(url))
+	}
+	os.Exit(redisserver.Run(m))
+}
 
 const testSecret = "test-push-secret"
 

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -39,6 +40,9 @@ type Conn struct {
 	buf    *[frameBufSize]byte // nil while empty: idle viewers hold none
 	r, w   int
 	remain int64 // bytes of the current data frame not yet handed to gorilla
+	// stashed is set while the buffer holds bytes WaitReadable received
+	// that no Pump has looked at yet.
+	stashed bool
 
 	OnPing func(payload []byte) // called for each consumed ping
 	OnPong func()               // called when WaitReadable consumed pongs
@@ -197,10 +201,12 @@ func (f *Conn) fill() error {
 	return err
 }
 
-// Pump reads what the socket has, consumes control frames and reports
-// whether gorilla has a frame to read.
+// Pump reads what the socket has (or takes what WaitReadable received),
+// consumes control frames and reports whether gorilla has a frame to read.
 func (f *Conn) Pump() (dataReady bool, err error) {
-	if err := f.fill(); err != nil {
+	if f.stashed {
+		f.stashed = false
+	} else if err := f.fill(); err != nil {
 		return false, err
 	}
 	return f.consumeControl(), nil
@@ -246,44 +252,85 @@ func (f *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WaitReadable blocks until the socket has data, EOF or an error, or the
-// read deadline passes. It keeps the goroutine's stack shallow while idle.
+// WaitReadable blocks until the socket has something for the reader:
+// data, which is then in Conn's buffer or still in the socket for Pump,
+// or the end of the connection, which it returns as an error. It keeps
+// the goroutine's stack shallow while idle.
 //
-// Complete pong frames that arrive while Conn holds nothing are consumed
-// here, without returning, and OnPong is called after each read of them. An idle viewer's answer to
-// a ping thus costs a peek and a read on this shallow stack and no other
-// goroutine.
+// While Conn holds nothing, what arrives is read at once, with one
+// non-blocking receive into a small array on this stack: complete pongs
+// are consumed there, OnPong is called, and it waits on; anything else
+// (a data frame, half a pong) goes into Conn's buffer and it returns. An
+// idle viewer's answer to a ping thus costs one wake-up and one receive,
+// and no other goroutine.
 func (f *Conn) WaitReadable() error {
-	var peek [pongPeek]byte
+	var closed error
 	err := f.raw.Read(func(fd uintptr) bool {
+		if f.OnPong == nil || f.buf != nil || f.remain != 0 {
+			return f.peekReady(fd)
+		}
+		var b [pongRead]byte
+		have := 0 // the start of a frame kept from the last receive
 		for {
-			n, _, e := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if e == syscall.EAGAIN || e == syscall.EWOULDBLOCK {
+			n, _, e := syscall.Recvfrom(int(fd), b[have:], syscall.MSG_DONTWAIT)
+			switch {
+			case e == syscall.EAGAIN || e == syscall.EWOULDBLOCK:
+				if have > 0 {
+					f.stash(b[:have])
+					return true
+				}
+				return false
+			case e != nil:
+				closed = e
+				return true
+			case n <= 0:
+				closed = io.EOF
+				return true
+			}
+			n += have
+			k := pongsLen(b[:n])
+			if k > 0 {
+				f.OnPong()
+			}
+			have = copy(b[:], b[k:n])
+			switch {
+			case have > 0 && (k == 0 || n < len(b)):
+				// Not a pong, or half of one with nothing more to read.
+				f.stash(b[:have])
+				return true
+			case have == 0 && n < len(b):
+				// A short read emptied the socket: what comes later is a
+				// new edge for the poller, so it waits without another
+				// receive.
 				return false
 			}
-			// Data, EOF or a socket error (which shows up on the next read).
-			if e != nil || n <= 0 || f.OnPong == nil || f.buf != nil || f.remain != 0 {
-				return true
-			}
-			// Only pongs are there (a full peek may end inside one): consume
-			// them and wait on. The socket is drained in this loop since the
-			// poller reports edges only.
-			k := pongsLen(peek[:n])
-			if k == 0 || k < n && n < len(peek) {
-				return true
-			}
-			if _, _, e := syscall.Recvfrom(int(fd), peek[:k], syscall.MSG_DONTWAIT); e != nil {
-				return true
-			}
-			f.OnPong()
 		}
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return closed
 }
 
-// pongPeek is how many bytes WaitReadable looks at: a few pongs with the
-// payloads a ping of the comet carries (none).
-const pongPeek = 32
+// peekReady reports whether the socket has data, EOF or an error, leaving
+// it there.
+func (f *Conn) peekReady(fd uintptr) bool {
+	var b [1]byte
+	_, _, e := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return e != syscall.EAGAIN && e != syscall.EWOULDBLOCK
+}
+
+// stash puts bytes WaitReadable received into the empty buffer; the next
+// Pump serves them before it reads the socket again.
+func (f *Conn) stash(b []byte) {
+	f.buf = frameBufPool.Get().(*[frameBufSize]byte)
+	f.r, f.w = 0, copy(f.buf[:], b)
+	f.stashed = true
+}
+
+// pongRead is how many bytes WaitReadable reads at once: a few pongs with
+// the payloads a ping of the comet carries (none).
+const pongRead = 32
 
 // pongsLen returns the length of the complete masked pong frames at the
 // start of b.

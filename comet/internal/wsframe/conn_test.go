@@ -257,9 +257,9 @@ func tcpPair(t *testing.T) (*Conn, net.Conn) {
 }
 
 // WaitReadable consumes complete pongs that arrive while Conn holds
-// nothing, calling OnPong after each read of them, and returns once anything else is
-// there: a data frame behind them, half a pong, or EOF. What it returns
-// for is left in the socket for the next read.
+// nothing, calling OnPong after each read of them, and returns once anything
+// else is there: a data frame behind them or half a pong, which it leaves
+// for Pump, or the end of the connection, which it returns as an error.
 func TestWaitReadableConsumesPongs(t *testing.T) {
 	fc, client := tcpPair(t)
 	pongs := make(chan struct{}, 100)
@@ -296,15 +296,23 @@ func TestWaitReadableConsumesPongs(t *testing.T) {
 	client.Write(many)
 	countPongs(1) // once per read of pongs, at least
 	notReturned("eight pongs")
-	// Half a pong, then the rest: it returns for the half and leaves it.
+	// Half a pong, then the rest: it returns for the half and leaves it
+	// to Pump, which takes the rest from the socket.
 	pong := maskedFrame(opcodePong, nil)
 	client.Write(pong[:3])
 	if err := <-returned; err != nil {
 		t.Fatal(err)
 	}
-	client.Write(pong[3:])
 	if ready, err := fc.Pump(); err != nil || ready {
-		t.Fatalf("Pump = %v, %v; want a consumed pong", ready, err)
+		t.Fatalf("Pump = %v, %v; want half a pong kept", ready, err)
+	}
+	client.Write(pong[3:])
+	wait()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if ready, err := fc.Pump(); err != nil || ready || fc.buf != nil {
+		t.Fatalf("Pump = %v, %v (buffered %v); want a consumed pong", ready, err, fc.buf != nil)
 	}
 	// A text frame behind a pong: the pong is consumed, the frame left.
 	text := maskedFrame(0x1, []byte("hi"))
@@ -316,13 +324,74 @@ func TestWaitReadableConsumesPongs(t *testing.T) {
 	if ready, err := fc.Pump(); err != nil || !ready {
 		t.Fatalf("Pump = %v, %v; want the text frame ready", ready, err)
 	}
-	// EOF.
+	// The end of the connection is an error.
 	client.Close()
 	fc.r, fc.w, fc.remain = 0, 0, 0
 	fc.release()
 	wait()
-	if err := <-returned; err != nil {
-		t.Fatal(err)
+	if err := <-returned; !errors.Is(err, io.EOF) {
+		t.Fatalf("WaitReadable after the peer closed = %v, want EOF", err)
+	}
+}
+
+// A reader driven as the comet's (WaitReadable, Pump, then each frame
+// read whole while one is pending) over a real socket hands on exactly
+// the data frames of a stream of pongs and text frames however it
+// arrives: pongs that straddle WaitReadable's receives, a text frame
+// behind pongs, half a frame at the end of a receive.
+func TestWaitReadableStreams(t *testing.T) {
+	var stream []byte
+	var want [][]byte
+	for i := range 30 {
+		for j := range i % 7 {
+			stream = append(stream, maskedFrame(opcodePong, bytes.Repeat([]byte{'p'}, (i+j)%9))...)
+		}
+		if i%3 == 0 {
+			text := maskedFrame(0x1, []byte(fmt.Sprintf(`{"op":"ping","n":%d}`, i)))
+			stream = append(stream, text...)
+			want = append(want, text)
+		}
+	}
+	for _, chunk := range []int{1, 5, 13, 31, 32, 33, 4096} {
+		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
+			fc, client := tcpPair(t)
+			fc.OnPong = func() {}
+			go func() {
+				for i := 0; i < len(stream); i += chunk {
+					client.Write(stream[i:min(i+chunk, len(stream))])
+					if chunk > 1 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				client.Close()
+			}()
+			var got [][]byte
+			p := make([]byte, 7)
+			for fc.WaitReadable() == nil {
+				ready, err := fc.Pump()
+				if err != nil {
+					break
+				}
+				for ready {
+					var frame []byte
+					for {
+						n, err := fc.Read(p)
+						if err != nil {
+							t.Fatalf("read inside a frame: %v", err)
+						}
+						frame = append(frame, p[:n]...)
+						if fc.remain == 0 {
+							break
+						}
+					}
+					got = append(got, frame)
+					ready = fc.Pending()
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("handed on %d frames % x\nwant %d % x", len(got), got, len(want), want)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,147 @@
+package comet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/danmaku/danmaku/internal/testkit"
+)
+
+// viewerProcessEnv makes the test binary a viewer process (TestMain): it
+// joins the room at the URL the variable holds, answers pings while it
+// reads, and prints "ready" once welcomed.
+const viewerProcessEnv = "COMET_TEST_VIEWER_URL"
+
+func viewerProcess(url string) int {
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "viewer:", err)
+		return 1
+	}
+	if _, _, err := ws.ReadMessage(); err != nil {
+		fmt.Fprintln(os.Stderr, "viewer:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return 0
+		}
+	}
+}
+
+// A peer that stops answering is closed when its silence passes PongWait,
+// at the ping sweep, so between PongWait and PongWait + PingPeriod after its
+// last sign of life (docs/protocol.md, Heartbeat): a raw TCP client that
+// completed the handshake and then neither reads nor writes, and a viewer
+// process that answered pings until it was stopped (SIGSTOP: its kernel
+// still acknowledges every segment, so only the missing pongs tell). A
+// viewer answering pings stays.
+func TestDeadPeersClosedInTime(t *testing.T) {
+	const period, wait = 250 * time.Millisecond, time.Second
+	s, _ := mustStart(t, func(c *Config) {
+		c.PingPeriod = period
+		c.PongWait = wait
+	})
+	rawRoom, stopRoom, liveRoom := testkit.Uniq("raw-"), testkit.Uniq("stopped-"), testkit.Uniq("live-")
+	live := mustDial(t, s, "room="+liveRoom)
+	mustReadOp(t, live, opWelcome)
+	go func() {
+		for {
+			if _, _, err := live.NextRaw(time.Minute); err != nil {
+				return
+			}
+		}
+	}()
+
+	// The stopped viewer answers pings for several periods first.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), viewerProcessEnv+"="+wsURL(s, "room="+stopRoom))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("viewer process said %q", line)
+	}
+	time.Sleep(2 * wait)
+	if n := s.hub.local(stopRoom); n != 1 {
+		t.Fatalf("the viewer process answering pings was closed (%d viewers)", n)
+	}
+
+	raw := rawViewer(t, s, rawRoom)
+	rawSince := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopSince := time.Now()
+	defer cmd.Process.Signal(syscall.SIGCONT)
+
+	closedAfter := func(room string, since time.Time) time.Duration {
+		t.Helper()
+		deadline := since.Add(wait + period + 2*time.Second) // slack for a loaded machine
+		for s.hub.local(room) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("viewer of %s still connected %v after its last sign of life (pong_wait %v, ping_period %v)",
+					room, time.Since(since), wait, period)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(since)
+	}
+	rawAfter := closedAfter(rawRoom, rawSince)
+	stopAfter := closedAfter(stopRoom, stopSince)
+	t.Logf("closed %v after the raw client's handshake, %v after SIGSTOP", rawAfter, stopAfter)
+	// Its last pong came at most one period (and a bit) before the stop.
+	if early := wait - period - 100*time.Millisecond; rawAfter < early || stopAfter < early {
+		t.Fatalf("closed too early: %v after the handshake, %v after SIGSTOP (pong_wait %v)", rawAfter, stopAfter, wait)
+	}
+	// The comet closed the raw client's socket.
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("raw client's socket: %v, want EOF", err)
+	}
+	if n := s.hub.local(liveRoom); n != 1 {
+		t.Fatalf("the live viewer was closed (%d viewers)", n)
+	}
+}
+
+// rawViewer opens a viewer of room by a handshake written by hand and
+// reads the response; the caller then never reads or writes again.
+func rawViewer(t *testing.T, s *Server, room string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.PublicAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET /ws?room=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", room, s.PublicAddr())
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 16), nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
+		if s.hub.local(room) != 1 {
+			return fmt.Errorf("raw viewer not in %s", room)
+		}
+		return nil
+	})
+	return c
+}
