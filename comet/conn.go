@@ -60,6 +60,10 @@ type conn struct {
 	// seen is when something last arrived from the viewer (UnixNano):
 	// the ping sweep closes a viewer silent for PongWait.
 	seen atomic.Int64
+	// heartbeat is when the viewer's last {"op":"ping"} came (UnixNano);
+	// it was answered with a pong frame, so within a ping period of it
+	// the viewer needs no ping of the comet.
+	heartbeat atomic.Int64
 
 	w writer
 }
@@ -242,6 +246,14 @@ func (c *conn) silent(now time.Time) bool {
 	return now.UnixNano()-c.seen.Load() > int64(c.s.cfg.PongWait)
 }
 
+// pingDue reports whether the viewer is to be pinged: it did not send a
+// heartbeat of its own within the last PingPeriod. A viewer whose client
+// sends one every heartbeatMs (danmaku.js does) has traffic both ways and
+// shows it is there without the comet's pings.
+func (c *conn) pingDue(now time.Time) bool {
+	return now.UnixNano()-c.heartbeat.Load() >= int64(c.s.cfg.PingPeriod)
+}
+
 // pingFrame is a WebSocket ping with no payload, as a server sends it.
 var pingFrame = []byte{0x89, 0x00}
 
@@ -336,6 +348,7 @@ func (c *conn) readMessage() bool {
 	}
 	switch f.Op {
 	case opPing:
+		c.heartbeat.Store(time.Now().UnixNano())
 		c.send(pongFrame, pongFrameLen)
 	case opJoin:
 		c.join(joinReqOf(f))

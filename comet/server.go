@@ -358,7 +358,8 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// pingLoop pings every viewer once per PingPeriod and closes the viewers
+// pingLoop pings every viewer once per PingPeriod, but for those that sent
+// a heartbeat of their own within it (conn.pingDue), and closes the viewers
 // silent for PongWait (so one is closed between PongWait and PongWait +
 // PingPeriod after it went quiet). It sweeps one hub shard per tick, so
 // pings are spread over the period and no per-connection timer or read
@@ -380,7 +381,9 @@ func (s *Server) pingLoop() {
 					c.ws.Close() // the reader sees it and cleans up
 					return
 				}
-				c.ping()
+				if c.pingDue(now) {
+					c.ping()
+				}
 			})
 			next = (next + 1) % numShards
 		}

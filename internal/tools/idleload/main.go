@@ -9,6 +9,9 @@
 // viewers connected and joined, the difference per viewer, the same after a
 // forced GC, and the Go runtime's view (heap in use, stacks, goroutines).
 //
+// With -heartbeat the viewers also send {"op":"ping"} every heartbeatMs of
+// their welcome, as danmaku.js does.
+//
 // The modes "serve" and "clients" are the two children; "clients" also
 // serves the fan-out benchmark as a peer process holding the viewer sockets.
 package main
@@ -16,9 +19,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -49,6 +54,7 @@ func main() {
 	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
 	pingPeriod := flag.Duration("ping-period", 0, "the comet's ping_period (serve, measure; 0: the default)")
 	cpuWindow := flag.Duration("cpu-window", 30*time.Second, "how long the comet's CPU is measured while the viewers idle, after settle (measure; 0: not measured)")
+	flag.BoolVar(&heartbeat, "heartbeat", false, `viewers also send {"op":"ping"} every heartbeatMs of their welcome, as danmaku.js does (clients, measure)`)
 	flag.Parse()
 	var err error
 	switch *mode {
@@ -179,12 +185,18 @@ func clients(addr, room string, rooms, n int, compress bool) error {
 				return
 			}
 			c.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, _, err := c.ReadMessage(); err != nil {
+			_, welcome, err := c.ReadMessage()
+			if err != nil {
 				failed.Add(1)
 				c.Close()
 				return
 			}
 			c.SetReadDeadline(time.Time{})
+			if heartbeat {
+				var w struct{ HeartbeatMs int64 }
+				json.Unmarshal(welcome, &w)
+				go beat(c, time.Duration(w.HeartbeatMs)*time.Millisecond)
+			}
 			conns[i] = c
 			connected.Add(1)
 		}()
@@ -198,6 +210,21 @@ func clients(addr, room string, rooms, n int, compress bool) error {
 	fmt.Printf("CONNECTED %d FAILED %d\n", connected.Load(), failed.Load())
 	io.Copy(io.Discard, os.Stdin)
 	return nil
+}
+
+// beat sends {"op":"ping"} every period, starting at a random point of the
+// first one, as danmaku.js does, until the connection fails.
+func beat(c *websocket.Conn, period time.Duration) {
+	if period <= 0 {
+		return
+	}
+	time.Sleep(rand.N(period))
+	for {
+		if c.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`)) != nil {
+			return
+		}
+		time.Sleep(period)
+	}
 }
 
 // drain reads and discards frames; pings are answered by the library.
@@ -236,6 +263,9 @@ func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
 
 // servePing is the -ping-period measure hands its comet.
 var servePing time.Duration
+
+// heartbeat is -heartbeat.
+var heartbeat bool
 
 type child struct {
 	cmd *exec.Cmd
@@ -354,7 +384,8 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	base := rss(pid)
 
 	t0 := time.Now()
-	cl, err := start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", fmt.Sprintf("idle%d", pid), "-rooms", strconv.Itoa(rooms))
+	cl, err := start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", fmt.Sprintf("idle%d", pid),
+		"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat))
 	if err != nil {
 		return err
 	}

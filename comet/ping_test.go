@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,4 +145,65 @@ func rawViewer(t *testing.T, s *Server, room string) net.Conn {
 		return nil
 	})
 	return c
+}
+
+// A viewer whose client sends a heartbeat ({"op":"ping"}, answered with a
+// pong frame) at least once per ping period gets no pings of the comet
+// and stays past PongWait; when its heartbeats stop, the comet pings it
+// again, and it stays while it answers.
+func TestHeartbeatReplacesPings(t *testing.T) {
+	const period, wait = 200 * time.Millisecond, time.Second
+	s, _ := mustStart(t, func(c *Config) {
+		c.PingPeriod = period
+		c.PongWait = wait
+	})
+	room := testkit.Uniq("hb-")
+	v := mustDial(t, s, "room="+room)
+	mustReadOp(t, v, opWelcome)
+	var pings atomic.Int64
+	v.WS().SetPingHandler(func(data string) error {
+		pings.Add(1)
+		return v.WS().WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	pongs := make(chan struct{}, 100)
+	go func() {
+		for {
+			f, _, err := v.Next(time.Minute)
+			if err != nil {
+				return
+			}
+			if f.Op == opPong {
+				pongs <- struct{}{}
+			}
+		}
+	}()
+	// Let the pings of the join pass, then heartbeat for four PongWaits.
+	time.Sleep(2 * period)
+	stop := time.Now().Add(4 * wait)
+	before := pings.Load()
+	for time.Now().Before(stop) {
+		v.MustSend(t, map[string]string{"op": "ping"})
+		select {
+		case <-pongs:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no pong frame for a heartbeat")
+		}
+		time.Sleep(period / 2)
+	}
+	// One ping may have been due as the heartbeats began.
+	if n := pings.Load() - before; n > 1 {
+		t.Fatalf("pinged %d times in %v of heartbeats every %v (ping period %v)", n, 4*wait, period/2, period)
+	}
+	if s.hub.local(room) != 1 {
+		t.Fatal("the heartbeating viewer was closed")
+	}
+	// Heartbeats stop: pings come again, and the viewer stays.
+	before = pings.Load()
+	time.Sleep(2 * wait)
+	if n := pings.Load() - before; n < 5 {
+		t.Fatalf("%d pings in %v without heartbeats (ping period %v)", n, 2*wait, period)
+	}
+	if s.hub.local(room) != 1 {
+		t.Fatal("the viewer answering pings was closed")
+	}
 }
