@@ -14,6 +14,7 @@ import (
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // MaxMute is the longest mute or ban the admin API sets.
@@ -166,7 +167,7 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, req *AdminRequest) erro
 			return err
 		}
 	}
-	return checkText("actor", orDefault(req.Actor, "-"), 64, false)
+	return sendpath.CheckText("actor", orDefault(req.Actor, "-"), 64, false)
 }
 
 func orDefault(s, def string) string {
@@ -176,7 +177,7 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func requireUser(req *AdminRequest) error { return checkUserID("userId", req.UserID) }
+func requireUser(req *AdminRequest) error { return sendpath.CheckUserID("userId", req.UserID) }
 
 // adminMute mutes a user in a room, or everywhere without roomId: their
 // sends get 403 muted until the duration ends.

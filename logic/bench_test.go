@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
@@ -208,7 +209,8 @@ func reportProduce(b *testing.B, e *testEnv) {
 
 // BenchmarkSendParts measures the two remote calls of a send on their own,
 // each from 32 goroutines, to set against BenchmarkSend in the same run:
-// "allow" is one rate-limit script call, "produce" one single-message
+// "allow" is the send check (sendpath.Path.Check: its one Redis call is
+// the rate-limit script, the room's settings being cached), "produce" one single-message
 // write through the producer to the embedded broker (the 32 writers share
 // produce requests).
 func BenchmarkSendParts(b *testing.B) {
@@ -246,7 +248,7 @@ func BenchmarkSendParts(b *testing.B) {
 			reqs[i] = sendReq("bench_room", newUser(), "x")
 		}
 		run(b, func(w int) error {
-			_, err := e.srv.admit(context.Background(), "127.0.0.1", &reqs[w])
+			_, _, err := e.srv.send.Check(context.Background(), nil, "127.0.0.1", &reqs[w])
 			return err
 		})
 	})
@@ -254,7 +256,7 @@ func BenchmarkSendParts(b *testing.B) {
 		e := newEnv(b)
 		req := sendReq("bench_room", newUser(), "弹幕 benchmark message")
 		run(b, func(int) error {
-			return e.srv.produce(context.Background(), &req, checked{ids: []string{""}})
+			return e.srv.send.Produce(context.Background(), &req, sendpath.Checked{IDs: []string{""}})
 		})
 	})
 }

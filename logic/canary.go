@@ -93,7 +93,7 @@ func (c *canaries) tick(ctx context.Context) {
 // write writes the canary of partition p.
 func (c *canaries) write(ctx context.Context, p int, key []byte) {
 	now := time.Now()
-	v, err := danmaku.MarshalCanary(danmaku.Canary{ID: "canary-" + c.s.ids.next(), Partition: p,
+	v, err := danmaku.MarshalCanary(danmaku.Canary{ID: "canary-" + c.s.ids.Next(), Partition: p,
 		Partitions: len(c.keys), TS: now.UnixMilli()})
 	if err == nil {
 		err = c.s.producer.Write(ctx, key, now, v)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/wordfilter"
 )
 
@@ -178,8 +179,8 @@ func DefaultConfig() Config {
 // Validate checks the section.
 func (c *Config) Validate() error {
 	switch {
-	case c.NodeID < -1 || c.NodeID > maxNodeID:
-		return config.Invalid("node_id", "must be -1 (random) or 0..%d", maxNodeID)
+	case c.NodeID < -1 || c.NodeID > sendpath.MaxNodeID:
+		return config.Invalid("node_id", "must be -1 (random) or 0..%d", sendpath.MaxNodeID)
 	case c.MaxBodyBytes < 256:
 		return config.Invalid("max_body_bytes", "must be at least 256")
 	case c.MaxMessages < 1:
@@ -242,6 +243,18 @@ func (c *Config) Validate() error {
 	}
 	_, err := parseProxies(c.TrustedProxies)
 	return err
+}
+
+// sendConfig is the send path's part of the section.
+func (c Config) sendConfig() sendpath.Config {
+	return sendpath.Config{
+		Limits: sendpath.Limits{MaxMessages: c.MaxMessages, MaxContent: c.MaxContentRunes, MaxName: c.MaxNameRunes,
+			MaxHigh: c.HighRateBurst},
+		RateLimit: c.RateLimit, RateBurst: c.RateBurst, IPRateLimit: c.IPRateLimit, IPRateBurst: c.IPRateBurst,
+		HighRateLimit: c.HighRateLimit, HighRateBurst: c.HighRateBurst,
+		RedisTimeout: c.RedisTimeout, ProduceTimeout: c.ProduceTimeout,
+		AdmitBatchWait: c.AdmitBatchWait, AdmitBatchMax: c.AdmitBatchMax,
+	}
 }
 
 // authOn reports whether senders must present a JWT.

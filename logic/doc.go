@@ -45,7 +45,7 @@
 //     cannot silently drop an idempotency key, and so are keys in another
 //     case than documented ("ROOMID") or given twice (checkSendKeys);
 //   - roomId: 1..64 of [A-Za-z0-9_.-] (danmaku.CheckID);
-//   - userId: an integer from 1 to 2^53-1 (MaxUserID); userName: 1..32 characters (Unicode code
+//   - userId: an integer from 1 to 2^53-1 (sendpath.MaxUserID); userName: 1..32 characters (Unicode code
 //     points), not blank, no control characters;
 //   - messages: 1..50; content: 1..200 characters, not blank, no control
 //     characters other than newline and tab.
@@ -54,14 +54,14 @@
 //
 // A message without msgId gets a generated id: 16 characters of lowercase
 // base32hex over Unix milliseconds, the node id and a sequence, so ids sort
-// by time (see idGen).
+// by time (see sendpath.IDGen).
 //
 // A msgId from the client is an idempotency key. It must pass
 // danmaku.CheckID and is namespaced by user: user 7 sending "abc" gets (and
 // the message carries) the id "u7-abc", so two users choosing the same key
 // never share an id and one user cannot suppress another's message. The
 // answer returns that namespaced id; a client that resends either "abc" or
-// "u7-abc" gets the same id again. Keys of up to MaxClientIDLen (40)
+// "u7-abc" gets the same id again. Keys of up to sendpath.MaxClientIDLen (40)
 // characters are always accepted; longer ones as long as the namespaced id
 // fits 64 characters. Generated ids contain no '-', so they never collide
 // with namespaced ones.

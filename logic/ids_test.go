@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,76 +14,6 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/route"
 )
-
-func TestIDGen(t *testing.T) {
-	now := time.UnixMilli(1_763_000_000_000)
-	g := newIDGen(513)
-	g.now = func() time.Time { return now }
-
-	var ids []string
-	for i := 0; i < 70_000; i++ { // more than one millisecond's sequence
-		ids = append(ids, g.next())
-	}
-	now = now.Add(-time.Hour) // clock steps back
-	ids = append(ids, g.next())
-	now = now.Add(2 * time.Hour)
-	ids = append(ids, g.next())
-
-	if !sort.StringsAreSorted(ids) {
-		t.Fatal("ids are not increasing")
-	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			t.Fatalf("duplicate id %q", id)
-		}
-		seen[id] = true
-		if len(id) != idLen || strings.Contains(id, "-") || danmaku.CheckID("id", id) != nil {
-			t.Fatalf("bad id %q", id)
-		}
-	}
-	if ts, ok := idTime(ids[0]); !ok || !ts.Equal(time.UnixMilli(1_763_000_000_000)) {
-		t.Fatalf("idTime(first) = %v, %v", ts, ok)
-	}
-	// 70,000 ids overflow one millisecond's 65,536 sequence numbers.
-	if ts, _ := idTime(ids[69_999]); ts.UnixMilli() != 1_763_000_000_001 {
-		t.Fatalf("after overflow ts = %d, want the next millisecond", ts.UnixMilli())
-	}
-	if ts, _ := idTime(ids[len(ids)-1]); !ts.Equal(now.Truncate(time.Millisecond)) {
-		t.Fatalf("idTime(last) = %v, want %v", ts, now)
-	}
-	// Two nodes in the same millisecond never collide.
-	h := newIDGen(514)
-	h.now = g.now
-	if a, b := g.next(), h.next(); a == b {
-		t.Fatalf("nodes 513 and 514 both made %q", a)
-	}
-}
-
-func TestClientMsgID(t *testing.T) {
-	for _, tc := range []struct {
-		uid      int64
-		in, want string
-		ok       bool
-	}{
-		{7, "abc", "u7-abc", true},
-		{7, "u7-abc", "u7-abc", true},
-		{7, "u8-abc", "u7-u8-abc", true},
-		{7, "u7-", "u7-u7-", true},
-		{1<<63 - 1, strings.Repeat("k", MaxClientIDLen), "u9223372036854775807-" + strings.Repeat("k", MaxClientIDLen), true},
-		{1<<63 - 1, strings.Repeat("k", 44), "", false},
-		{7, "a:b", "", false},
-		{7, "", "", false},
-	} {
-		got, err := clientMsgID("f", tc.uid, tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("clientMsgID(%d, %q) = %q, %v; want %q ok=%v", tc.uid, tc.in, got, err, tc.want, tc.ok)
-		}
-		if err == nil && danmaku.CheckID("id", got) != nil {
-			t.Errorf("clientMsgID(%d, %q) = %q is not a valid id", tc.uid, tc.in, got)
-		}
-	}
-}
 
 // A broker that accepts connections but never answers must not hang a
 // request: the produce timeout bounds it.

@@ -133,7 +133,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		<-s.topicDone
 	}
 	errs := []error{s.pub.stop(ctx), s.adm.stop(ctx)}
-	s.admitter.Close()
+	s.send.Close()
 	if err := s.producer.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}

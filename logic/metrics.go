@@ -119,4 +119,8 @@ func (m *metrics) observeRefused(reason string) {
 	m.refused.WithLabelValues(reason).Inc()
 }
 
+// Refused and Produced are what the send path counts (sendpath.Metrics).
+func (m *metrics) Refused(reason string)               { m.observeRefused(reason) }
+func (m *metrics) Produced(d time.Duration, err error) { m.observeProduce(d, err) }
+
 func (m *metrics) observeAdmin(action, result string) { m.admin.WithLabelValues(action, result).Inc() }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // Moderation that reaches the viewers: a ban and a deletion are events on
@@ -38,7 +39,7 @@ func (s *Server) adminBan(r *http.Request, req *AdminRequest) (AdminResponse, er
 	if err := s.store.Ban(ctx, user, req.RoomID, d); err != nil {
 		return AdminResponse{}, s.redisError("ban", err)
 	}
-	ev := danmaku.Event{Op: danmaku.OpBan, Room: req.RoomID, ID: s.ids.next(), User: user, Until: until.UnixMilli()}
+	ev := danmaku.Event{Op: danmaku.OpBan, Room: req.RoomID, ID: s.ids.Next(), User: user, Until: until.UnixMilli()}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("the ban holds for new joins and sends, but open connections were not closed; ban again", err)
 	}
@@ -78,7 +79,7 @@ func (s *Server) adminDelete(r *http.Request, req *AdminRequest) (AdminResponse,
 		return AdminResponse{}, danmaku.Errorf(danmaku.ENOTFOUND, "ids",
 			"none of the ids is a message of room %s (in its history, not deleted, or accepted in the last %v)", req.RoomID, delInFlight)
 	}
-	ev := danmaku.Event{Op: danmaku.OpDel, Room: req.RoomID, ID: s.ids.next(), IDs: found}
+	ev := danmaku.Event{Op: danmaku.OpDel, Room: req.RoomID, ID: s.ids.Next(), IDs: found}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("kafka unavailable, nothing deleted; retry", err)
 	}
@@ -117,7 +118,7 @@ func (s *Server) messagesOf(r *http.Request, room string, ids []string) (found, 
 		}
 	}
 	for _, id := range ids {
-		t, generated := idTime(id)
+		t, generated := sendpath.IDTime(id)
 		if seen[id] == 1 || seen[id] == 0 && generated && time.Since(t) < delInFlight {
 			found = append(found, id)
 		} else {

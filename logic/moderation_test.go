@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/route"
 )
@@ -153,7 +154,7 @@ func TestAdminDeleteFindsMessages(t *testing.T) {
 		t.Fatalf("send: %d %s", sent.status, sent.body)
 	}
 	recent := sent.ids(t)[0]
-	old := encodeID(uint64(time.Now().Add(-time.Hour).UnixMilli()), 1, 1)
+	old := sendpath.EncodeID(uint64(time.Now().Add(-time.Hour).UnixMilli()), 1, 1)
 	r := admin("/logic/admin/delete", fmt.Sprintf(`{"roomId":"%s","ids":["%s","%s","u7-never","nope"]}`, room, recent, old))
 	var resp AdminResponse
 	json.Unmarshal(r.body, &resp)

@@ -189,7 +189,7 @@ func TestRoomStateFirstReadShared(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if _, err := e.srv.roomState(context.Background(), room); err != nil {
+			if _, err := e.srv.send.RoomState(context.Background(), room); err != nil {
 				t.Error(err)
 			}
 		}()

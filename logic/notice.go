@@ -14,6 +14,7 @@ import (
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // Notices: messages to one user on every tab, or to every viewer.
@@ -75,7 +76,7 @@ func (s *Server) serveNotice(action string, toUser bool) func(http.ResponseWrite
 		req, err := decodeNotice(w, r, s.cfg.MaxBodyBytes, toUser)
 		var ids []string
 		if err == nil {
-			ids, err = s.lim.validateNotices(&req, toUser)
+			ids, err = validateNotices(s.cfg.sendConfig().Limits, &req, toUser)
 		}
 		if err == nil {
 			err = s.produceNotices(r.Context(), &req, toUser, ids)
@@ -123,15 +124,15 @@ func decodeNotice(w http.ResponseWriter, r *http.Request, limit int64, toUser bo
 // validateNotices checks req and returns the message ids to use:
 // namespaced client ids where given, "" where the server assigns one. Data
 // is compacted in place.
-func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, error) {
+func validateNotices(l sendpath.Limits, req *NoticeRequest, toUser bool) ([]string, error) {
 	prefix := "all-"
 	if toUser {
-		if err := checkUserID("userId", req.UserID); err != nil {
+		if err := sendpath.CheckUserID("userId", req.UserID); err != nil {
 			return nil, err
 		}
 		prefix = "to" + strconv.FormatInt(req.UserID, 10) + "-"
 	}
-	if err := l.checkCount(len(req.Messages)); err != nil {
+	if err := l.CheckCount(len(req.Messages)); err != nil {
 		return nil, err
 	}
 	ids := make([]string, len(req.Messages))
@@ -142,7 +143,7 @@ func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, erro
 			return nil, danmaku.Errorf(danmaku.EINVALID, field+".content", "a message needs content, data or both")
 		}
 		if m.Content != "" {
-			if err := checkText(field+".content", m.Content, l.maxContent, true); err != nil {
+			if err := sendpath.CheckText(field+".content", m.Content, l.MaxContent, true); err != nil {
 				return nil, err
 			}
 		}
@@ -154,11 +155,11 @@ func (l limits) validateNotices(req *NoticeRequest, toUser bool) ([]string, erro
 		if m.MsgID == "" {
 			continue
 		}
-		id, err := namespacedID(field+".msgId", prefix, m.MsgID)
+		id, err := sendpath.NamespacedID(field+".msgId", prefix, m.MsgID)
 		if err != nil {
 			return nil, err
 		}
-		if ids[i], err = once(ids[:i], id, field+".msgId"); err != nil {
+		if ids[i], err = sendpath.Once(ids[:i], id, field+".msgId"); err != nil {
 			return nil, err
 		}
 	}
@@ -200,7 +201,7 @@ func (s *Server) produceNotices(ctx context.Context, req *NoticeRequest, toUser 
 	values := make([][]byte, len(req.Messages))
 	for i, m := range req.Messages {
 		if ids[i] == "" {
-			ids[i] = s.ids.next()
+			ids[i] = s.ids.Next()
 		}
 		value, err := danmaku.MarshalNotice(user, danmaku.Notice{ID: ids[i], TS: ts.UnixMilli(), Content: m.Content, Data: m.Data})
 		if err != nil {

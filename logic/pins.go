@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // Pins. POST /logic/admin/pin pins a message of the room (ids: its id)
@@ -45,7 +46,7 @@ func (s *Server) adminPin(r *http.Request, req *AdminRequest) (AdminResponse, er
 	if p, err = s.store.SetPin(ctx, req.RoomID, p); err != nil {
 		return AdminResponse{}, s.redisError("pin", err)
 	}
-	ev := danmaku.Event{Op: danmaku.OpPin, Room: req.RoomID, ID: s.ids.next(), Pin: &p}
+	ev := danmaku.Event{Op: danmaku.OpPin, Room: req.RoomID, ID: s.ids.Next(), Pin: &p}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("the pin is saved for new viewers, but the room's viewers were not told; pin again", err)
 	}
@@ -73,10 +74,10 @@ func pinDuration(req *AdminRequest) (time.Duration, error) {
 func (s *Server) pinOf(r *http.Request, req *AdminRequest) (danmaku.Pin, error) {
 	switch {
 	case len(req.IDs) == 0 && req.Content != "":
-		if err := checkText("content", req.Content, s.cfg.MaxContentRunes, false); err != nil {
+		if err := sendpath.CheckText("content", req.Content, s.cfg.MaxContentRunes, false); err != nil {
 			return danmaku.Pin{}, err
 		}
-		return danmaku.Pin{ID: s.ids.next(), Content: req.Content}, nil
+		return danmaku.Pin{ID: s.ids.Next(), Content: req.Content}, nil
 	case len(req.IDs) != 1 || req.Content != "":
 		return danmaku.Pin{}, danmaku.Errorf(danmaku.EINVALID, "ids", "pin one message (ids: [its id]) or a text (content), not both")
 	}
@@ -117,7 +118,7 @@ func (s *Server) adminUnpin(r *http.Request, req *AdminRequest) (AdminResponse, 
 		return AdminResponse{RoomID: req.RoomID, Removed: &removed}, nil
 	}
 	p := danmaku.Pin{ID: req.IDs[0], Ver: v}
-	ev := danmaku.Event{Op: danmaku.OpUnpin, Room: req.RoomID, ID: s.ids.next(), Pin: &p}
+	ev := danmaku.Event{Op: danmaku.OpUnpin, Room: req.RoomID, ID: s.ids.Next(), Pin: &p}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("the pin is gone for new viewers, but the room's viewers were not told; unpin again", err)
 	}

@@ -10,11 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/unitext"
 )
 
 // The bodies of the send route, declared with every body of the API in
@@ -229,118 +226,4 @@ func jsonKind(goKind string) string {
 		return "object"
 	}
 	return goKind
-}
-
-// limits are the validation bounds taken from Config.
-type limits struct {
-	maxMessages, maxContent, maxName int
-	maxHigh                          int // high-priority messages per request: the room bucket's burst
-}
-
-// validate checks req and returns the message ids to use, in order:
-// namespaced client ids where given, "" where the server must assign one.
-func (l limits) validate(req *SendRequest) ([]string, error) {
-	if err := danmaku.CheckID("roomId", req.RoomID); err != nil {
-		return nil, err
-	}
-	if err := checkUserID("userId", req.UserID); err != nil {
-		return nil, err
-	}
-	if err := checkName("userName", req.UserName, l.maxName); err != nil {
-		return nil, err
-	}
-	if err := l.checkCount(len(req.Messages)); err != nil {
-		return nil, err
-	}
-	if err := req.Priority.Check("priority"); err != nil {
-		return nil, err
-	}
-	if req.Priority.High() && len(req.Messages) > l.maxHigh {
-		return nil, danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d high-priority messages per request (logic.high_rate_burst), got %d", l.maxHigh, len(req.Messages))
-	}
-	ids := make([]string, len(req.Messages))
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if err := checkText(fmt.Sprintf("messages[%d].content", i), m.Content, l.maxContent, true); err != nil {
-			return nil, err
-		}
-		if m.MsgID == "" {
-			continue
-		}
-		field := fmt.Sprintf("messages[%d].msgId", i)
-		id, err := clientMsgID(field, req.UserID, m.MsgID)
-		if err != nil {
-			return nil, err
-		}
-		if ids[i], err = once(ids[:i], id, field); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
-}
-
-// MaxUserID is the largest user id: 2^53-1, the largest integer a
-// JavaScript number holds exactly, so every client reads ids as sent.
-const MaxUserID = 1<<53 - 1
-
-// checkUserID requires 1..MaxUserID.
-func checkUserID(field string, uid int64) error {
-	if uid <= 0 || uid > MaxUserID {
-		return danmaku.Errorf(danmaku.EINVALID, field, "must be an integer from 1 to %d (2^53-1, the largest JavaScript holds exactly)", int64(MaxUserID))
-	}
-	return nil
-}
-
-// checkCount requires 1 to maxMessages messages in a request.
-func (l limits) checkCount(n int) error {
-	switch {
-	case n == 0:
-		return danmaku.Errorf(danmaku.EINVALID, "messages", "must hold at least one message")
-	case n > l.maxMessages:
-		return danmaku.Errorf(danmaku.EINVALID, "messages", "at most %d messages per request, got %d", l.maxMessages, n)
-	}
-	return nil
-}
-
-// once returns id unless an earlier message of the request (ids) has it,
-// which is an error naming field.
-func once(earlier []string, id, field string) (string, error) {
-	for j, e := range earlier {
-		if e == id {
-			return "", danmaku.Errorf(danmaku.EINVALID, field, "same msgId as messages[%d]", j)
-		}
-	}
-	return id, nil
-}
-
-// checkText requires 1..max code points, something visible (not only
-// white space, invisible characters or lone combining marks:
-// unitext.Blank), and no control characters (a comment may hold line
-// breaks and tabs).
-func checkText(field, s string, maxRunes int, multiline bool) error {
-	if unitext.Blank(s) {
-		return danmaku.Errorf(danmaku.EINVALID, field, "must not be empty or only invisible characters")
-	}
-	if n := utf8.RuneCountInString(s); n > maxRunes {
-		return danmaku.Errorf(danmaku.EINVALID, field, "longer than %d characters (%d)", maxRunes, n)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
-			return danmaku.Errorf(danmaku.EINVALID, field, "control character %U not allowed", r)
-		}
-	}
-	return nil
-}
-
-// checkName checks a display name as checkText does, and refuses
-// bidirectional controls: in a name they reorder what the page shows after
-// it ("\u202Enimda" shows as "admin").
-func checkName(field, s string, maxRunes int) error {
-	if err := checkText(field, s, maxRunes, false); err != nil {
-		return err
-	}
-	if r, ok := unitext.BidiControl(s); ok {
-		return danmaku.Errorf(danmaku.EINVALID, field, "bidirectional control %U not allowed in a name", r)
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/testkit"
 )
 
@@ -143,7 +144,7 @@ func TestSendProducesToKafka(t *testing.T) {
 	if len(ids) != 3 || ids[1] != want {
 		t.Fatalf("ids = %v, want 3 with the second %q", ids, want)
 	}
-	if !(ids[0] < ids[2]) || len(ids[0]) != idLen {
+	if !(ids[0] < ids[2]) || len(ids[0]) != sendpath.IDLen {
 		t.Fatalf("generated ids %q, %q not time-ordered fixed-width", ids[0], ids[2])
 	}
 	for _, id := range ids {

@@ -17,9 +17,9 @@ import (
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/httpx"
 	"github.com/danmaku/danmaku/internal/kafkax"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/telemetry"
 	"github.com/danmaku/danmaku/internal/wordfilter"
-	"github.com/danmaku/danmaku/route"
 )
 
 // Deps are what a Server needs from outside. The Server owns the Kafka
@@ -54,7 +54,6 @@ type Deps struct {
 type Server struct {
 	cfg      Config
 	kafka    config.Kafka
-	lim      limits
 	verifier *auth.Verifier // nil: auth off
 	vod      *vod
 	words    *wordfilter.Filter
@@ -62,11 +61,10 @@ type Server struct {
 	// historyLimit bounds GET /logic/history per client address.
 	historyLimit *readLimiter
 	store        Store
-	admitter     *route.Admitter
-	states       *roomStates
+	send         *sendpath.Path
 	producer     *kafkax.Producer
 	canaries     *canaries
-	ids          *idGen
+	ids          *sendpath.IDGen
 	log          *zap.Logger
 	m            *metrics
 	gatherer     prometheus.Gatherer // what Start serves on /metrics
@@ -105,30 +103,27 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	reg, gatherer := telemetry.Metrics(d.Registerer)
 	s := &Server{
-		cfg:   cfg,
-		kafka: d.Kafka,
-		lim: limits{maxMessages: cfg.MaxMessages, maxContent: cfg.MaxContentRunes, maxName: cfg.MaxNameRunes,
-			maxHigh: cfg.HighRateBurst},
+		cfg:          cfg,
+		kafka:        d.Kafka,
 		words:        words,
 		proxies:      pxs,
 		historyLimit: newReadLimiter(cfg.HistoryRateLimit, cfg.HistoryRateBurst),
 		store:        d.Store,
-		admitter: d.Store.NewAdmitter(route.AdmitOptions{
-			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
-		}),
 		producer: kafkax.NewProducer(d.Kafka.Brokers, d.Kafka.Topic, kafkax.ProducerConfig{
 			Linger:       cfg.BatchTimeout,
 			MaxMessages:  cfg.BatchSize,
 			WriteTimeout: cfg.ProduceTimeout,
 			DialTimeout:  min(cfg.ProduceTimeout, 5*time.Second),
 		}),
-		states:   newRoomStates(),
-		ids:      newIDGen(cfg.NodeID),
+		ids:      sendpath.NewIDGen(cfg.NodeID),
 		log:      log,
 		m:        newMetrics(reg),
 		gatherer: gatherer,
 		mux:      http.NewServeMux(),
 	}
+	s.send = sendpath.New(cfg.sendConfig(), sendpath.Deps{
+		Store: d.Store, Producer: s.producer, IDs: s.ids, Words: words, Metrics: s.m, Log: log,
+	})
 	s.vod = newVOD(cfg, d.VOD, reg)
 	s.canaries = newCanaries(s, reg)
 	s.adminMux = s.mux
@@ -272,8 +267,8 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 }
 
 // serveSend is POST /logic/send: authenticate (auth on), decode, check
-// (checkSend: claims, validation, blocked words, room modes, bans, mutes,
-// rate limits), stamp, produce, and answer 202 only once Kafka
+// (sendpath.Path.Check: claims, validation, blocked words, room modes,
+// bans, mutes, rate limits), stamp, produce, and answer 202 only once Kafka
 // acknowledged every message.
 func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
@@ -289,7 +284,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	c, retry, err := s.checkSend(r.Context(), claims, s.proxies.clientIP(r), &req)
+	c, retry, err := s.send.Check(r.Context(), claims, s.proxies.clientIP(r), &req)
 	if err != nil {
 		writeRetry(w, retry, err)
 		return
@@ -299,9 +294,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 
 // accept produces req's messages and answers 202 with their ids once
 // Kafka acknowledged them, or answers the error and returns it.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest, c checked) error {
-	ids := c.ids
-	if err := s.produce(r.Context(), req, c); err != nil {
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest, c sendpath.Checked) error {
+	ids := c.IDs
+	if err := s.send.Produce(r.Context(), req, c); err != nil {
 		httpx.WriteError(w, err)
 		return err
 	}
@@ -319,83 +314,6 @@ func writeRetry(w http.ResponseWriter, retry int64, err error) {
 	httpx.WriteError(w, err)
 }
 
-// admit checks the sender's ban from the room and mutes and takes the request's tokens from the
-// user's and the client address ip's buckets, in one Redis round trip shared
-// with the concurrent requests of its batch (route.Admitter). A
-// refusal is an error (403 banned or muted, 429 rate_limited) with the wait in whole
-// seconds, rounded up and at least one, for the Retry-After header.
-func (s *Server) admit(ctx context.Context, ip string, req *SendRequest) (retryAfter int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-	defer cancel()
-	v, err := s.admitter.Admit(ctx, route.Admission{
-		User: strconv.FormatInt(req.UserID, 10), Room: req.RoomID, N: len(req.Messages),
-		UserBucket: route.Bucket{Rate: s.cfg.RateLimit, Burst: s.cfg.RateBurst},
-		IP:         ip,
-		IPBucket:   route.Bucket{Rate: s.cfg.IPRateLimit, Burst: s.cfg.IPRateBurst},
-	})
-	if err != nil {
-		return 0, s.redisError("rate limit", err)
-	}
-	if v.Allowed {
-		return 0, nil
-	}
-	secs := max(int64((v.RetryAfter+time.Second-1)/time.Second), 1)
-	switch {
-	case v.Banned:
-		s.m.observeRefused("banned")
-		return 0, danmaku.Errorf(danmaku.CodeBanned, "roomId", "banned from this room for another %d s", secs)
-	case v.Muted && v.Everywhere:
-		s.m.observeRefused("muted")
-		return 0, danmaku.Errorf(danmaku.CodeMuted, "userId", "muted everywhere (in every room) for another %d s", secs)
-	case v.Muted:
-		s.m.observeRefused("muted")
-		return 0, danmaku.Errorf(danmaku.CodeMuted, "userId", "muted in this room for another %d s", secs)
-	case v.Limit == "ip":
-		s.m.observeRefused("ip")
-		return secs, danmaku.Errorf(danmaku.ERATELIMIT, "",
-			"rate limit of this client address exceeded: %g messages per second, burst %d; retry in %d s", s.cfg.IPRateLimit, s.cfg.IPRateBurst, secs)
-	}
-	s.m.observeRefused("user")
-	return secs, danmaku.Errorf(danmaku.ERATELIMIT, "userId",
-		"rate limit exceeded: %g messages per second, burst %d; retry in %d s", s.cfg.RateLimit, s.cfg.RateBurst, secs)
-}
-
-// produce assigns ids and the server time and writes the request's
-// messages in one write, so they travel together in one record batch: as
-// message envelopes, or as shadow events when the sender is hidden in the
-// room.
-func (s *Server) produce(ctx context.Context, req *SendRequest, c checked) error {
-	ts := time.Now()
-	tsMs := ts.UnixMilli()
-	ids := c.ids
-	values := make([][]byte, len(req.Messages))
-	for i, m := range req.Messages {
-		if ids[i] == "" {
-			ids[i] = s.ids.next()
-		}
-		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority}
-		var value []byte
-		var err error
-		if c.shadow {
-			value, err = danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpShadow, Room: req.RoomID, ID: msg.ID,
-				User: strconv.FormatInt(msg.UID, 10), Msg: &msg})
-		} else {
-			value, err = danmaku.MarshalEnvelope(req.RoomID, msg)
-		}
-		if err != nil {
-			return fmt.Errorf("encode envelope: %w", err)
-		}
-		values[i] = value
-	}
-	if err := s.write(ctx, []byte(req.RoomID), ts, values...); err != nil {
-		// Sampled by the logger: an outage logs a few lines a second, not
-		// one per request.
-		s.log.Warn("kafka produce failed", zap.String("room", req.RoomID), zap.Int("messages", len(values)), zap.Error(err))
-		return danmaku.Unavailable("kafka unavailable, message not accepted; retry with the same msgId", err)
-	}
-	return nil
-}
-
 // write produces values as records with key and time ts and returns once
 // Kafka acknowledged every one, or failed, within Config.ProduceTimeout;
 // the time taken is observed. The records of one write stay together, in
@@ -409,13 +327,7 @@ func (s *Server) write(ctx context.Context, key []byte, ts time.Time, values ...
 	return err
 }
 
-func (s *Server) redisError(op string, err error) error {
-	if code := danmaku.ErrorCode(err); code == danmaku.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded) {
-		s.log.Warn("redis call failed", zap.String("op", op), zap.Error(err))
-		return danmaku.Unavailable("redis unavailable", err)
-	}
-	return err
-}
+func (s *Server) redisError(op string, err error) error { return sendpath.RedisError(s.log, op, err) }
 
 // serveOnline is GET /logic/online?roomId=: the room's viewer count, guarded
 // like a send (authorizeRead).

@@ -337,7 +337,7 @@ func (s *Server) adminStreamStart(r *http.Request, req *AdminRequest) (AdminResp
 	}
 	id := req.StreamID
 	if id == "" {
-		id = s.ids.next()
+		id = s.ids.Next()
 	} else if err := danmaku.CheckID("streamId", id); err != nil {
 		return AdminResponse{}, err
 	}
@@ -358,7 +358,7 @@ func (s *Server) adminStreamEnd(r *http.Request, req *AdminRequest) (AdminRespon
 }
 
 func (s *Server) streamEvent(r *http.Request, op, room, stream string) (AdminResponse, error) {
-	ev := danmaku.Event{Op: op, Room: room, ID: s.ids.next(), Stream: stream, At: time.Now().UnixMilli()}
+	ev := danmaku.Event{Op: op, Room: room, ID: s.ids.Next(), Stream: stream, At: time.Now().UnixMilli()}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("kafka unavailable, the stream did not change; retry", err)
 	}

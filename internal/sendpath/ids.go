@@ -1,4 +1,4 @@
-package logic
+package sendpath
 
 import (
 	"math/rand/v2"
@@ -18,8 +18,9 @@ import (
 // collide with client-supplied ids, which are always stored as
 // "u<userId>-<clientId>".
 const (
-	idLen     = 16
-	maxNodeID = 1<<16 - 1
+	IDLen = 16
+	// MaxNodeID is the largest node id a generator may carry.
+	MaxNodeID = 1<<16 - 1
 	// MaxClientIDLen is the longest client msgId that is always accepted:
 	// with the "u<userId>-" prefix (at most 21 characters) it still fits
 	// danmaku.MaxIDLen.
@@ -28,26 +29,28 @@ const (
 
 const base32hex = "0123456789abcdefghijklmnopqrstuv"
 
-// idGen hands out time-ordered ids without a lock: state packs the last
+// IDGen hands out time-ordered ids without a lock: state packs the last
 // millisecond used (high 48 bits) and the sequence within it (low 16).
 // When a millisecond's 65,536 sequence numbers run out the sequence carries
 // into the next millisecond, and a clock that steps back is ignored, so ids
 // keep increasing either way.
-type idGen struct {
+type IDGen struct {
 	node  uint64
 	state atomic.Uint64
 	now   func() time.Time
 }
 
-func newIDGen(node int) *idGen {
+// NewIDGen returns a generator for node (0..MaxNodeID); a negative node
+// picks a random one.
+func NewIDGen(node int) *IDGen {
 	if node < 0 {
-		node = rand.IntN(maxNodeID + 1)
+		node = rand.IntN(MaxNodeID + 1)
 	}
-	return &idGen{node: uint64(node), now: time.Now}
+	return &IDGen{node: uint64(node), now: time.Now}
 }
 
-// next returns a new id, greater than every id g returned before.
-func (g *idGen) next() string {
+// Next returns a new id, greater than every id g returned before.
+func (g *IDGen) Next() string {
 	now := uint64(g.now().UnixMilli()) << 16
 	for {
 		old := g.state.Load()
@@ -56,16 +59,17 @@ func (g *idGen) next() string {
 			v = old + 1
 		}
 		if g.state.CompareAndSwap(old, v) {
-			return encodeID(v>>16, g.node, v&0xffff)
+			return EncodeID(v>>16, g.node, v&0xffff)
 		}
 	}
 }
 
-func encodeID(ms, node, seq uint64) string {
+// EncodeID is the id of sequence number seq of node in Unix millisecond ms.
+func EncodeID(ms, node, seq uint64) string {
 	// 80 bits as two 40-bit halves, eight characters each.
 	hi := ms >> 8
 	lo := (ms&0xff)<<32 | node<<16 | seq
-	var b [idLen]byte
+	var b [IDLen]byte
 	for i := 7; i >= 0; i-- {
 		b[i] = base32hex[hi&31]
 		hi >>= 5
@@ -75,9 +79,9 @@ func encodeID(ms, node, seq uint64) string {
 	return string(b[:])
 }
 
-// idTime returns the millisecond encoded in a generated id.
-func idTime(id string) (time.Time, bool) {
-	if len(id) != idLen {
+// IDTime returns the millisecond encoded in a generated id.
+func IDTime(id string) (time.Time, bool) {
+	if len(id) != IDLen {
 		return time.Time{}, false
 	}
 	var hi, lo uint64
@@ -92,19 +96,19 @@ func idTime(id string) (time.Time, bool) {
 	return time.UnixMilli(int64(hi<<8 | lo>>32)), true
 }
 
-// clientMsgID namespaces a client's idempotency key by its user so two
+// ClientMsgID namespaces a client's idempotency key by its user so two
 // users choosing the same key never share a message id: "abc" from user 7
 // becomes "u7-abc". An id that already carries the user's prefix (a client
 // resending the id it was given) is kept as it is, so retrying with either
 // form yields the same id.
-func clientMsgID(field string, uid int64, id string) (string, error) {
-	return namespacedID(field, "u"+strconv.FormatInt(uid, 10)+"-", id)
+func ClientMsgID(field string, uid int64, id string) (string, error) {
+	return NamespacedID(field, "u"+strconv.FormatInt(uid, 10)+"-", id)
 }
 
-// namespacedID returns prefix + id for the client's idempotency key id, or
+// NamespacedID returns prefix + id for the client's idempotency key id, or
 // id itself when it already carries the prefix; the result must pass
 // danmaku.CheckID. The error names field.
-func namespacedID(field, prefix, id string) (string, error) {
+func NamespacedID(field, prefix, id string) (string, error) {
 	if strings.HasPrefix(id, prefix) && len(id) > len(prefix) {
 		return id, danmaku.CheckID(field, id)
 	}

@@ -1,0 +1,22 @@
+package sendpath
+
+import (
+	"context"
+
+	"github.com/danmaku/danmaku/route"
+)
+
+// Store is what the send path does in Redis: the batched check of bans,
+// mutes and rate limits, a room's high-priority bucket, its settings and
+// the check of its modes. route.Store implements it.
+type Store interface {
+	// NewAdmitter starts the batched send check (bans, mutes, rate limits).
+	NewAdmitter(o route.AdmitOptions) *route.Admitter
+	// TakeHigh and GiveBackHigh are a room's high-priority bucket.
+	TakeHigh(ctx context.Context, room string, n int, b route.Bucket) (route.Verdict, error)
+	GiveBackHigh(ctx context.Context, room string, n int, b route.Bucket) error
+	ReadRoom(ctx context.Context, room string) (route.Room, error)
+	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
+}
+
+var _ Store = (*route.Store)(nil)
