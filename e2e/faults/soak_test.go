@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -33,23 +32,6 @@ const (
 	soakFaultEvery   = time.Minute
 	soakSampleEvery  = 10 * time.Second
 )
-
-// Growth bounds once the load is steady: the last samples of a process
-// may exceed the highest of the first third of the steady run by at most
-// this factor plus this slack.
-var soakBounds = map[string][2]float64{
-	"rss_bytes":  {1.5, 32 << 20},
-	"goroutines": {1.25, 100},
-	"open_fds":   {1.25, 40},
-	"redis_keys": {2, 2000},
-}
-
-// sample is one reading of one process (or of Redis: Proc "redis").
-type sample struct {
-	At    float64            `json:"at"` // seconds since the load started
-	Proc  string             `json:"proc"`
-	Value map[string]float64 `json:"value"`
-}
 
 // soakFault is one fault the nemesis applied.
 type soakFault struct {
@@ -266,7 +248,7 @@ func (r *soakReport) add(s sample) {
 }
 
 // processSample reads a role's RSS, goroutines and open fds from its
-// /metrics (the Go and process collectors).
+// /metrics (the Go and process collectors), and a comet's viewers.
 func processSample(url string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -282,6 +264,10 @@ func processSample(url string) (map[string]float64, error) {
 			return nil, err
 		}
 		out[key] = v
+	}
+	// A comet's viewer connections (see perViewer).
+	if v, err := sc.Value("danmaku_comet_connections"); err == nil {
+		out["viewers"] = v
 	}
 	return out, nil
 }
@@ -311,48 +297,14 @@ func (r *soakReport) account(t *testing.T, senders []*stack.Sender, vs []*wsview
 		r.Accepted, r.Refused, r.Viewers, r.Deliveries)
 }
 
-// checkGrowth compares, per process and quantity, the median of the last
-// three samples with the highest sample of the first third of the steady
-// run (after a fifth of the run, at least a minute, of warm-up).
+// checkGrowth checks the samples against soakBounds (see growth) and
+// records the lines of the report.
 func (r *soakReport) checkGrowth(t *testing.T, dur time.Duration) {
 	t.Helper()
-	warm := max(dur.Seconds()/5, 60)
-	third := warm + (dur.Seconds()-warm)/3
-	series := map[string][]sample{}
-	for _, s := range r.Samples {
-		if s.At >= warm {
-			series[s.Proc] = append(series[s.Proc], s)
-		}
-	}
-	procs := make([]string, 0, len(series))
-	for p := range series {
-		procs = append(procs, p)
-	}
-	sort.Strings(procs)
-	for _, p := range procs {
-		ss := series[p]
-		if len(ss) < 4 {
-			continue
-		}
-		for key, b := range soakBounds {
-			base := 0.0
-			for _, s := range ss {
-				if s.At <= third {
-					base = max(base, s.Value[key])
-				}
-			}
-			if _, ok := ss[0].Value[key]; !ok {
-				continue
-			}
-			last := []float64{ss[len(ss)-3].Value[key], ss[len(ss)-2].Value[key], ss[len(ss)-1].Value[key]}
-			sort.Float64s(last)
-			bound := base*b[0] + b[1]
-			line := fmt.Sprintf("%s %s: steady max %.0f, end %.0f, bound %.0f", p, key, base, last[1], bound)
-			r.Growth = append(r.Growth, line)
-			if last[1] > bound {
-				t.Errorf("growth beyond the bound: %s", line)
-			}
-		}
+	lines, over := growth(r.Samples, dur)
+	r.Growth = lines
+	for _, line := range over {
+		t.Errorf("growth beyond the bound: %s", line)
 	}
 	t.Logf("growth once steady:\n%s", strings.Join(r.Growth, "\n"))
 }
