@@ -3,6 +3,8 @@ package comet
 import (
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet/internal/density"
 	"github.com/danmaku/danmaku/internal/auth"
@@ -40,6 +42,34 @@ type densityConf struct {
 	tiers   density.Tiers
 	hotRate float64 // messages a second above which a room is hot; 0: never
 	hotSlot int     // the slot a hot room serves its viewers that asked nothing
+	// kept and skipped count, by slot, the normal messages of live
+	// batches each tier's frame kept and left out (nil: not counted).
+	kept, skipped []prometheus.Counter
+}
+
+// count resolves, for every slot, its series of kept and skipped (label
+// tier: the cap, or all), which also makes them exist from the start.
+func (d *densityConf) count(kept, skipped *prometheus.CounterVec) {
+	for s := range d.tiers.Slots() {
+		tier := "all"
+		if cp := d.tiers.Cap(s); cp > 0 {
+			tier = strconv.Itoa(cp)
+		}
+		d.kept = append(d.kept, kept.WithLabelValues(tier))
+		d.skipped = append(d.skipped, skipped.WithLabelValues(tier))
+	}
+}
+
+// thinned counts what a tier's frame of a live batch with normal normal
+// messages kept of them, and left out.
+func (d *densityConf) thinned(slot int, normal, skipped int64) {
+	if slot >= len(d.kept) {
+		return
+	}
+	d.kept[slot].Add(float64(normal - skipped))
+	if skipped > 0 {
+		d.skipped[slot].Add(float64(skipped))
+	}
 }
 
 func newDensityConf(cfg Config) *densityConf {
@@ -115,6 +145,41 @@ type fanOut struct {
 	start bool
 	built []bool
 	items []item // by slot; PM nil: nothing for the tier in this batch
+	used  []bool // by slot: the tier has viewers in the room
+}
+
+// count adds what each tier with viewers kept of the batch and left out
+// to the comet's counts (densityConf.thinned), whether its viewers got
+// the tier's frame or one of their own.
+func (f *fanOut) count() {
+	d := f.r.dc
+	normal := normalCount(f.msgs)
+	for s, used := range f.used {
+		if !used {
+			continue
+		}
+		var skipped int64
+		if cp := d.tiers.Cap(s); cp > 0 {
+			for _, n := range f.needs {
+				if !density.Keeps(n, cp) {
+					skipped++
+				}
+			}
+		}
+		d.thinned(s, normal, skipped)
+	}
+}
+
+// normalCount is the number of normal (not high-priority) messages of
+// msgs.
+func normalCount(msgs []danmaku.Message) int64 {
+	var n int64
+	for i := range msgs {
+		if msgs[i].Priority != danmaku.PriorityHigh {
+			n++
+		}
+	}
+	return n
 }
 
 // item returns the frame of slot, thinning and encoding it on first use.
@@ -164,7 +229,7 @@ func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*co
 		r.carry = make([]carry, slots)
 	}
 	f := fanOut{r: r, msgs: msgs, needs: r.needsLocked(msgs), start: start,
-		built: make([]bool, slots), items: make([]item, slots)}
+		built: make([]bool, slots), items: make([]item, slots), used: make([]bool, slots)}
 	auto := r.autoSlotLocked()
 	r.fanSeq++
 	n, slow := r.deliverOwnLocked(&f, auto, slow)
@@ -176,6 +241,7 @@ func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*co
 		if s == slotAuto {
 			s = auto
 		}
+		f.used[s] = true
 		it := f.item(s)
 		if it.PM == nil {
 			continue
@@ -187,6 +253,7 @@ func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*co
 			slow = append(slow, m.c)
 		}
 	}
+	f.count()
 	return n, slow
 }
 
@@ -211,6 +278,7 @@ func (r *room) deliverOwnLocked(f *fanOut, auto int, slow []*conn) (int, []*conn
 				continue
 			}
 			m.ownSeq = r.fanSeq
+			f.used[s] = true
 			switch m.c.enqueue(f.ownItem(m.uid, s)) {
 			case enqueued:
 				n++

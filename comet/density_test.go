@@ -183,6 +183,7 @@ func TestDensityTiers(t *testing.T) {
 		}
 	}
 	t.Logf("10/s tier: %d of %d messages, %d skipped; the sender also got %d of its own", len(gotB.msgs), len(feed.msgs), gotB.skipped, len(mine))
+	checkThinCounts(t, a, b, gotB, feed)
 
 	// The leaver resumes on the other comet after the last position it got.
 	last := before.msgs[len(before.msgs)-1].Pos
@@ -193,6 +194,42 @@ func TestDensityTiers(t *testing.T) {
 	after := collect(t, back)(500 * time.Millisecond)
 	if ids := append(before.ids(), after.ids()...); !slices.Equal(ids, gotB.ids()) {
 		t.Fatalf("a resumed viewer of the 10/s tier got %d messages, one that stayed %d", len(ids), len(gotB.ids()))
+	}
+}
+
+// checkThinCounts checks the comets' counts of what their tiers' frames
+// kept and left out of the feed's normal messages: once per batch and
+// tier, on a, which has viewers of both tiers, and on b, only of the 10/s
+// tier, whose frames are g's.
+func checkThinCounts(t *testing.T, a, b *Server, g got, feed densityFeed) {
+	t.Helper()
+	var normal, kept float64
+	for _, m := range feed.msgs {
+		if m.Priority != danmaku.PriorityHigh {
+			normal++
+		}
+	}
+	for _, m := range g.msgs {
+		if m.Priority != danmaku.PriorityHigh {
+			kept++
+		}
+	}
+	for _, c := range []struct {
+		s                    *Server
+		tier                 string
+		kept, skipped        float64
+		otherKept, otherSkip float64
+	}{
+		{a, "all", normal, 0, 0, 0},
+		{a, "10", kept, normal - kept, 0, 0},
+		{b, "10", kept, normal - kept, 0, 0},
+		{b, "all", 0, 0, 0, 0},
+		{b, "30", 0, 0, 0, 0},
+	} {
+		m := c.s.metrics
+		if k, sk := value(t, m.densityKept.WithLabelValues(c.tier)), value(t, m.densitySkipped.WithLabelValues(c.tier)); k != c.kept || sk != c.skipped {
+			t.Errorf("tier %s: kept %v, skipped %v; want %v, %v", c.tier, k, sk, c.kept, c.skipped)
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ type metrics struct {
 	deletedMsgs    prometheus.Counter
 	notices        *prometheus.CounterVec
 	opsLimited     prometheus.Counter
+	densityKept    *prometheus.CounterVec
+	densitySkipped *prometheus.CounterVec
 }
 
 // Reasons a room's history is read and gaps are repaired (label values).
@@ -101,6 +103,10 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban, state, shadow, pin, unpin).", "op"),
 		deletedMsgs: counter("deleted_messages_total", "Messages removed from room rings by del events."),
 		notices:     counterVec("notices_total", "Notices pushed by job, by op (user: to one user, all: to every viewer); repeats are also counted in duplicate_messages_total.", "op"),
+		densityKept: counterVec("density_kept_total", "Normal messages of live batches a tier's frame kept, once per batch and tier with viewers in the room "+
+			"(not per viewer), by tier (a cap in messages a second, or all).", "tier"),
+		densitySkipped: counterVec("density_skipped_total", "Normal messages of live batches a tier's frame left out, once per batch and tier with viewers in the room "+
+			"(not per viewer), by tier; a viewer's own messages still reach it.", "tier"),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
@@ -111,8 +117,9 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
 		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
-		m.opsLimited)
+		m.opsLimited, m.densityKept, m.densitySkipped)
 	reg.MustRegister(gauges(h, registry)...)
+	h.density.count(m.densityKept, m.densitySkipped)
 	return m
 }
 

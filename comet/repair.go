@@ -66,6 +66,7 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 	if r.capped > 0 {
 		return r.deliverTiersLocked(msgs, start, slow)
 	}
+	r.dc.thinned(r.dc.tiers.All(), normalCount(msgs), 0)
 	b := danmaku.NewBatch(r.id, msgs)
 	b.Epoch = r.tl.Epoch
 	it, ok := r.encodeItem(b)
