@@ -130,7 +130,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 		s.metrics.rejected("handshake")
 		return nil
 	}
-	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1), density: noCap}
+	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1), density: noCap,
+		deflate: s.cfg.Compression && offersDeflate(r.Header)}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {
 		c.fc.OnPing = func(payload []byte) { c.sendItem(item{Pong: payload}) }

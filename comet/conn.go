@@ -41,6 +41,9 @@ type conn struct {
 	// claims are the viewer's token (nil: it showed none); set before the
 	// reader starts, read only by it and by the notice index.
 	claims *auth.Claims
+	// deflate is set when the viewer negotiated permessage-deflate
+	// (before the reader starts).
+	deflate bool
 	// ops is the connection's budget of room ops; only the reader uses it.
 	ops opBucket
 	// density is what the viewer asks for in rooms it joins (density.go:
@@ -195,6 +198,10 @@ func (c *conn) readLoop(u urlRooms) {
 		if c.fc.WaitReadable() != nil {
 			return
 		}
+		if c.fc.Text(c.heartbeatMatch()) {
+			c.answerHeartbeat()
+			continue
+		}
 		if !c.deep(c.readReady) {
 			return
 		}
@@ -273,18 +280,23 @@ func (c *conn) ping() {
 // pingNow writes pingFrame without waiting; the writer's lock is held, so
 // no other frame is being written. It reports false when the socket has
 // no room (the ping is queued instead).
-func (c *conn) pingNow() bool {
-	n, err := c.fc.TryWrite(pingFrame)
+func (c *conn) pingNow() bool { return c.writeNow(pingFrame, 0) }
+
+// writeNow writes frame (a ping or a pong, size bytes of payload counted)
+// with one non-blocking send while the writer's lock is held. It reports
+// false when the socket has no room.
+func (c *conn) writeNow(frame []byte, size int) bool {
+	n, err := c.fc.TryWrite(frame)
 	switch {
-	case err != nil || n == 1:
-		// A failed send, or half a frame (a socket with room for one
-		// byte): the connection cannot go on; the reader cleans up.
+	case err != nil || n > 0 && n < len(frame):
+		// A failed send, or part of a frame (a socket with room for a few
+		// bytes): the connection cannot go on; the reader cleans up.
 		c.s.metrics.writeError()
 		c.ws.Close()
 	case n == 0:
 		return false
 	default:
-		c.s.metrics.wrote(0)
+		c.s.metrics.wrote(size)
 	}
 	return true
 }
@@ -297,6 +309,9 @@ func (c *conn) readReady() bool {
 		return false
 	}
 	c.alive()
+	if ready && c.deflate {
+		c.fc.Text(learnHeartbeat)
+	}
 	for ready {
 		if !c.readMessage() {
 			return false

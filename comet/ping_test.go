@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
 // viewerProcessEnv makes the test binary a viewer process (TestMain): it
@@ -205,5 +206,42 @@ func TestHeartbeatReplacesPings(t *testing.T) {
 	}
 	if s.hub.local(room) != 1 {
 		t.Fatal("the viewer answering pings was closed")
+	}
+}
+
+// Heartbeats are answered with pong frames, beside other frames, for a
+// viewer that sends them plain and for one whose frames are
+// compressed (a browser on a connection with permessage-deflate): its
+// compressed heartbeat is learned the first time and answered by the
+// reader itself after that.
+func TestHeartbeatAnswered(t *testing.T) {
+	s, _ := mustStart(t, nil)
+	for _, compress := range []bool{false, true} {
+		room := testkit.Uniq("hb-")
+		d := websocket.Dialer{EnableCompression: compress}
+		ws, _, err := d.Dial(wsURL(s, "room="+room), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		v := wsviewer.Wrap(ws)
+		mustReadOp(t, v, opWelcome)
+		for range 3 {
+			v.MustSend(t, map[string]string{"op": "ping"})
+			mustReadOp(t, v, opPong)
+		}
+		other := testkit.Uniq("hb-")
+		v.MustSend(t, map[string]string{"op": "sub", "room": other})
+		v.MustSend(t, map[string]string{"op": "ping"})
+		got := map[string]int{}
+		for range 2 {
+			got[v.MustNext(t, 5*time.Second).Op]++
+		}
+		if got[opWelcome] != 1 || got[opPong] != 1 {
+			t.Fatalf("after a sub and a heartbeat: %v, want a welcome and a pong", got)
+		}
+		if l := deflatedHeartbeats.forms.Load(); compress && (l == nil || len(*l) == 0) {
+			t.Fatal("the compressed heartbeat was not learned")
+		}
 	}
 }

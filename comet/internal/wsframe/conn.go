@@ -55,6 +55,7 @@ const frameBufSize = 512
 var frameBufPool = sync.Pool{New: func() any { return new([frameBufSize]byte) }}
 
 const (
+	opcodeText = 0x1
 	opcodePing = 0x9
 	opcodePong = 0xA
 )
@@ -178,6 +179,7 @@ func (f *Conn) release() {
 	if f.buf != nil && f.r == f.w {
 		frameBufPool.Put(f.buf)
 		f.buf, f.r, f.w = nil, 0, 0
+		f.stashed = false
 	}
 }
 
@@ -345,6 +347,40 @@ func pongsLen(b []byte) int {
 		n += int(h.frameLen)
 	}
 	return n
+}
+
+// maxText is the longest payload Text looks at.
+const maxText = 64
+
+// Text offers the buffered frame to match when the buffer holds exactly
+// one complete masked, final text frame (RSV1 may be set: compressed,
+// which match is told) of at most maxText bytes of payload, at a frame
+// boundary. match gets the unmasked payload (valid during the call only);
+// when it reports true the frame is consumed and Text reports true. It
+// lets the reader answer a small frame it expects (a heartbeat) without
+// gorilla, on its shallow stack. Only the reader calls it.
+func (f *Conn) Text(match func(payload []byte, compressed bool) bool) bool {
+	if f.buf == nil || f.remain != 0 {
+		return false
+	}
+	b := f.buf[f.r:f.w]
+	h, ok := parseHeader(b)
+	if !ok || h.opcode != opcodeText || !h.masked || b[0]&0xb0 != 0x80 ||
+		h.frameLen != int64(len(b)) || h.payloadLen() > maxText {
+		return false
+	}
+	var p [maxText]byte
+	n := copy(p[:], b[h.hdrLen:])
+	key := b[h.hdrLen-4 : h.hdrLen]
+	for i := range n {
+		p[i] ^= key[i&3]
+	}
+	if !match(p[:n], b[0]&0x40 != 0) {
+		return false
+	}
+	f.r = f.w
+	f.release()
+	return true
 }
 
 // TryWrite writes b with one non-blocking send and returns how many bytes

@@ -436,3 +436,49 @@ func TestTryWriteAfterDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Text offers exactly one complete masked, final text frame in the buffer
+// to match, with its payload unmasked and RSV1 as compressed, and consumes
+// it only when match accepts it.
+func TestText(t *testing.T) {
+	ping := []byte(`{"op":"ping"}`)
+	compressed := maskedFrame(0x1, []byte("xyz"))
+	compressed[0] |= 0x40
+	rsv2 := maskedFrame(0x1, ping)
+	rsv2[0] |= 0x20
+	cases := []struct {
+		name       string
+		buf        []byte
+		offered    string
+		compressed bool
+	}{
+		{"heartbeat", maskedFrame(0x1, ping), string(ping), false},
+		{"compressed", compressed, "xyz", true},
+		{"two frames", append(maskedFrame(0x1, ping), maskedFrame(0x1, ping)...), "", false},
+		{"half a frame", maskedFrame(0x1, ping)[:10], "", false},
+		{"not final", append([]byte{0x01}, maskedFrame(0x1, ping)[1:]...), "", false},
+		{"rsv2", rsv2, "", false},
+		{"binary", maskedFrame(0x2, ping), "", false},
+		{"unmasked", append([]byte{0x81, byte(len(ping))}, ping...), "", false},
+		{"too long", maskedFrame(0x1, bytes.Repeat([]byte("x"), maxText+1)), "", false},
+	}
+	for _, tc := range cases {
+		for _, accept := range []bool{false, true} {
+			f := &Conn{buf: new([frameBufSize]byte)}
+			f.w = copy(f.buf[:], tc.buf)
+			var offered []byte
+			var comp bool
+			got := f.Text(func(p []byte, c bool) bool {
+				offered, comp = append([]byte(nil), p...), c
+				return accept
+			})
+			if string(offered) != tc.offered || comp != tc.compressed {
+				t.Errorf("%s: offered %q compressed %v, want %q %v", tc.name, offered, comp, tc.offered, tc.compressed)
+			}
+			consumed := accept && tc.offered != ""
+			if got != consumed || (f.buf == nil) != consumed {
+				t.Errorf("%s (accept %v): Text = %v, buffer released %v; want %v", tc.name, accept, got, f.buf == nil, consumed)
+			}
+		}
+	}
+}

@@ -50,7 +50,7 @@ func main() {
 	addr := flag.String("addr", "", "comet public address (clients)")
 	room := flag.String("room", "idle", "room the viewers join (clients)")
 	rooms := flag.Int("rooms", 1, "spread viewers over this many rooms (clients, measure)")
-	compress := flag.Bool("compress", false, "offer permessage-deflate (clients)")
+	flag.BoolVar(&compress, "compress", false, "offer permessage-deflate (clients, measure)")
 	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
 	pingPeriod := flag.Duration("ping-period", 0, "the comet's ping_period (serve, measure; 0: the default)")
 	cpuWindow := flag.Duration("cpu-window", 30*time.Second, "how long the comet's CPU is measured while the viewers idle, after settle (measure; 0: not measured)")
@@ -62,7 +62,7 @@ func main() {
 		err = serve(*redisAddr, *pingPeriod)
 	case "clients":
 		n, _ := strconv.Atoi(*counts)
-		err = clients(*addr, *room, *rooms, n, *compress)
+		err = clients(*addr, *room, *rooms, n, compress)
 	case "measure":
 		servePing = *pingPeriod
 		err = measure(*redisAddr, *counts, *rooms, *settle, *cpuWindow)
@@ -264,8 +264,8 @@ func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
 // servePing is the -ping-period measure hands its comet.
 var servePing time.Duration
 
-// heartbeat is -heartbeat.
-var heartbeat bool
+// heartbeat and compress are -heartbeat and -compress.
+var heartbeat, compress bool
 
 type child struct {
 	cmd *exec.Cmd
@@ -385,7 +385,7 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 
 	t0 := time.Now()
 	cl, err := start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", fmt.Sprintf("idle%d", pid),
-		"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat))
+		"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-compress=%v", compress))
 	if err != nil {
 		return err
 	}
