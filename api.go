@@ -176,6 +176,23 @@ type Sanctioned struct {
 	Until  int64  `json:"until"`
 }
 
+// RoomsResponse is the answer of GET /logic/admin/rooms: rooms with their
+// viewers, most viewers first.
+type RoomsResponse struct {
+	Rooms []RoomLoad `json:"rooms"`
+}
+
+// RoomLoad is one room of RoomsResponse: its viewers and where its
+// timeline stands (Epoch, Pos: the last position given). Pos grows by one
+// per message, so two reads of one epoch give the room's messages a
+// second.
+type RoomLoad struct {
+	RoomID string `json:"roomId"`
+	Online int64  `json:"online"`
+	Epoch  string `json:"epoch,omitempty"`
+	Pos    int64  `json:"pos"`
+}
+
 // OnlineResponse is the answer of GET /logic/online.
 type OnlineResponse struct {
 	RoomID string `json:"roomId"`

@@ -40,6 +40,7 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/unpin         {"roomId","ids":[pinId],"actor"?}
 //	GET  /logic/admin/audit?roomId=&limit=  the audit log, newest first
 //	GET  /logic/admin/lists?roomId=         what is in force: settings, mutes, bans, hides, pin (lists.go)
+//	GET  /logic/admin/rooms?roomId=...      rooms, viewers, timeline heads (rooms.go)
 //
 // A token with the moderator role may run the room actions on its rooms
 // instead of the secret (moderators.go). Ban and delete are in
@@ -61,6 +62,7 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/unpin", "admin", s.admin("unpin", s.adminUnpin))
 	s.handleOn(s.adminMux, "/logic/admin/audit", "admin", s.serveAudit)
 	s.handleOn(s.adminMux, "/logic/admin/lists", "admin", s.serveLists)
+	s.handleOn(s.adminMux, "/logic/admin/rooms", "admin", s.serveRooms)
 }
 
 // The bodies of the admin routes, declared in the root package.

@@ -46,6 +46,10 @@ type Deps struct {
 	// VOD is the archive's database the VOD API reads; nil turns the API
 	// off (404).
 	VOD VODStore
+	// Console is the moderator console's page (web.Console), served at
+	// /admin/ next to the admin API (on Config.AdminAddr when set); nil:
+	// no console.
+	Console http.Handler
 }
 
 // Server is the logic HTTP API. Create it with New; either Start it on
@@ -137,6 +141,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log.Warn("logic.auth is off: senders are not authenticated, /logic/send trusts the userId and userName of the body; set logic.auth=jwt to require tokens")
 	}
 	s.routes()
+	if d.Console != nil {
+		s.handleOn(s.adminMux, "/admin/", "console", d.Console.ServeHTTP)
+	}
 	return s, nil
 }
 

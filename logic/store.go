@@ -40,6 +40,10 @@ type Store interface {
 	SetRoomState(ctx context.Context, room string, p route.StatePatch) (danmaku.RoomState, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
 
+	// The rooms the moderator console lists.
+	ActiveRooms(ctx context.Context, max int) ([]string, error)
+	RoomLoads(ctx context.Context, rooms []string) ([]route.RoomLoad, error)
+
 	// The audit log of admin actions, newest first.
 	AppendAudit(ctx context.Context, entry []byte, keep int) error
 	Audit(ctx context.Context, n int) ([][]byte, error)

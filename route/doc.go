@@ -184,6 +184,10 @@
 // for a batch of any number of users, one script per user; EndNotices
 // marks them done the same way. UserComets reads one user's comets.
 //
+// ActiveRooms lists the rooms with viewers for the moderator console by a
+// SCAN of room:comets:{*} on every master, bounded in calls; RoomLoads reads
+// their viewer counts and timeline heads in one pipeline.
+//
 // Each Lua script lives in lua/ and is declared next to the Go function that
 // runs it.
 //

@@ -9,6 +9,9 @@
 //	/demo.css, /demo.js   the page's style and script
 //	/vod.html, /vod.js, /vod.css   the replay page: a past stream's comments over a fake video
 //
+// Console serves the moderator console (static/admin) at /admin/, where
+// logic's admin API is: cmd/logic and the all-in-one binary mount it there.
+//
 // The page opens its WebSocket on its own origin (/ws) and calls the API
 // (/logic/*) and links /metrics at Config.APIBase, its own origin when
 // empty. So the all-in-one binary serves it as is, and the comet binary
@@ -94,7 +97,9 @@ func Handler(c Config) http.Handler {
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name != "" {
-			if st, err := fs.Stat(files, name); err != nil || st.IsDir() {
+			// The console belongs next to the admin API (Console), not on
+			// every page server.
+			if st, err := fs.Stat(files, name); err != nil || st.IsDir() || strings.HasPrefix(name, "admin/") {
 				httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no file %s", r.URL.Path))
 				return
 			}

@@ -266,7 +266,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.logic, err = logic.New(c.Logic, logic.Deps{Store: store, Log: log.Named("logic"), Registerer: reg,
-		Kafka: c.Kafka, Verifier: m.verifier, VOD: m.vod})
+		Kafka: c.Kafka, Verifier: m.verifier, VOD: m.vod, Console: web.Console()})
 	if err != nil {
 		return err
 	}
@@ -355,6 +355,9 @@ func (m *Main) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle("/logic/", bounded)
 	mux.Handle("/healthz", bounded)
 	mux.Handle("/readyz", bounded)
+	if m.logic.AdminHandler() == nil {
+		mux.Handle(web.ConsolePath, bounded) // else on logic.admin_addr, next to the admin API
+	}
 	mux.Handle("/ws", m.comet.PublicHandler())
 	mux.Handle("/sse", m.comet.PublicHandler())
 	if m.logic.AdminHandler() == nil {

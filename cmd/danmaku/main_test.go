@@ -313,7 +313,8 @@ func TestCloseSendsGoingAway(t *testing.T) {
 	}
 }
 
-// logic.admin_addr moves the admin API and /metrics off the public port.
+// logic.admin_addr moves the admin API, the moderator console and
+// /metrics off the public port.
 func TestAdminAddr(t *testing.T) {
 	m := startMain(t, func(c *Config) {
 		c.Logic.AdminAddr = "127.0.0.1:0"
@@ -337,6 +338,7 @@ func TestAdminAddr(t *testing.T) {
 	}{
 		{"POST", pub + "/logic/admin/mute", 404}, {"GET", pub + "/metrics", 404},
 		{"POST", adm + "/logic/admin/mute", 200}, {"GET", adm + "/metrics", 200},
+		{"GET", pub + "/admin/", 404}, {"GET", adm + "/admin/", 200}, // the console goes with the admin API
 	} {
 		if got := status(c.method, c.url); got != c.want {
 			t.Errorf("%s %s: %d, want %d", c.method, c.url, got, c.want)

@@ -17,6 +17,7 @@ import (
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
 	"github.com/danmaku/danmaku/vodstore"
+	"github.com/danmaku/danmaku/web"
 )
 
 func main() {
@@ -72,7 +73,8 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	deps := logic.Deps{Log: log, Registerer: telemetry.NewRegistry(), Kafka: c.Kafka, Verifier: verifier}
+	deps := logic.Deps{Log: log, Registerer: telemetry.NewRegistry(), Kafka: c.Kafka, Verifier: verifier,
+		Console: web.Console()}
 	if c.Logic.ArchiveDSN != "" {
 		// Opening connects lazily (PostgreSQL) or opens the file (SQLite):
 		// the VOD API answers 503 while the database does not answer.

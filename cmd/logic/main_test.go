@@ -79,6 +79,7 @@ func TestMainServes(t *testing.T) {
 		"/healthz": `"ok"`,
 		"/readyz":  `"ready"`,
 		"/metrics": "danmaku_logic_messages_accepted_total 1",
+		"/admin/":  `<script src="console.js">`, // the moderator console, next to the admin API
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {
