@@ -179,21 +179,64 @@ func TestConsoleEscapes(t *testing.T) {
 }
 
 // TestConsoleLayout: the console fits a laptop (1366x768) and a tablet
-// (768x1024) without scrolling sideways, the rooms list, the live view and
-// the panel all on screen.
+// (768x1024) without scrolling sideways, the rooms list, the live view with
+// its one-click actions and the panel all on screen, with a room as a
+// moderator sees it: viewers, comments of several users, modes, a pin and
+// sanctions. With DANMAKU_SCREENSHOTS set it saves console-laptop.png and
+// console-tablet.png there (docs/console.md shows them).
 func TestConsoleLayout(t *testing.T) {
 	m := startConsoleMain(t)
 	browser := newBrowser(t)
-	room := testkit.Uniq("console_layout_")
+	room, music, sports := testkit.Uniq("lobby_"), testkit.Uniq("music_"), testkit.Uniq("sports_")
+	for room, n := range map[string]int{room: 4, music: 2, sports: 1} {
+		for range n {
+			dial(t, m, room)
+		}
+	}
 	mod := openConsole(t, browser, m, consoleSecret, room, true)
-	send(t, m, room, "first!", "what a play", "is the stream lagging for anyone?")
-	poll(t, mod, "comments in the console", `document.querySelectorAll("#feed li").length >= 3`)
+	chat := []struct {
+		uid  int64
+		name string
+		text string
+	}{
+		{101, "Mika", "first!"}, {102, "dan_the_man", "that clutch was insane"}, {103, "yoru_neko", "here it comes!!!"},
+		{104, "Ana", "is the stream lagging for anyone?"}, {105, "noodle", "GG"},
+		{106, "spam_bot_77", "FREE COINS at totally-legit.example, click now!!!"},
+		{107, "ryo", "clip it! that was the play of the day"}, {108, "Lena", "hello from Berlin"},
+	}
+	var spam string
+	for i, c := range chat {
+		ids, err := stack.Post("http://"+m.Addr(), room, c.uid, c.name, []string{c.text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.uid == 106 {
+			spam = ids[0]
+		}
+		if i == 3 {
+			send(t, m, music, "this track!")
+		}
+	}
+	poll(t, mod, "comments in the console", `document.querySelectorAll("#feed li").length >= `+strconv.Itoa(len(chat)))
+	adminPost(t, m, consoleSecret, "/logic/admin/room", `{"roomId":"`+room+`","slowSeconds":10,"uniqueSeconds":30}`)
+	adminPost(t, m, consoleSecret, "/logic/admin/pin", `{"roomId":"`+room+`","content":"Welcome! Be kind in chat, moderators are watching.","duration":"30m"}`)
+	click(t, mod, `#feed li[data-id="`+spam+`"] button[data-act="ban"]`)
+	click(t, mod, `#feed li[data-id="`+spam+`"] button[data-act="delete"]`)
+	poll(t, mod, "the modes, the pin and the deleted spam", `document.querySelectorAll("#modes .mode:not(.off)").length === 2 &&
+		!document.querySelector("#pin").hidden && `+inFeed(spam)+`.classList.contains("deleted")`)
+	poll(t, mod, "the rooms with their rates", `document.querySelectorAll("#room-list .room").length >= 3 &&
+		![...document.querySelectorAll("#room-list .room .num")].some(e => e.textContent === "…")`)
 	for _, tc := range []struct {
 		name          string
 		width, height int64
-	}{{"laptop", 1366, 768}, {"tablet", 768, 1024}} {
+		tab           string
+	}{{"laptop", 1366, 768, "settings"}, {"tablet", 768, 1024, "sanctions"}} {
 		if err := chromedp.Do(mod, chromedp.EmulateViewport(tc.width, tc.height)); err != nil {
 			t.Fatal(err)
+		}
+		click(t, mod, `[data-tab="`+tc.tab+`"]`)
+		if tc.tab == "sanctions" {
+			poll(t, mod, "the ban in the sanctions", `document.querySelector('#list-bans li[data-user="106"]')`)
 		}
 		got := evalTo[map[string]float64](t, mod, `(() => {
 			const r = s => document.querySelector(s).getBoundingClientRect();
@@ -202,6 +245,9 @@ func TestConsoleLayout(t *testing.T) {
 				overflow: document.documentElement.scrollWidth - innerWidth}; })()`)
 		if got["rooms"] != 1 || got["feed"] != 1 || got["panel"] != 1 || got["acts"] != 1 || got["overflow"] > 0 {
 			t.Errorf("%s: %v", tc.name, got)
+		}
+		if os.Getenv("DANMAKU_SCREENSHOTS") != "" {
+			poll(t, mod, "the notices gone", `!document.querySelector("#toasts").children.length`)
 		}
 		screenshot(t, mod, "console-"+tc.name, tc.width, tc.height)
 	}
