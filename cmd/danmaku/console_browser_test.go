@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/danmaku/danmaku/internal/auth"
+	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/testkit"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/stack"
@@ -251,4 +255,83 @@ func TestConsoleLayout(t *testing.T) {
 		}
 		screenshot(t, mod, "console-"+tc.name, tc.width, tc.height)
 	}
+}
+
+// TestConsoleModeratorToken: with tokens at both doors, a moderator signs
+// in with its token: the console lists the rooms of its token, opens the
+// live view with it, mutes a user with one click (the user's next send is
+// refused), lists the mute under Sanctions and lifts it; the blocked words'
+// reload is refused to it with an explanation. A viewer's token without the
+// moderator role does not sign in.
+func TestConsoleModeratorToken(t *testing.T) {
+	const hmac = "console-hmac-secret-0123456789abcdef"
+	addr := redisserver.Standalone(t).Addr
+	m := startMain(t, func(c *Config) {
+		c.Logic.AdminSecret = consoleSecret
+		c.Redis.Addrs = []string{addr}
+		c.Logic.Auth, c.Comet.Auth = config.AuthJWT, config.AuthJWT
+		c.Auth.HMACSecret = hmac
+	})
+	room := testkit.Uniq("console_mod_")
+	mint := func(uid int64, name string, roles ...string) string {
+		tok, err := auth.Mint([]byte(hmac), auth.Claims{UID: uid, Name: name, Rooms: []string{room}, Roles: roles,
+			ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	browser := newBrowser(t)
+	if err := chromedp.Do(browser, chromedp.Navigate(m.URL()+"admin/")); err != nil {
+		t.Fatal(err)
+	}
+	evalTo[bool](t, browser, `(() => { document.querySelector("#credential").value = `+strconv.Quote(mint(7, "viewer"))+`;
+		document.querySelector("#signin-form").requestSubmit(); return true; })()`)
+	poll(t, browser, "a viewer's token refused", `document.querySelector("#signin-error").textContent.includes("refused") && document.querySelector("#app").hidden`)
+	if got := evalTo[string](t, browser, `sessionStorage.getItem("danmaku.console.auth") || ""`); got != "" {
+		t.Fatalf("a refused credential was kept: %q", got)
+	}
+
+	modToken := mint(9, "Ann", auth.RoleModerator)
+	mod := openConsole(t, browser, m, modToken, room, false)
+	if got := evalTo[string](t, mod, `document.querySelector("#who").textContent`); got != "moderator Ann: "+room {
+		t.Fatalf("signed in as %q", got)
+	}
+	poll(t, mod, "the token's room in the rooms list", `document.querySelector('#room-list .room[data-room="`+room+`"]')`)
+	if got := evalTo[string](t, mod, `location.href + document.cookie + localStorage.getItem("danmaku.console.auth")`); strings.Contains(got, modToken) {
+		t.Fatalf("the token is in the address, a cookie or localStorage: %q", got)
+	}
+
+	user := mint(4711, "troll")
+	post := func(content string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, m.URL()+"logic/send", strings.NewReader(`{"roomId":"`+room+`","messages":[{"content":"`+content+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+user)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := post("annoying"); st != http.StatusAccepted {
+		t.Fatalf("send: %d", st)
+	}
+	poll(t, mod, "the comment in the live view", `[...document.querySelectorAll("#feed li")].some(li => li.dataset.uid === "4711")`)
+	click(t, mod, `#feed li[data-uid="4711"] button[data-act="mute"]`)
+	poll(t, mod, "the mute's notice", `[...document.querySelectorAll("#toasts .toast")].some(e => e.textContent.startsWith("muted troll #4711"))`)
+	if st := post("still here"); st != http.StatusForbidden {
+		t.Fatalf("send of the muted user: %d, want 403", st)
+	}
+	click(t, mod, `[data-tab="sanctions"]`)
+	poll(t, mod, "the mute under Sanctions", `document.querySelector('#list-mutes li[data-user="4711"]')`)
+	click(t, mod, `#list-mutes li[data-user="4711"] button[data-act="unmute"]`)
+	poll(t, mod, "the mute lifted", `!document.querySelector('#list-mutes li[data-user="4711"]')`)
+	if st := post("back again"); st != http.StatusAccepted {
+		t.Fatalf("send after the mute was lifted: %d", st)
+	}
+	click(t, mod, `[data-tab="words"]`)
+	click(t, mod, `#words-reload`)
+	poll(t, mod, "the reload refused with a reason", `document.querySelector("#words-result").textContent === "Only the admin secret reloads the blocked words."`)
 }
