@@ -13,7 +13,9 @@
 //     API) mark those bounds, so a redelivered record lands in the stream
 //     it landed in before, and the database's key (stream, offset, id)
 //     keeps it from being stored twice. A client's retry (same id, later
-//     time) is caught by the ids remembered for retryWindow.
+//     time) is caught by the ids remembered for retryWindow, which a
+//     room's load reads from the database: what was stored judges, also
+//     across restarts.
 //   - Deletions become tombstones of their room: whatever order the
 //     comment and its deletion are written in, reads never return it.
 //   - Records of a partition are expected one offset after the other; a
@@ -25,6 +27,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,13 +249,23 @@ func (a *Archive) load(ctx context.Context, rooms []string, oldest time.Time) er
 	if err != nil {
 		return err
 	}
+	loaded := map[string]*room{}
 	for _, id := range todo {
-		a.rooms[id] = &room{}
+		loaded[id] = &room{}
 	}
 	for _, st := range sts {
-		r := a.rooms[st.Room]
+		r := loaded[st.Room]
 		r.streams = append(r.streams, st)
+		// The ids stored in the retry window before these records.
+		ids, err := a.store.IDsSince(ctx, st, oldest.Add(-retryWindow).UnixMilli()-st.Start)
+		if err != nil {
+			return err
+		}
+		for _, c := range ids {
+			r.recent.add(c.ID, st.Start+c.Offset)
+		}
 	}
+	maps.Copy(a.rooms, loaded)
 	return nil
 }
 

@@ -16,15 +16,41 @@ import (
 type room struct {
 	streams []vodstore.Stream // oldest first; at most one live, the last
 	lastTS  int64             // the newest comment stored in the live stream
-	// recent holds the ids of the room's comments of the last
+	// recent holds the ids of the room's comments of at least the last
 	// retryWindow, with their time: a client's retry of a send is a
 	// second record with the same id and a later time (another offset),
 	// which the database's key (stream, offset, id) would not catch.
-	recent map[string]int64
+	// Loading a room fills it from the database, so a retry that comes
+	// after a restart (or after a rebalance moved the partition) is
+	// judged by what was stored.
+	recent idWindow
 }
 
 // retryWindow is how long an id is remembered against client retries.
 const retryWindow = 2 * time.Minute
+
+// idWindow remembers ids for at least retryWindow in two generations: when
+// the newer one is retryWindow old, the older one is dropped. Each call
+// is O(1), however many comments the room gets.
+type idWindow struct {
+	cur, prev map[string]int64 // id -> time of its first record
+	since     int64            // when cur began
+}
+
+func (w *idWindow) get(id string) (int64, bool) {
+	if ts, ok := w.cur[id]; ok {
+		return ts, true
+	}
+	ts, ok := w.prev[id]
+	return ts, ok
+}
+
+func (w *idWindow) add(id string, ts int64) {
+	if w.cur == nil || ts-w.since > retryWindow.Milliseconds() {
+		w.prev, w.cur, w.since = w.cur, map[string]int64{}, ts
+	}
+	w.cur[id] = ts
+}
 
 // live returns the room's live stream, or nil.
 func (r *room) live() *vodstore.Stream {
@@ -53,23 +79,15 @@ func (r *room) behind(part int32, off int64) bool {
 	return n > 0 && r.streams[n-1].Part == part && r.streams[n-1].StartOff > off
 }
 
-// seen reports whether id was stored in the last retryWindow before ts,
-// and remembers it.
-func (r *room) seen(id string, ts int64) bool {
-	if r.recent == nil {
-		r.recent = map[string]int64{}
+// retry reports whether id was stored with another time (a client's
+// retry, not to be stored again), and remembers it otherwise. A record
+// with the time of the one stored is a redelivery: the database's key
+// finds it.
+func (r *room) retry(id string, ts int64) bool {
+	if first, ok := r.recent.get(id); ok {
+		return first != ts
 	}
-	if _, ok := r.recent[id]; ok {
-		return true
-	}
-	if len(r.recent) > 4096 {
-		for k, t := range r.recent {
-			if ts-t > retryWindow.Milliseconds() {
-				delete(r.recent, k)
-			}
-		}
-	}
-	r.recent[id] = ts
+	r.recent.add(id, ts)
 	return false
 }
 
@@ -118,7 +136,7 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 		p.a.m.records.WithLabelValues("outside_stream").Inc()
 		return nil
 	}
-	if r.seen(m.ID, m.TS) {
+	if r.retry(m.ID, m.TS) {
 		p.a.m.records.WithLabelValues("retry").Inc()
 		return nil
 	}

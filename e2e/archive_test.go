@@ -21,6 +21,90 @@ import (
 
 const archiveAdminSecret = "archive-e2e-admin-secret"
 
+// archiveStack is the logic and archive binaries on a real redis-server,
+// the embedded Kafka broker and a PostgreSQL of the test's own.
+type archiveStack struct {
+	logicURL, arcMetrics string
+	arc                  *proc
+	pg                   *pgserver.Server
+}
+
+func newArchiveStack(t *testing.T) *archiveStack {
+	redis := redisserver.Standalone(t)
+	broker := kafkabroker.Start(t, kafkabroker.MinSessionTimeout(time.Second))
+	pg := pgserver.Start(t)
+	dsn := pg.DSN(t, "archive")
+	logicAddr, arcAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	kafka := strings.Join(broker.Brokers(), ",")
+	start(t, "logic", "-config", "configs/logic.yaml", "-redis.addrs", redis.Addr, "-kafka.brokers", kafka,
+		"-logic.listen", logicAddr, "-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn,
+		"-logic.rate_limit", "100000", "-logic.rate_burst", "100000", "-logic.ip_rate_limit", "0")
+	arc := start(t, "archive", "-config", "configs/archive.yaml", "-kafka.brokers", kafka, "-archive.dsn", dsn,
+		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
+		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s")
+	a := &archiveStack{logicURL: "http://" + logicAddr, arcMetrics: "http://" + arcAddr + "/metrics", arc: arc, pg: pg}
+	a.waitReady(t)
+	return a
+}
+
+// waitReady waits until the archive consumes.
+func (a *archiveStack) waitReady(t *testing.T) {
+	t.Helper()
+	ready := strings.Replace(a.arcMetrics, "/metrics", "/readyz", 1)
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		if code := status(ready); code != http.StatusOK {
+			return fmt.Errorf("archive /readyz %d", code)
+		}
+		return nil
+	})
+}
+
+// startStream starts a stream of room and returns its id.
+func (a *archiveStack) startStream(t *testing.T, room string) string {
+	t.Helper()
+	code, st := adminPost(t, a.logicURL, "/logic/admin/stream/start", fmt.Sprintf(`{"roomId":%q}`, room))
+	if code != http.StatusOK {
+		t.Fatalf("stream/start: %d", code)
+	}
+	return st.StreamID
+}
+
+// endedSegment ends the room's stream and returns its first segment once
+// it is final: every record before the end was archived.
+func (a *archiveStack) endedSegment(t *testing.T, room, stream string) danmaku.VODSegmentResponse {
+	t.Helper()
+	if code, _ := adminPost(t, a.logicURL, "/logic/admin/stream/end", fmt.Sprintf(`{"roomId":%q}`, room)); code != http.StatusOK {
+		t.Fatalf("stream/end: %d", code)
+	}
+	var seg danmaku.VODSegmentResponse
+	testkit.SucceedsSoon(t, 60*time.Second, func() error {
+		resp, err := http.Get(fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", a.logicURL, room, stream))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		seg = danmaku.VODSegmentResponse{}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &seg) != nil {
+			return fmt.Errorf("segment: %d %s", resp.StatusCode, b)
+		}
+		if !seg.Final {
+			return fmt.Errorf("stream not ended yet (%d comments so far)", len(seg.Comments))
+		}
+		return nil
+	})
+	return seg
+}
+
+// segIDs returns the ids of the segment's comments, in order.
+func segIDs(seg danmaku.VODSegmentResponse) []string {
+	out := []string{}
+	for _, c := range seg.Comments {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
 func adminPost(t *testing.T, base, path, body string) (int, danmaku.AdminResponse) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
@@ -45,31 +129,11 @@ func adminPost(t *testing.T, base, path, body string) (int, danmaku.AdminRespons
 // comments that were not deleted: none missing, none extra, none twice,
 // no deleted one.
 func TestArchiveExactAcrossFaults(t *testing.T) {
-	redis := redisserver.Standalone(t)
-	broker := kafkabroker.Start(t, kafkabroker.MinSessionTimeout(time.Second))
-	pg := pgserver.Start(t)
-	dsn := pg.DSN(t, "archive")
-	logicAddr, arcAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	logicURL := "http://" + logicAddr
-	kafka := strings.Join(broker.Brokers(), ",")
-	start(t, "logic", "-config", "configs/logic.yaml", "-redis.addrs", redis.Addr, "-kafka.brokers", kafka,
-		"-logic.listen", logicAddr, "-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn,
-		"-logic.rate_limit", "100000", "-logic.rate_burst", "100000", "-logic.ip_rate_limit", "0")
-	arc := start(t, "archive", "-config", "configs/archive.yaml", "-kafka.brokers", kafka, "-archive.dsn", dsn,
-		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
-		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s")
-	testkit.SucceedsSoon(t, 20*time.Second, func() error {
-		if code := status("http://" + arcAddr + "/readyz"); code != http.StatusOK {
-			return fmt.Errorf("archive /readyz %d", code)
-		}
-		return nil
-	})
+	a := newArchiveStack(t)
+	logicURL, arc, pg := a.logicURL, a.arc, a.pg
 
 	room := testkit.Uniq("vod")
-	code, st := adminPost(t, logicURL, "/logic/admin/stream/start", fmt.Sprintf(`{"roomId":%q}`, room))
-	if code != http.StatusOK {
-		t.Fatalf("stream/start: %d", code)
-	}
+	stream := a.startStream(t, room)
 	var (
 		mu       sync.Mutex
 		accepted []string
@@ -138,9 +202,7 @@ func TestArchiveExactAcrossFaults(t *testing.T) {
 	close(stopSend)
 	<-sent
 	deleteSome()
-	if code, _ := adminPost(t, logicURL, "/logic/admin/stream/end", fmt.Sprintf(`{"roomId":%q}`, room)); code != http.StatusOK {
-		t.Fatalf("stream/end: %d", code)
-	}
+	seg := a.endedSegment(t, room, stream)
 
 	mu.Lock()
 	want := map[string]bool{}
@@ -155,23 +217,6 @@ func TestArchiveExactAcrossFaults(t *testing.T) {
 	if len(accepted) < 300 || len(deleted) < 5 {
 		t.Fatalf("too few to tell: %d accepted, %d deleted", len(accepted), len(deleted))
 	}
-	var seg danmaku.VODSegmentResponse
-	testkit.SucceedsSoon(t, 60*time.Second, func() error {
-		resp, err := http.Get(fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", logicURL, room, st.StreamID))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		seg = danmaku.VODSegmentResponse{}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &seg) != nil {
-			return fmt.Errorf("segment: %d %s", resp.StatusCode, b)
-		}
-		if !seg.Final {
-			return fmt.Errorf("stream not ended yet (%d comments so far)", len(seg.Comments))
-		}
-		return nil
-	})
 	got := map[string]int{}
 	for _, c := range seg.Comments {
 		got[c.ID]++
@@ -198,5 +243,79 @@ func TestArchiveExactAcrossFaults(t *testing.T) {
 		len(missing), len(extra), len(twice), len(deletedShown))
 	if len(missing)+len(extra)+len(twice)+len(deletedShown) != 0 || seg.Omitted != 0 {
 		t.Fatalf("missing %v\nextra %v\ntwice %v\ndeleted shown %v\nomitted %d", missing, extra, twice, deletedShown, seg.Omitted)
+	}
+}
+
+// A client's resend of a comment (the same msgId, accepted again with a
+// later time) that comes after the archive was killed with SIGKILL and
+// restarted is not stored a second time: what the database holds judges,
+// not what the dead process remembered.
+func TestArchiveRetryAcrossKill(t *testing.T) {
+	a := newArchiveStack(t)
+	room := testkit.Uniq("vod")
+	stream := a.startStream(t, room)
+	send := func(key, content string) string {
+		b := postJSON(t, a.logicURL+"/logic/send", fmt.Sprintf(`{"roomId":%q,"userId":7,"userName":"ann","messages":[{"content":%q,"msgId":%q}]}`, room, content, key))
+		var r struct{ MsgIDs []string }
+		if err := json.Unmarshal(b, &r); err != nil || len(r.MsgIDs) != 1 {
+			t.Fatalf("send answer %s", b)
+		}
+		return r.MsgIDs[0]
+	}
+	first := send("k1", "hello")
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		if n := scrape(a.arcMetrics, "danmaku_archive_stored_total"); n != 1 {
+			return fmt.Errorf("stored %v, want 1", n)
+		}
+		return nil
+	})
+	a.arc.Kill()
+	a.arc.Restart(t)
+	a.waitReady(t)
+	time.Sleep(5 * time.Millisecond) // the resend gets a later time, so another offset
+	if again := send("k1", "hello"); again != first {
+		t.Fatalf("the resend got id %s, want %s", again, first)
+	}
+	after := send("k2", "after the resend")
+	seg := a.endedSegment(t, room, stream)
+	if got, want := segIDs(seg), []string{first, after}; !slices.Equal(got, want) {
+		t.Fatalf("replay %v, want %v: the resend is stored once", got, want)
+	}
+}
+
+// A hidden user's comments (shadow hide) travel as shadow events: the
+// archive never serves them, neither in segments nor in the density
+// curve, while the room's other comments are replayed.
+func TestArchiveShadowNeverServed(t *testing.T) {
+	a := newArchiveStack(t)
+	room := testkit.Uniq("vod")
+	stream := a.startStream(t, room)
+	const hidden, other = 777001, 777002
+	if code, _ := adminPost(t, a.logicURL, "/logic/admin/hide", fmt.Sprintf(`{"userId":%d,"roomId":%q,"duration":"1h"}`, hidden, room)); code != http.StatusOK {
+		t.Fatalf("hide: %d", code)
+	}
+	var secret, visible []string
+	for i := range 3 {
+		ids, err := stack.Post(a.logicURL, room, hidden, "spammer", []string{fmt.Sprint("buy followers ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret = append(secret, ids...)
+		ids, err = stack.Post(a.logicURL, room, other, "fan", []string{fmt.Sprint("nice stream ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visible = append(visible, ids...)
+	}
+	seg := a.endedSegment(t, room, stream)
+	if got := segIDs(seg); !slices.Equal(got, visible) {
+		t.Fatalf("replay %v, want only %v (hidden: %v)", got, visible, secret)
+	}
+	var d danmaku.VODDensityResponse
+	if err := json.Unmarshal(getOK(t, fmt.Sprintf("%s/logic/vod/density?roomId=%s&streamId=%s&bucket=1h", a.logicURL, room, stream)), &d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Counts, []int64{int64(len(visible))}) {
+		t.Errorf("density %v, want [%d]", d.Counts, len(visible))
 	}
 }

@@ -50,6 +50,16 @@ func migrations(engine string) ([]migration, error) {
 	return out, nil
 }
 
+// migrationsUpTo returns the steps of engine up to version upTo, or all
+// of them when upTo is 0.
+func migrationsUpTo(upTo int, engine string) ([]migration, error) {
+	m, err := migrations(engine)
+	if err == nil && upTo > 0 && upTo < len(m) {
+		m = m[:upTo]
+	}
+	return m, err
+}
+
 // SchemaVersion is the schema version this build migrates to.
 func SchemaVersion() int {
 	m, _ := migrations("postgres")

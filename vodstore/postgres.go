@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -16,8 +15,8 @@ import (
 type pgStore struct {
 	pool *pgxpool.Pool
 
-	mu   sync.Mutex      // guards days
-	days map[string]bool // partitions known to exist
+	mu     sync.Mutex     // guards blocks
+	blocks map[int64]bool // partitions known to exist, by block number
 }
 
 var _ Store = (*pgStore)(nil)
@@ -38,13 +37,16 @@ func openPostgres(ctx context.Context, dsn string) (*pgStore, error) {
 	if err != nil {
 		return nil, wrap("open postgres", err)
 	}
-	return &pgStore{pool: pool, days: map[string]bool{}}, nil
+	return &pgStore{pool: pool, blocks: map[int64]bool{}}, nil
 }
 
 func (s *pgStore) Close() error { s.pool.Close(); return nil }
 
-func (s *pgStore) Migrate(ctx context.Context) error {
-	steps, err := migrations("postgres")
+func (s *pgStore) Migrate(ctx context.Context) error { return s.migrate(ctx, 0) }
+
+// migrate applies the steps up to version upTo (0: all).
+func (s *pgStore) migrate(ctx context.Context, upTo int) error {
+	steps, err := migrationsUpTo(upTo, "postgres")
 	if err != nil {
 		return err
 	}
@@ -77,12 +79,12 @@ func (s *pgStore) Migrate(ctx context.Context) error {
 	return wrap("migrate", tx.Commit(ctx))
 }
 
-// ensureDay creates the comments partition of the day of startMS with its
-// index, once per process.
-func (s *pgStore) ensureDay(ctx context.Context, startMS int64) error {
-	day, lo, hi := dayBounds(startMS)
+// ensureBlock creates the comments partition of the block holding stream
+// key sid, with its index, once per process.
+func (s *pgStore) ensureBlock(ctx context.Context, sid int64) error {
+	block := sid >> blockShift
 	s.mu.Lock()
-	known := s.days[day]
+	known := s.blocks[block]
 	s.mu.Unlock()
 	if known {
 		return nil
@@ -95,22 +97,22 @@ func (s *pgStore) ensureDay(ctx context.Context, startMS int64) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
 		return err
 	}
-	name := pgx.Identifier{"vod_comments_" + day}.Sanitize()
+	name := fmt.Sprintf("vod_comments_b%d", block)
 	stmts := []string{
-		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF vod_comments FOR VALUES FROM (%d) TO (%d)", name, lo, hi),
-		fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (sid, off_ms, hashtextextended(id, 0))",
-			pgx.Identifier{"vod_comments_" + day + "_key"}.Sanitize(), name),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF vod_comments FOR VALUES FROM (%d) TO (%d)",
+			name, block<<blockShift, (block+1)<<blockShift),
+		fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s_key ON %s (sid, off_ms, hashtextextended(id, 0))", name, name),
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("create partition %s: %w", day, err)
+			return fmt.Errorf("create partition %s: %w", name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.days[day] = true
+	s.blocks[block] = true
 	s.mu.Unlock()
 	return nil
 }
@@ -124,24 +126,19 @@ func scanStream(row pgx.Row) (Stream, error) {
 }
 
 func (s *pgStore) StartStream(ctx context.Context, st Stream) (Stream, error) {
-	if err := s.ensureDay(ctx, st.Start); err != nil {
+	got, err := scanStream(s.pool.QueryRow(ctx, `
+		INSERT INTO vod_streams (room, id, start_ms, part, start_off, auto) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (room, id) DO NOTHING
+		RETURNING `+pgStreamCols, st.Room, st.ID, st.Start, st.Part, st.StartOff, st.Auto))
+	if errors.Is(err, pgx.ErrNoRows) {
+		got, err = s.Stream(ctx, st.Room, st.ID)
+	}
+	if err != nil {
 		return Stream{}, wrap("start stream", err)
 	}
-	for try := 0; ; try++ {
-		got, err := scanStream(s.pool.QueryRow(ctx, `
-			INSERT INTO vod_streams (sid, room, id, start_ms, part, start_off, auto)
-			VALUES (($1::bigint << 10) | (nextval('vod_stream_seq') % 1024), $2, $3, $1, $4, $5, $6)
-			ON CONFLICT (room, id) DO NOTHING
-			RETURNING `+pgStreamCols, st.Start, st.Room, st.ID, st.Part, st.StartOff, st.Auto))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return s.Stream(ctx, st.Room, st.ID)
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && try < 3 {
-			continue // another stream took this sid in the same millisecond
-		}
-		return got, wrap("start stream", err)
-	}
+	// Also when the stream was there: a process that created it may have
+	// stopped before its partition.
+	return got, wrap("start stream", s.ensureBlock(ctx, got.SID))
 }
 
 func (s *pgStore) Write(ctx context.Context, b *Batch) (int, error) {
@@ -184,20 +181,20 @@ func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
 		return 0, nil
 	}
 	var (
-		sids, uids          = make([]int64, len(rows)), make([]int64, len(rows))
-		offs                = make([]int32, len(rows))
+		uids                = make([]int64, len(rows))
+		sids, offs          = make([]int32, len(rows)), make([]int32, len(rows))
 		flags               = make([]int16, len(rows))
 		ids, names, content = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 	)
 	for i, r := range rows {
-		sids[i], uids[i], offs[i], flags[i] = r.SID, r.UID, int32(r.Offset), r.Flags
+		uids[i], sids[i], offs[i], flags[i] = r.UID, int32(r.SID), int32(r.Offset), r.Flags
 		ids[i], names[i], content[i] = r.ID, r.Name, r.Content
 	}
 	var n int
 	err := tx.QueryRow(ctx, `
 		WITH ins AS (
-			INSERT INTO vod_comments (sid, uid, off_ms, flags, id, name, content)
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::smallint[], $5::text[], $6::text[], $7::text[])
+			INSERT INTO vod_comments (uid, sid, off_ms, flags, id, name, content)
+			SELECT * FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::smallint[], $5::text[], $6::text[], $7::text[])
 			ON CONFLICT DO NOTHING
 			RETURNING sid
 		), counts AS (
@@ -206,7 +203,7 @@ func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
 			UPDATE vod_streams s SET n = s.n + counts.c FROM counts WHERE s.sid = counts.sid
 		)
 		SELECT coalesce(sum(c), 0)::int FROM counts`,
-		sids, uids, offs, flags, ids, names, content).Scan(&n)
+		uids, sids, offs, flags, ids, names, content).Scan(&n)
 	return n, wrap("write comments", err)
 }
 
@@ -259,6 +256,15 @@ func (s *pgStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Co
 	return scanComments(rows)
 }
 
+func (s *pgStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, off_ms FROM vod_comments WHERE sid = $1 AND off_ms >= $2 ORDER BY off_ms`, st.SID, clamp32(from))
+	if err != nil {
+		return nil, wrap("ids", err)
+	}
+	defer rows.Close()
+	return scanIDs(rows)
+}
+
 func (s *pgStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT off_ms / $2 AS b, count(*) FROM vod_comments c
 		WHERE sid = $1 AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = $3 AND t.id = c.id)
@@ -288,8 +294,13 @@ func (s *pgStore) Prune(ctx context.Context, before time.Time) (int, error) {
 	if err != nil {
 		return 0, wrap("prune streams", err)
 	}
-	// Whole days whose streams are all gone lose their partition; the
-	// rest lose the rows of the pruned streams.
+	// A block whose keys were all given out and whose streams are all
+	// gone loses its partition; the rest lose the rows of the pruned
+	// streams.
+	var next int64
+	if err := tx.QueryRow(ctx, `SELECT last_value + 1 FROM vod_stream_key`).Scan(&next); err != nil {
+		return 0, wrap("prune", err)
+	}
 	parts, err := pgPartitions(ctx, tx)
 	if err != nil {
 		return 0, err
@@ -299,12 +310,12 @@ func (s *pgStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM vod_streams WHERE sid >= $1 AND sid < $2)`, p.lo, p.hi).Scan(&left); err != nil {
 			return 0, wrap("prune", err)
 		}
-		if !left && p.hi <= sidFor(cut, 0) {
+		if !left && p.hi <= next {
 			if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{p.name}.Sanitize()); err != nil {
 				return 0, wrap("prune: drop partition", err)
 			}
 			s.mu.Lock()
-			s.days = map[string]bool{}
+			delete(s.blocks, p.lo>>blockShift)
 			s.mu.Unlock()
 		}
 	}
@@ -322,7 +333,7 @@ type pgPartition struct {
 	lo, hi int64
 }
 
-// pgPartitions lists the day partitions of vod_comments.
+// pgPartitions lists the block partitions of vod_comments.
 func pgPartitions(ctx context.Context, tx pgx.Tx) ([]pgPartition, error) {
 	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'vod_comments'::regclass`)
@@ -335,12 +346,11 @@ func pgPartitions(ctx context.Context, tx pgx.Tx) ([]pgPartition, error) {
 	}
 	var out []pgPartition
 	for _, n := range names {
-		t, err := time.Parse("vod_comments_20060102", n)
-		if err != nil {
+		var block int64
+		if _, err := fmt.Sscanf(n, "vod_comments_b%d", &block); err != nil {
 			continue
 		}
-		_, lo, hi := dayBounds(t.UnixMilli())
-		out = append(out, pgPartition{n, lo, hi})
+		out = append(out, pgPartition{n, block << blockShift, (block + 1) << blockShift})
 	}
 	return out, nil
 }

@@ -48,8 +48,11 @@ func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
 
 func (s *sqliteStore) Close() error { return s.db.Close() }
 
-func (s *sqliteStore) Migrate(ctx context.Context) error {
-	steps, err := migrations("sqlite")
+func (s *sqliteStore) Migrate(ctx context.Context) error { return s.migrate(ctx, 0) }
+
+// migrate applies the steps up to version upTo (0: all).
+func (s *sqliteStore) migrate(ctx context.Context, upTo int) error {
+	steps, err := migrationsUpTo(upTo, "sqlite")
 	if err != nil {
 		return err
 	}
@@ -121,7 +124,7 @@ func (s *sqliteStore) StartStream(ctx context.Context, st Stream) (Stream, error
 	}
 	got, err = scanSQLiteStream(tx.QueryRowContext(ctx, `
 		INSERT INTO vod_streams (sid, room, id, start_ms, part, start_off, auto) VALUES (?, ?, ?, ?, ?, ?, ?)
-		RETURNING `+sqliteStreamCols, sidFor(st.Start, seq), st.Room, st.ID, st.Start, st.Part, st.StartOff, st.Auto))
+		RETURNING `+sqliteStreamCols, seq, st.Room, st.ID, st.Start, st.Part, st.StartOff, st.Auto))
 	if err != nil {
 		return Stream{}, wrap("start stream", err)
 	}
@@ -243,6 +246,15 @@ func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) (
 	}
 	defer rows.Close()
 	return scanComments(rows)
+}
+
+func (s *sqliteStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, off_ms FROM vod_comments WHERE sid = ? AND off_ms >= ? ORDER BY off_ms`, st.SID, from)
+	if err != nil {
+		return nil, wrap("ids", err)
+	}
+	defer rows.Close()
+	return scanIDs(rows)
 }
 
 func (s *sqliteStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {

@@ -16,10 +16,11 @@
 //     fixed windows of offsets (SegmentMS); a stream that ended never
 //     changes again, so its segments can be cached for good.
 //
-// Streams have a numeric key (SID) that orders them by start time: the
-// start in milliseconds times 1024 plus a sequence number, so the comments
-// of PostgreSQL are partitioned by day on it and retention drops whole
-// partitions.
+// Streams have a small numeric key (SID) from a sequence, so later
+// streams have larger keys: every comment row carries it (4 bytes on
+// PostgreSQL), PostgreSQL partitions the comments by blocks of 65,536
+// keys, and retention drops a block's partition once its streams are
+// all gone.
 package vodstore
 
 import (
@@ -37,9 +38,9 @@ import (
 // SegmentMS is the span of a segment: 6 minutes of offsets.
 const SegmentMS = danmaku.VODSegmentMS
 
-// sidShift: a stream's SID is its start in milliseconds shifted left by
-// sidShift, plus a sequence number below 1<<sidShift.
-const sidShift = 10
+// blockShift: PostgreSQL keeps the comments of the streams whose SIDs
+// share their bits above blockShift in one partition.
+const blockShift = 16
 
 // Stream is one live session of a room.
 type Stream struct {
@@ -143,6 +144,11 @@ type Store interface {
 	// Comments returns the visible comments of st with offsets in
 	// [from, to), ordered by offset then id.
 	Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error)
+	// IDsSince returns the ids and offsets (only those fields) of the
+	// comments of st with offsets from from on, deleted ones included:
+	// what the archive remembers again after a restart, so that a
+	// client's retry of a comment stored before it is not stored twice.
+	IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error)
 	// Density returns the number of visible comments of st per bucket of
 	// bucketMS milliseconds of offset, from offset 0 to the last comment.
 	Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error)
@@ -237,19 +243,6 @@ func idHash(id string) uint64 {
 	return h.Sum64()
 }
 
-// sidFor returns the SID of a stream starting at startMS with sequence
-// number seq.
-func sidFor(startMS, seq int64) int64 {
-	return startMS<<sidShift | seq&(1<<sidShift-1)
-}
-
-// dayBounds returns the SID range of the UTC day holding startMS.
-func dayBounds(startMS int64) (day string, lo, hi int64) {
-	const dayMS = 24 * 3600 * 1000
-	d := startMS / dayMS
-	return time.UnixMilli(d * dayMS).UTC().Format("20060102"), (d * dayMS) << sidShift, ((d + 1) * dayMS) << sidShift
-}
-
 // OffsetOf returns the offset of a comment accepted at ts in a stream that
 // started at start: never negative (clocks of two logic instances may
 // differ by a little).
@@ -276,6 +269,19 @@ func scanComments(rs rows) ([]Comment, error) {
 		out = append(out, c)
 	}
 	return out, wrap("comments", rs.Err())
+}
+
+// scanIDs reads the rows of an ids query (id, off_ms).
+func scanIDs(rs rows) ([]Comment, error) {
+	out := []Comment{}
+	for rs.Next() {
+		var c Comment
+		if err := rs.Scan(&c.ID, &c.Offset); err != nil {
+			return nil, wrap("ids", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("ids", rs.Err())
 }
 
 // scanDensity reads the rows of a density query (bucket, count), in

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func Run(t *testing.T, open Open) {
 		{"EndOnce", testEnd},
 		{"RecentAndStreams", testRecent},
 		{"Density", testDensity},
+		{"IDsSince", testIDsSince},
 		{"Prune", testPrune},
 		{"Unicode", testUnicode},
 	} {
@@ -255,6 +257,21 @@ func testDensity(t *testing.T, s vodstore.Store) {
 	empty := MustStart(t, s, "r1", "s2", base+1)
 	if d, err := s.Density(ctx(t), empty, 10000); err != nil || d == nil || len(d) != 0 {
 		t.Errorf("density of an empty stream %#v, %v", d, err)
+	}
+}
+
+func testIDsSince(t *testing.T, s vodstore.Store) {
+	st := MustStart(t, s, "r1", "s1", base)
+	other := MustStart(t, s, "r1", "s2", base+1)
+	MustWrite(t, s, vodstore.Batch{Rows: []vodstore.Row{row(st, "a", 10), row(st, "b", 20), row(st, "c", 30), row(other, "x", 25)},
+		Tombstones: []vodstore.Tombstone{{Room: "r1", ID: "c"}}})
+	got, err := s.IDsSince(ctx(t), st, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Offset < got[j].Offset })
+	if want := []vodstore.Comment{{ID: "b", Offset: 20}, {ID: "c", Offset: 30}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ids since 20: %+v, want %+v (deleted ones too, one stream only)", got, want)
 	}
 }
 
