@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/danmaku/danmaku"
-	"github.com/danmaku/danmaku/internal/httpx"
 )
 
 // ConsolePath is where the moderator console is served: next to logic's
@@ -29,9 +26,7 @@ const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img
 func Console() http.Handler {
 	files := Files()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, use GET", r.Method))
+		if !readOnly(w, r) {
 			return
 		}
 		name, ok := strings.CutPrefix(r.URL.Path, ConsolePath)
@@ -44,9 +39,7 @@ func Console() http.Handler {
 		default:
 			name = "admin/" + name
 		}
-		st, err := fs.Stat(files, name)
-		if err != nil || st.IsDir() {
-			httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no file %s", r.URL.Path))
+		if !found(w, r, files, name) {
 			return
 		}
 		h := w.Header()

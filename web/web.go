@@ -90,17 +90,17 @@ func Handler(c Config) http.Handler {
 	vodPage := indexPage(files, "vod.html", strings.TrimRight(c.APIBase, "/"), "")
 	server := http.FileServerFS(files)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, use GET", r.Method))
+		if !readOnly(w, r) {
 			return
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name != "" {
 			// The console belongs next to the admin API (Console), not on
 			// every page server.
-			if st, err := fs.Stat(files, name); err != nil || st.IsDir() || strings.HasPrefix(name, "admin/") {
-				httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no file %s", r.URL.Path))
+			if strings.HasPrefix(name, "admin/") {
+				name = "-" // not a file: 404
+			}
+			if !found(w, r, files, name) {
 				return
 			}
 		}
@@ -118,6 +118,27 @@ func Handler(c Config) http.Handler {
 		}
 		server.ServeHTTP(w, r)
 	})
+}
+
+// readOnly answers a request that is not a GET or HEAD with 405 and
+// reports whether it is one.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	httpx.WriteError(w, danmaku.Errorf(danmaku.CodeMethod, "method", "%s not allowed, use GET", r.Method))
+	return false
+}
+
+// found reports whether files has the file name, answering 404 when not
+// (a directory is not a file).
+func found(w http.ResponseWriter, r *http.Request, files fs.FS, name string) bool {
+	if st, err := fs.Stat(files, name); err == nil && !st.IsDir() {
+		return true
+	}
+	httpx.WriteError(w, danmaku.Errorf(danmaku.ENOTFOUND, "path", "no file %s", r.URL.Path))
+	return false
 }
 
 // indexPage is the page name (index.html, vod.html) with the API base in

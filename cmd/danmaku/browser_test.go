@@ -50,16 +50,22 @@ func newBrowser(t *testing.T) context.Context {
 	return tctx
 }
 
+// newTab returns the first tab of browser when first, else a new tab
+// closed when the test ends.
+func newTab(t *testing.T, browser context.Context, first bool) context.Context {
+	if first {
+		return browser
+	}
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	return tab
+}
+
 // openPage opens the demo page for room in a new tab of browser and waits
 // until its client has joined.
 func openPage(t *testing.T, browser context.Context, base, room string, first bool) context.Context {
 	t.Helper()
-	tab := browser
-	if !first {
-		var cancel context.CancelFunc
-		tab, cancel = chromedp.NewContext(browser)
-		t.Cleanup(cancel)
-	}
+	tab := newTab(t, browser, first)
 	err := chromedp.Do(tab,
 		chromedp.Navigate(base+"?room="+room),
 		chromedp.Poll[chromedp.Void](`document.querySelector("#conn").dataset.state === "open" && danmakuDemo.client.room === `+strconv.Quote(room),

@@ -39,12 +39,7 @@ func startConsoleMain(t *testing.T) *Main {
 // live view of the room is open.
 func openConsole(t *testing.T, browser context.Context, m *Main, credential, room string, first bool) context.Context {
 	t.Helper()
-	tab := browser
-	if !first {
-		var cancel context.CancelFunc
-		tab, cancel = chromedp.NewContext(browser)
-		t.Cleanup(cancel)
-	}
+	tab := newTab(t, browser, first)
 	if err := chromedp.Do(tab, chromedp.Navigate(m.URL()+"admin/")); err != nil {
 		t.Fatal(err)
 	}
