@@ -53,6 +53,8 @@ type AdminRequest struct {
 	SlowSeconds   *int  `json:"slowSeconds,omitempty"`
 	MembersOnly   *bool `json:"membersOnly,omitempty"`
 	UniqueSeconds *int  `json:"uniqueSeconds,omitempty"`
+	DelaySeconds  *int  `json:"delaySeconds,omitempty"`
+	Review        *bool `json:"review,omitempty"`
 	// Content is the text a pin pins (instead of a message of IDs);
 	// Amount what a pinned paid message paid, which pins it longer.
 	Content string `json:"content,omitempty"`

@@ -102,6 +102,11 @@ type Envelope struct {
 	V    int     `json:"v"`
 	Room string  `json:"room"`
 	Msg  Message `json:"msg"`
+	// HoldMs holds Msg back in job until HoldMs after Msg.TS (a room's
+	// non-moderator delay, RoomState.DelaySeconds): it gets its position,
+	// and reaches viewers and the history, only then, and not at all when
+	// a del event of its id comes first. 0: delivered at once.
+	HoldMs int64 `json:"holdMs,omitempty"`
 	// Event is set instead of Msg on an event (version 2).
 	Event *Event `json:"event,omitempty"`
 	// Notice is set instead of Msg on a notice (version 3), with User (its
@@ -126,6 +131,12 @@ func MarshalEnvelope(room string, m Message) ([]byte, error) {
 	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m})
 }
 
+// MarshalHeld encodes one message of room that job holds for holdMs
+// after its TS (Envelope.HoldMs) as a Kafka record value.
+func MarshalHeld(room string, m Message, holdMs int64) ([]byte, error) {
+	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m, HoldMs: holdMs})
+}
+
 // MarshalEvent encodes a moderation event as a Kafka record value.
 func MarshalEvent(ev Event) ([]byte, error) {
 	if err := ev.Check(); err != nil {
@@ -147,7 +158,10 @@ func UnmarshalEnvelope(b []byte) (Envelope, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return e, Errorf(EINVALID, "envelope", "decode envelope: %v", err)
 	}
-	if raw := msgBytes(b, e.Room); raw != nil && e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(raw, e.Msg.ID) {
+	if e.HoldMs < 0 {
+		return e, Errorf(EINVALID, "envelope.holdMs", "negative hold %d", e.HoldMs)
+	}
+	if raw := msgBytes(b, e.Room, e.HoldMs); raw != nil && e.Msg.Pos == 0 && !e.Msg.Deleted && idFirst(raw, e.Msg.ID) {
 		e.MsgJSON = bytes.Clone(raw) // b may be reused by the caller
 	}
 	if e.V < 1 || e.V > CanaryEnvelopeVersion {
@@ -209,15 +223,20 @@ const OpMsgs = "msgs"
 
 // msgBytes returns the bytes of the message of b, a record value, when b
 // is laid out as MarshalEnvelope writes one, {"v":1,"room":"<room>",
-// "msg":{...}}; otherwise nil.
-func msgBytes(b []byte, room string) []byte {
+// "msg":{...}}, or MarshalHeld one with hold, {...,"msg":{...},"holdMs":N};
+// otherwise nil.
+func msgBytes(b []byte, room string, hold int64) []byte {
 	const head, mid = `{"v":1,"room":"`, `","msg":{`
+	tail := "}"
+	if hold > 0 {
+		tail = `,"holdMs":` + strconv.FormatInt(hold, 10) + "}"
+	}
 	n := len(head) + len(room)
-	if len(b) < n+len(mid)+2 || string(b[:len(head)]) != head || string(b[len(head):n]) != room ||
-		string(b[n:n+len(mid)]) != mid || string(b[len(b)-2:]) != "}}" {
+	if len(b) < n+len(mid)+len(tail)+1 || string(b[:len(head)]) != head || string(b[len(head):n]) != room ||
+		string(b[n:n+len(mid)]) != mid || string(b[len(b)-len(tail):]) != tail || b[len(b)-len(tail)-1] != '}' {
 		return nil
 	}
-	return b[n+len(mid)-1 : len(b)-1]
+	return b[n+len(mid)-1 : len(b)-len(tail)]
 }
 
 // idFirst reports whether raw, a JSON object, starts with the field "id"

@@ -248,7 +248,20 @@ type RoomState struct {
 	// to the room in the last this many seconds is refused with 409
 	// duplicate_content (0: off).
 	UniqueSeconds int `json:"uniqueSeconds,omitempty"`
+	// DelaySeconds: messages of non-moderators are held this long in job
+	// before they get their positions (0: off, at most MaxDelaySeconds),
+	// so a moderator can delete one before any viewer sees it.
+	// High-priority messages are not held.
+	DelaySeconds int `json:"delaySeconds,omitempty"`
+	// Review: a message matching a blocked word goes to the room's review
+	// queue instead of being refused (or masked); a moderator approves it
+	// (it is delivered then) or rejects it.
+	Review bool `json:"review,omitempty"`
 }
+
+// MaxDelaySeconds bounds RoomState.DelaySeconds: job holds the room's
+// messages in memory, and its partition's commits, that long.
+const MaxDelaySeconds = 60
 
 // MaxModeSeconds bounds RoomState's durations: one day.
 const MaxModeSeconds = 86400
@@ -257,11 +270,12 @@ const MaxModeSeconds = 86400
 // names the field with prefix.
 func (st *RoomState) Check(prefix string) error {
 	for _, f := range []struct {
-		name string
-		v    int
-	}{{"slowSeconds", st.SlowSeconds}, {"uniqueSeconds", st.UniqueSeconds}} {
-		if f.v < 0 || f.v > MaxModeSeconds {
-			return Errorf(EINVALID, prefix+f.name, "want 0 (off) to %d seconds, got %d", MaxModeSeconds, f.v)
+		name   string
+		v, max int
+	}{{"slowSeconds", st.SlowSeconds, MaxModeSeconds}, {"uniqueSeconds", st.UniqueSeconds, MaxModeSeconds},
+		{"delaySeconds", st.DelaySeconds, MaxDelaySeconds}} {
+		if f.v < 0 || f.v > f.max {
+			return Errorf(EINVALID, prefix+f.name, "want 0 (off) to %d seconds, got %d", f.max, f.v)
 		}
 	}
 	return nil

@@ -37,6 +37,7 @@ type metrics struct {
 	events                        *prometheus.CounterVec
 	notices                       *prometheus.CounterVec
 	highConsumed, highEarly       prometheus.Counter
+	held                          prometheus.Counter
 	canaries                      *prometheus.CounterVec // canary.go
 }
 
@@ -63,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_deferred_total",
 			Help: "Messages that did not fit their window's batch (job.budget) and waited for the next window; counted once per window waited."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_dropped_total",
-			Help: "Messages and notices deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed; no_route: a notice to a user without a connection)."}, []string{"reason"}),
+			Help: "Messages and notices deliberately not delivered, by reason (cooldown: drop policy; overflow; comet_failed; no_route: a notice to a user without a connection; deleted: a held message deleted before its release)."}, []string{"reason"}),
 		lockBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_lock_contention_total",
 			Help: "Deliveries postponed because the room's broadcast lock was held elsewhere."}),
 		broadcasts: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_broadcasts_total",
@@ -106,6 +107,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
 		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly)
+	m.held = newHeldCounter(reg)
 	m.canaries = newCanaryCounter(reg)
 	return m
 }
@@ -113,7 +115,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 // precreate creates every labelled series a dashboard or alert reads, so
 // each exists from the start.
 func (m *metrics) precreate() {
-	for _, c := range []string{"cooldown", "overflow", "comet_failed", "no_route"} {
+	for _, c := range []string{"cooldown", "overflow", "comet_failed", "no_route", "deleted"} {
 		m.dropped.WithLabelValues(c)
 	}
 	for _, c := range []string{undeliveredNoComets, undeliveredNoLease, undeliveredQuarantined,

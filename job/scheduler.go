@@ -24,9 +24,11 @@ type scheduler struct {
 	rooms    map[string]*roomState
 	heads    map[string]knownHead // per room: the timeline head this job last assigned
 	due      dueHeap
+	holds    dueHeap // rooms with held messages, by the first one's release (hold.go)
 	ready    []*roomState
 	offsets  *offsets
-	buffered int // messages held over all rooms
+	buffered int // messages kept over all rooms, held ones included
+	heldN    int // messages held for their rooms' delay (hold.go)
 	inflight int // deliveries sent on work and not yet back
 	draining bool
 	drainBy  time.Time
@@ -47,6 +49,9 @@ type roomState struct {
 	// lane marks a lane of notices (notice.go) rather than a room: it has
 	// no window, and its deliveries go out as soon as a worker is free.
 	lane bool
+	// held are the room's messages waiting for their delay, by release
+	// time (hold.go); they are not in queue.
+	held []heldMsg
 }
 
 // knownHead is a room's timeline head as this job's last delivery of the
@@ -179,21 +184,31 @@ func (s *scheduler) run(stop, hurry <-chan struct{}) {
 			return
 		}
 		now := time.Now()
+		s.release(now)
 		s.promote(now)
 		s.dispatchReady(now)
-		if s.draining && s.inflight == 0 && (s.buffered == 0 || now.After(s.drainBy)) {
+		if s.draining && s.inflight == 0 && (s.buffered == s.heldN || now.After(s.drainBy)) {
 			s.commit(s.offsets.commits())
 			return
 		}
-		next := time.Hour
-		if s.due.Len() > 0 {
-			next = max(s.due[0].at.Sub(now), 0)
-		}
-		if s.draining {
-			next = min(next, max(s.drainBy.Sub(now), 0)+time.Millisecond)
-		}
-		timer.Reset(next)
+		timer.Reset(s.nextWake(now))
 	}
+}
+
+// nextWake is how long the scheduler may sleep: until the next room is
+// due, the next held message is released or a drain's deadline.
+func (s *scheduler) nextWake(now time.Time) time.Duration {
+	next := time.Hour
+	if s.due.Len() > 0 {
+		next = max(s.due[0].at.Sub(now), 0)
+	}
+	if s.holds.Len() > 0 {
+		next = min(next, max(s.holds[0].at.Sub(now), 0))
+	}
+	if s.draining {
+		next = min(next, max(s.drainBy.Sub(now), 0)+time.Millisecond)
+	}
+	return next
 }
 
 // startDrain makes every buffered room due now, ignoring windows: shutdown
@@ -279,6 +294,7 @@ func (s *scheduler) accept(rec record, now time.Time) {
 	r := s.room(rec.env.Room)
 	high := rec.env.Msg.Priority.High()
 	if rec.env.Event != nil {
+		s.dropDeleted(r, rec.env.Event)
 		// Events are never dropped and do not wait for the window.
 		r.queue = append(r.queue, pending{ev: rec.env.Event, part: rec.part, off: rec.off})
 		s.buffered++
@@ -287,21 +303,33 @@ func (s *scheduler) accept(rec record, now time.Time) {
 		}
 		return
 	}
+	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off}
+	if at := holdUntil(rec.env, now); !at.IsZero() {
+		p.raw = p.encoded()
+		s.hold(r, p, at)
+		return
+	}
+	s.enqueue(r, p, high, now)
+}
+
+// enqueue appends p, a message consumed now or released from its hold,
+// to r's queue, or drops it by the room's policy.
+func (s *scheduler) enqueue(r *roomState, p pending, high bool, now time.Time) {
 	busy := r.inflight || len(r.queue) > 0 || now.Before(r.windowEnd)
 	// A high-priority message is never dropped, by either policy: the
 	// logic's per-room high-priority rate limit bounds how many come.
 	if s.cfg.Policy == PolicyDrop && busy && !high {
 		// One message per window; the rest are skipped.
 		s.m.dropped.WithLabelValues("cooldown").Inc()
-		s.offsets.finished(rec.part, rec.off)
+		s.offsets.finished(p.part, p.off)
 		return
 	}
 	if s.cfg.Policy != PolicyDrop && len(r.queue) >= s.cfg.MaxPending && r.failures == 0 && !high {
 		s.m.dropped.WithLabelValues("overflow").Inc()
-		s.offsets.finished(rec.part, rec.off)
+		s.offsets.finished(p.part, p.off)
 		return
 	}
-	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, waited: busy && !high}
+	p.waited = busy && !high
 	p.raw = p.encoded() // its size counts toward the batch's bytes
 	r.queue = append(r.queue, p)
 	s.buffered++
@@ -487,7 +515,7 @@ func countHigh(ps []pending) int {
 // older than HistoryTTL.
 func (s *scheduler) sweep(now time.Time) {
 	for name, r := range s.rooms {
-		if !r.inflight && len(r.queue) == 0 && r.due.IsZero() && now.After(r.windowEnd) {
+		if !r.inflight && len(r.queue) == 0 && len(r.held) == 0 && r.due.IsZero() && now.After(r.windowEnd) {
 			delete(s.rooms, name)
 		}
 	}

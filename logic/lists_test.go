@@ -120,3 +120,25 @@ func TestAdminLists(t *testing.T) {
 		t.Fatalf("POST: %d", r.status)
 	}
 }
+
+// The delay and review modes are set like the others: delaySeconds 0 to
+// 60 (400 naming it beyond), review a bool; both come back in the state.
+func TestDelayAndReviewSettings(t *testing.T) {
+	_, admin, _, _ := modesEnv(t)
+	room := testkit.Uniq("r")
+	for _, body := range []string{`"delaySeconds":61`, `"delaySeconds":-1`} {
+		r := admin(`{"roomId":"` + room + `",` + body + `}`)
+		wantRefused(t, body, r, http.StatusBadRequest, danmaku.EINVALID, "delaySeconds")
+	}
+	r := admin(`{"roomId":"` + room + `","delaySeconds":5,"review":true}`)
+	var resp danmaku.AdminResponse
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &resp) != nil || resp.State == nil ||
+		resp.State.DelaySeconds != 5 || !resp.State.Review {
+		t.Fatalf("set: %d %s", r.status, r.body)
+	}
+	r = admin(`{"roomId":"` + room + `","review":false}`)
+	resp = danmaku.AdminResponse{}
+	if json.Unmarshal(r.body, &resp) != nil || resp.State.DelaySeconds != 5 || resp.State.Review {
+		t.Fatalf("review off: %d %s", r.status, r.body)
+	}
+}

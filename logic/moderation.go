@@ -79,12 +79,25 @@ func (s *Server) adminDelete(r *http.Request, req *AdminRequest) (AdminResponse,
 		return AdminResponse{}, danmaku.Errorf(danmaku.ENOTFOUND, "ids",
 			"none of the ids is a message of room %s (in its history, not deleted, or accepted in the last %v)", req.RoomID, delInFlight)
 	}
+	// Marked before the event is written: a message still held in job (the
+	// room's delay) or on its way then never gets a position, whatever
+	// job's crashes and redeliveries do (route.MarkDeleted).
+	ctx, cancel := s.redisCtx(r)
+	err = s.store.MarkDeleted(ctx, req.RoomID, found, deletedMarkTTL)
+	cancel()
+	if err != nil {
+		return AdminResponse{}, s.redisError("mark deleted", err)
+	}
 	ev := danmaku.Event{Op: danmaku.OpDel, Room: req.RoomID, ID: s.ids.Next(), IDs: found}
 	if err := s.produceEvent(r.Context(), ev); err != nil {
 		return AdminResponse{}, danmaku.Unavailable("kafka unavailable, nothing deleted; retry", err)
 	}
 	return AdminResponse{RoomID: req.RoomID, IDs: found, Found: len(found), Missing: missing, EventID: ev.ID}, nil
 }
+
+// deletedMarkTTL is how long a deleted id stays marked (route.MarkDeleted):
+// far beyond any hold and any redelivery of its message.
+const deletedMarkTTL = 24 * time.Hour
 
 // A delete looks for its ids among the newest delScan messages of the
 // room's history; a generated id stamped within delInFlight counts as
@@ -117,9 +130,14 @@ func (s *Server) messagesOf(r *http.Request, room string, ids []string) (found, 
 			}
 		}
 	}
+	// In a room with a delay, a message of any id may be held in job.
+	held := false
+	if st, err := s.send.RoomState(ctx, room); err == nil {
+		held = st.State.DelaySeconds > 0
+	}
 	for _, id := range ids {
 		t, generated := sendpath.IDTime(id)
-		if seen[id] == 1 || seen[id] == 0 && generated && time.Since(t) < delInFlight {
+		if seen[id] == 1 || seen[id] == 0 && (held || generated && time.Since(t) < delInFlight) {
 			found = append(found, id)
 		} else {
 			missing = append(missing, id)

@@ -56,13 +56,14 @@ func (s *Server) adminRoom(r *http.Request, req *AdminRequest) (AdminResponse, e
 	if req.RoomID == "" {
 		return AdminResponse{}, danmaku.Errorf(danmaku.EINVALID, "roomId", "must not be empty")
 	}
-	p := route.StatePatch{SlowSeconds: req.SlowSeconds, MembersOnly: req.MembersOnly, UniqueSeconds: req.UniqueSeconds}
+	p := route.StatePatch{SlowSeconds: req.SlowSeconds, MembersOnly: req.MembersOnly, UniqueSeconds: req.UniqueSeconds,
+		DelaySeconds: req.DelaySeconds, Review: req.Review}
 	check := danmaku.RoomState{}
-	if p.SlowSeconds != nil {
-		check.SlowSeconds = *p.SlowSeconds
-	}
-	if p.UniqueSeconds != nil {
-		check.UniqueSeconds = *p.UniqueSeconds
+	for _, f := range []struct{ dst, src *int }{{&check.SlowSeconds, p.SlowSeconds}, {&check.UniqueSeconds, p.UniqueSeconds},
+		{&check.DelaySeconds, p.DelaySeconds}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
 	}
 	if err := check.Check(""); err != nil {
 		return AdminResponse{}, err

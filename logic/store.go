@@ -27,6 +27,8 @@ type Store interface {
 	Unmute(ctx context.Context, user, room string) (bool, error)
 	Ban(ctx context.Context, user, room string, d time.Duration) error
 	Unban(ctx context.Context, user, room string) (bool, error)
+	// MarkDeleted keeps deleted ids from ever getting a position.
+	MarkDeleted(ctx context.Context, room string, ids []string, ttl time.Duration) error
 	// Sanctions lists the active mutes and bans of a room ("": all).
 	Sanctions(ctx context.Context, room string) ([]route.Sanction, error)
 

@@ -20,7 +20,8 @@
 //	comet:connections:{cometId}     hash connId -> room:user              comet       a comet's connections, so a dead comet's routes can be removed
 //	comets:index                    set of cometIds                       comet       comets that hold or held a lease; the janitor walks it
 //	msg:processed:{room}:<msgId>    "pos:<epoch>:<pos>" (claim TTL, 60 s) job         dedup: a message's claim with its position; an event's
-//	                                                                                  "claim:<owner>" (job.claim_ttl), then "done" (60 s)
+//	                                                                                  "claim:<owner>" (job.claim_ttl), then "done" (60 s);
+//	                                                                                  "done" (logic, 24 h) for an id deleted before its position
 //	msg:processed:user:{user}:<id>  the same                              job         dedup of a notice to the user (the tag of user:online:{user})
 //	msg:processed:all:{all}:<id>    the same                              job         dedup of a broadcast notice
 //	room:cooldown:{room}            string, PX job.window (1 s)           job         one broadcast window of the room

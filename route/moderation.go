@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/danmaku/danmaku"
 )
 
@@ -147,4 +149,28 @@ func (s *Store) Deletions(ctx context.Context, room string, after int64) (epoch 
 		ids = append(ids, id)
 	}
 	return epoch, dels, ids, nil
+}
+
+// MarkDeleted marks the ids of room deleted before they got a position:
+// msg:processed:{room}:<id> is set to "done" for ttl where it does not
+// exist, so a message held in job (a room's delay) or still on its way
+// finds its claim taken and gets no position, whatever crashes and
+// redeliveries come between the delete and its del event. An id with a
+// claim (positioned, or an event's) keeps it.
+func (s *Store) MarkDeleted(ctx context.Context, room string, ids []string, ttl time.Duration) error {
+	if err := danmaku.CheckID("room", room); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := danmaku.CheckID("id", id); err != nil {
+			return err
+		}
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.SetNX(ctx, processedKey(room, id), "done", ttl)
+		}
+		return nil
+	})
+	return wrap("mark deleted", err)
 }

@@ -25,6 +25,8 @@ const (
 	stateSlow    = "slow"
 	stateMembers = "members"
 	stateUnique  = "unique"
+	stateDelay   = "delay"
+	stateReview  = "review"
 )
 
 // StatePatch is a change of a room's settings: nil fields stay as they are.
@@ -32,6 +34,8 @@ type StatePatch struct {
 	SlowSeconds   *int
 	MembersOnly   *bool
 	UniqueSeconds *int
+	DelaySeconds  *int
+	Review        *bool
 }
 
 // RoomState reads room's settings; a room never set has the zero state
@@ -64,6 +68,12 @@ func (s *Store) SetRoomState(ctx context.Context, room string, p StatePatch) (da
 	}
 	if p.UniqueSeconds != nil {
 		fields = append(fields, stateUnique, *p.UniqueSeconds)
+	}
+	if p.DelaySeconds != nil {
+		fields = append(fields, stateDelay, *p.DelaySeconds)
+	}
+	if p.Review != nil {
+		fields = append(fields, stateReview, boolField(*p.Review))
 	}
 	key := roomStateKey(room)
 	var all *redis.MapStringStringCmd
@@ -100,6 +110,8 @@ func stateOf(h map[string]string) danmaku.RoomState {
 		SlowSeconds:   int(num(stateSlow)),
 		MembersOnly:   h[stateMembers] == "1",
 		UniqueSeconds: int(num(stateUnique)),
+		DelaySeconds:  int(num(stateDelay)),
+		Review:        h[stateReview] == "1",
 	}
 }
 

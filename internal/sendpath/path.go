@@ -119,13 +119,19 @@ func (p *Path) Close() { p.admitter.Close() }
 type Checked struct {
 	IDs    []string
 	Shadow bool
+	// HoldMs is the room's non-moderator delay the messages are held for
+	// in job (danmaku.Envelope.HoldMs); 0 for moderators of the room and
+	// high-priority sends.
+	HoldMs int64
 }
 
 // Check runs every check of a decoded send, in order: the token's
 // claims (auth on) and its right to the priority asked for, validation
 // (ids assigned to messages without one), blocked words, the room's
 // members-only mode, the high-priority budget, bans, mutes and rate
-// limits, then the room's slow mode and unique chat. It is the one send
+// limits, then the room's slow mode and unique chat; a room with a delay
+// holds the messages of others than its moderators (Checked.HoldMs,
+// high-priority ones excepted). It is the one send
 // check of the service: every door for comments calls it. claims is nil
 // with auth off; ip is the client address the per-address bucket counts.
 // A refusal is an error with, for a 429, the wait in whole seconds for
@@ -171,6 +177,9 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 		return c, retryAfter, err
 	}
 	c.Shadow = room.HiddenUntil(strconv.FormatInt(req.UserID, 10), time.Now()) > 0
+	if st.DelaySeconds > 0 && !mod && !req.Priority.High() {
+		c.HoldMs = int64(st.DelaySeconds) * 1000
+	}
 	return c, 0, nil
 }
 
@@ -211,10 +220,13 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority}
 		var value []byte
 		var err error
-		if c.Shadow {
+		switch {
+		case c.Shadow:
 			value, err = danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpShadow, Room: req.RoomID, ID: msg.ID,
 				User: strconv.FormatInt(msg.UID, 10), Msg: &msg})
-		} else {
+		case c.HoldMs > 0:
+			value, err = danmaku.MarshalHeld(req.RoomID, msg, c.HoldMs)
+		default:
 			value, err = danmaku.MarshalEnvelope(req.RoomID, msg)
 		}
 		if err != nil {
