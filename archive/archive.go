@@ -198,7 +198,7 @@ func (a *Archive) process(ctx context.Context, msgs []kafka.Message) bool {
 			a.rooms = map[string]*room{}
 		}
 		a.next[int32(m.Partition)] = m.Offset + 1
-		if err == nil && env.Notice == nil {
+		if err == nil && env.Notice == nil && env.Canary == nil {
 			rooms = append(rooms, env.Room)
 		}
 		if m.Time.Before(oldest) {
@@ -278,6 +278,8 @@ func (a *Archive) apply(ctx context.Context, recs []record) (*vodstore.Batch, er
 			a.m.records.WithLabelValues("invalid").Inc()
 		case rec.env.Notice != nil:
 			a.m.records.WithLabelValues("notice").Inc()
+		case rec.env.Canary != nil: // logic's delivery probe, for job and the comets
+			a.m.records.WithLabelValues("canary").Inc()
 		default:
 			if err := p.apply(ctx, a.rooms[rec.env.Room], rec); err != nil {
 				return nil, err

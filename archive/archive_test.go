@@ -270,3 +270,37 @@ func TestArchiveAutoStreams(t *testing.T) {
 		return nil
 	})
 }
+
+// Delivery canaries (logic writes one per partition every second) are
+// counted and skipped: they start no stream, also with auto streams on, and
+// are never stored.
+func TestArchiveSkipsCanaries(t *testing.T) {
+	e := newEnv(t, "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
+	room := testkit.Uniq("r")
+	t0 := time.Now().UnixMilli()
+	var recs []kafka.Message
+	for p := range 2 {
+		v, err := danmaku.MarshalCanary(danmaku.Canary{ID: testkit.Uniq("canary-"), Partition: p, Partitions: 2, TS: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, kafka.Message{Key: []byte(fmt.Sprint("k", p)), Value: v})
+	}
+	e.write(append(recs, msg(t, room, "a1", t0))...)
+	a := e.start("g1", func(c *archive.Config) { c.AutoSilence = time.Hour })
+	testkit.SucceedsSoon(t, 20*time.Second, func() error {
+		if n := value(t, a.reg, "danmaku_archive_records_total", "kind", "canary"); n != 2 {
+			return fmt.Errorf("%v canaries counted, want 2", n)
+		}
+		if n := value(t, a.reg, "danmaku_archive_stored_total"); n != 1 {
+			return fmt.Errorf("%v comments stored, want 1", n)
+		}
+		return nil
+	})
+	if sts, err := e.store.Streams(context.Background(), "", 10); err != nil || len(sts) != 0 {
+		t.Fatalf("streams of the canaries' empty room: %+v %v", sts, err)
+	}
+	if n := value(t, a.reg, "danmaku_archive_records_total", "kind", "invalid"); n != 0 {
+		t.Fatalf("%v records invalid", n)
+	}
+}

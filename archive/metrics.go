@@ -19,12 +19,12 @@ type metrics struct {
 }
 
 // recordKinds are the label values of danmaku_archive_records_total.
-var recordKinds = []string{"comment", "event", "notice", "invalid", "outside_stream", "retry", "not_visible", "stream_id_reused"}
+var recordKinds = []string{"comment", "event", "notice", "canary", "invalid", "outside_stream", "retry", "not_visible", "stream_id_reused"}
 
 func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_archive_records_total",
-			Help: "Records consumed, by kind: comment (placed in a stream), event, notice (ignored), invalid, outside_stream (no live stream), retry (a client's resend of a stored id), not_visible, stream_id_reused."}, []string{"kind"}),
+			Help: "Records consumed, by kind: comment (placed in a stream), event, notice and canary (ignored), invalid, outside_stream (no live stream), retry (a client's resend of a stored id), not_visible, stream_id_reused."}, []string{"kind"}),
 		stored: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_archive_stored_total",
 			Help: "Comments written to the database (new rows)."}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_archive_duplicates_total",
