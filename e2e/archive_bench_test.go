@@ -32,8 +32,10 @@ import (
 // of 30 characters in 20 rooms; the bytes the comments take on disk
 // (table and index) per comment; then GET /logic/vod/segment through the
 // logic binary at benchReadRate requests per second, open loop, for an
-// ended stream (answers kept in logic's memory) and a live one (read from
-// the database each time), with 600 comments per segment. It runs once
+// ended stream (answers kept in logic's memory), a live one (logic's
+// default logic.vod_live_cache: one database read a second) and the live
+// one again through a logic that reads the database for every request
+// (vod_live_cache 0), with 600 comments per segment. It runs once
 // whatever b.N: go test -run '^$' -bench Archive -benchtime 1x ./e2e/
 // (under flock /tmp/danmaku-heavy.lock).
 func BenchmarkArchive(b *testing.B) {
@@ -125,27 +127,16 @@ func benchArchive(b *testing.B, dsn string) {
 	// Segment reads through logic.
 	live, ended := fillReadStreams(b, st)
 	redis := redisserver.Standalone(b)
-	logicAddr := testkit.FreeAddr(b)
-	lg := exec.Command(filepath.Join(stack.Binaries(b), "logic"), "-config", "configs/logic.yaml",
-		"-redis.addrs", redis.Addr, "-kafka.brokers", brokers, "-logic.listen", logicAddr, "-log.level", "warn",
-		"-logic.archive_dsn", dsn, "-logic.vod_rate_limit", "0")
-	lg.Dir = stack.Root(b)
-	if err := lg.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { lg.Process.Kill(); lg.Wait() })
-	base := "http://" + logicAddr
-	testkit.SucceedsSoon(b, 20*time.Second, func() error {
-		if s := status(base + "/healthz"); s != http.StatusOK {
-			return fmt.Errorf("logic %d", s)
-		}
-		return nil
-	})
+	// One logic with the default configuration, one that reads the
+	// database for every request about a live stream.
+	cached := startBenchLogic(b, redis.Addr, brokers, dsn)
+	uncached := startBenchLogic(b, redis.Addr, brokers, dsn, "-logic.vod_live_cache", "0")
 	for _, c := range []struct {
 		name string
+		base string
 		st   vodstore.Stream
-	}{{"ended", ended}, {"live", live}} {
-		url := fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", base, c.st.Room, c.st.ID)
+	}{{"ended", cached, ended}, {"live", cached, live}, {"live-db", uncached, live}} {
+		url := fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", c.base, c.st.Room, c.st.ID)
 		p50, p99, errs := readLoad(url)
 		b.ReportMetric(float64(p50.Microseconds())/1000, c.name+"-p50-ms")
 		b.ReportMetric(float64(p99.Microseconds())/1000, c.name+"-p99-ms")
@@ -154,6 +145,28 @@ func benchArchive(b *testing.B, dsn string) {
 			b.Errorf("%d failed reads", errs)
 		}
 	}
+}
+
+// startBenchLogic runs the logic binary reading the archive at dsn and
+// returns its URL once it answers.
+func startBenchLogic(b *testing.B, redis, brokers, dsn string, args ...string) string {
+	addr := testkit.FreeAddr(b)
+	lg := exec.Command(filepath.Join(stack.Binaries(b), "logic"), append([]string{"-config", "configs/logic.yaml",
+		"-redis.addrs", redis, "-kafka.brokers", brokers, "-logic.listen", addr, "-log.level", "warn",
+		"-logic.archive_dsn", dsn, "-logic.vod_rate_limit", "0"}, args...)...)
+	lg.Dir = stack.Root(b)
+	if err := lg.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lg.Process.Kill(); lg.Wait() })
+	base := "http://" + addr
+	testkit.SucceedsSoon(b, 20*time.Second, func() error {
+		if s := status(base + "/healthz"); s != http.StatusOK {
+			return fmt.Errorf("logic %d", s)
+		}
+		return nil
+	})
+	return base
 }
 
 // produceBacklog writes a stream start for each room, then benchArchived

@@ -83,6 +83,11 @@ type Config struct {
 	// address, like history_rate_limit (0: off).
 	VODRateLimit float64 `yaml:"vod_rate_limit" help:"GET /logic/vod/... requests per second per client address, per logic instance; 0: no limit"`
 	VODRateBurst int     `yaml:"vod_rate_burst" help:"VOD requests a client address may make at once"`
+	// VODLiveCache is how long an answer about a live stream is served
+	// from memory before the database is read again (answers about ended
+	// streams never change and are kept). 0: every such request reads the
+	// database.
+	VODLiveCache time.Duration `yaml:"vod_live_cache" help:"how long logic serves a live stream's VOD answer from memory before reading it again (one database read per period, whatever the request rate); 0: every request reads"`
 
 	// Auth is off (the body says who sends) or jwt: /logic/send needs
 	// Authorization: Bearer <JWT>, checked with the auth section, and the
@@ -159,6 +164,7 @@ func DefaultConfig() Config {
 		VODSegmentCap:     6000,
 		VODRateLimit:      20,
 		VODRateBurst:      60,
+		VODLiveCache:      time.Second,
 		Auth:              config.AuthOff,
 		BlockedWords:      wordfilter.Config{Mode: wordfilter.ModeOff},
 		RedisTimeout:      500 * time.Millisecond,

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +50,7 @@ const (
 	vodMaxSegment     = 10000 // 1,000 hours
 	vodMinBucket      = time.Second
 	vodMaxBuckets     = 100000
-	vodCacheEntries   = 512
+	vodCacheEntries   = 4096
 	vodTimeout        = 5 * time.Second
 )
 
@@ -60,14 +59,7 @@ type vod struct {
 	db    VODStore
 	limit *readLimiter
 	m     vodMetrics
-
-	mu    sync.Mutex               // guards cache
-	cache map[string]vodCacheEntry // answers about ended streams, by URL
-}
-
-type vodCacheEntry struct {
-	body []byte
-	etag string
+	cache *vodCache
 }
 
 type vodMetrics struct {
@@ -76,12 +68,12 @@ type vodMetrics struct {
 }
 
 func newVOD(cfg Config, store VODStore, reg prometheus.Registerer) *vod {
-	v := &vod{db: store, limit: newReadLimiter(cfg.VODRateLimit, cfg.VODRateBurst), cache: map[string]vodCacheEntry{},
+	v := &vod{db: store, limit: newReadLimiter(cfg.VODRateLimit, cfg.VODRateBurst), cache: newVODCache(cfg.VODLiveCache),
 		m: vodMetrics{
 			limited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "danmaku", Subsystem: "logic", Name: "vod_rate_limited_total",
 				Help: "GET /logic/vod/... requests refused (429) by the per-address limit (logic.vod_rate_limit)."}),
 			cacheHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "danmaku", Subsystem: "logic", Name: "vod_cache_hits_total",
-				Help: "VOD answers about ended streams served from logic's memory."}),
+				Help: "VOD answers served from logic's memory (ended streams, and live ones within logic.vod_live_cache)."}),
 			omitted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "danmaku", Subsystem: "logic", Name: "vod_omitted_total",
 				Help: "Comments left out of segment answers by logic.vod_segment_cap."}),
 		}}
@@ -98,6 +90,8 @@ func (c *Config) validateVOD() error {
 		return config.Invalid("vod_rate_limit", "must not be negative (0: off)")
 	case c.VODRateLimit > 0 && c.VODRateBurst < 1:
 		return config.Invalid("vod_rate_burst", "must be at least 1")
+	case c.VODLiveCache < 0 || c.VODLiveCache > time.Minute:
+		return config.Invalid("vod_live_cache", "must be from 0 (off) to 1m, got %v", c.VODLiveCache)
 	}
 	return nil
 }
@@ -138,36 +132,33 @@ func (s *Server) vodHandler(read func(ctx context.Context, q vodQuery) (vodAnswe
 			return
 		}
 		key := r.URL.Path + "?" + q.key()
-		if e, ok := s.vod.cached(key); ok {
-			s.vod.m.cacheHits.Inc()
-			writeVOD(w, r, e, true)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), vodTimeout)
-		defer cancel()
-		a, err := read(ctx, q)
+		e, hit, err := s.vod.cache.get(r.Context(), key, func(ctx context.Context) (*vodCacheEntry, error) {
+			a, err := read(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			body, err := json.Marshal(a.v)
+			if err != nil {
+				return nil, err
+			}
+			return &vodCacheEntry{body: body, etag: etagOf(body), final: a.final}, nil
+		})
 		if err != nil {
 			httpx.WriteError(w, vodError(err))
 			return
 		}
-		body, err := json.Marshal(a.v)
-		if err != nil {
-			httpx.WriteError(w, err)
-			return
+		if hit {
+			s.vod.m.cacheHits.Inc()
 		}
-		e := vodCacheEntry{body: body, etag: etagOf(body)}
-		if a.final {
-			s.vod.store(key, e)
-		}
-		writeVOD(w, r, e, a.final)
+		writeVOD(w, r, e)
 	}
 }
 
 // writeVOD answers with e: 304 when the client holds it already.
-func writeVOD(w http.ResponseWriter, r *http.Request, e vodCacheEntry, final bool) {
+func writeVOD(w http.ResponseWriter, r *http.Request, e *vodCacheEntry) {
 	h := w.Header()
 	h.Set("ETag", e.etag)
-	if final {
+	if e.final {
 		h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
 		h.Set("Cache-Control", "no-cache")
@@ -184,27 +175,6 @@ func etagOf(b []byte) string {
 	h := fnv.New64a()
 	h.Write(b)
 	return `"` + strconv.FormatUint(h.Sum64(), 36) + `"`
-}
-
-func (v *vod) cached(key string) (vodCacheEntry, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e, ok := v.cache[key]
-	return e, ok
-}
-
-func (v *vod) store(key string, e vodCacheEntry) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.cache) >= vodCacheEntries {
-		for k := range v.cache { // a random half goes
-			delete(v.cache, k)
-			if len(v.cache) < vodCacheEntries/2 {
-				break
-			}
-		}
-	}
-	v.cache[key] = e
 }
 
 // vodError maps a store error: a missing stream is 404, the rest 503.

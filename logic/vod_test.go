@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,5 +219,98 @@ func TestVODOff(t *testing.T) {
 	r := e.doWith(t, http.MethodGet, "/logic/vod/streams?roomId=r", nil, nil)
 	if r.status != http.StatusNotFound || !strings.Contains(string(r.body), "archive_dsn") {
 		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
+
+// countingVOD counts the segment reads that reach the database, each
+// taking delay.
+type countingVOD struct {
+	VODStore
+	delay time.Duration
+	reads atomic.Int64
+}
+
+func (c *countingVOD) Comments(ctx context.Context, st vodstore.Stream, from, to int64) ([]vodstore.Comment, error) {
+	c.reads.Add(1)
+	time.Sleep(c.delay)
+	return c.VODStore.Comments(ctx, st, from, to)
+}
+
+// A live stream's segment is read from the database at most once per
+// logic.vod_live_cache: requests meanwhile are answered from memory, the
+// first past it gets the answer held while one background read brings it
+// up to date, and requests for an answer nobody holds share one read.
+// With vod_live_cache 0 every request reads.
+func TestVODLiveCache(t *testing.T) {
+	const fresh = 200 * time.Millisecond
+	for _, c := range []struct {
+		name  string
+		fresh time.Duration
+	}{{"cached", fresh}, {"off", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := vodstoretest.MustOpen(t, "sqlite:"+filepath.Join(t.TempDir(), "vod.db"))
+			db := &countingVOD{VODStore: st, delay: 50 * time.Millisecond}
+			e := newEnv(t, func(cfg *Config, e *testEnv) { e.vod = db; cfg.VODLiveCache = c.fresh })
+			room := testkit.Uniq("r")
+			s := fill(t, st, room, "s1", time.Now().UnixMilli(), false, comment("a", 10))
+			url := fmt.Sprintf("/logic/vod/segment?roomId=%s&streamId=s1&seg=0", room)
+			read := func() []string {
+				var seg danmaku.VODSegmentResponse
+				r := e.doWith(t, http.MethodGet, url, nil, nil)
+				if r.status != http.StatusOK || json.Unmarshal(r.body, &seg) != nil {
+					t.Errorf("segment: %d %s", r.status, r.body)
+				}
+				var ids []string
+				for _, c := range seg.Comments {
+					ids = append(ids, c.ID)
+				}
+				return ids
+			}
+			var wg sync.WaitGroup
+			for range 20 { // at once, nothing held yet
+				wg.Add(1)
+				go func() { defer wg.Done(); read() }()
+			}
+			wg.Wait()
+			if c.fresh == 0 {
+				if n := db.reads.Load(); n != 20 {
+					t.Errorf("%d database reads for 20 requests, want 20 with the cache off", n)
+				}
+				mustWriteRow(t, st, s, comment("b", 20))
+				if got := read(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+					t.Errorf("after a write: %v, want [a b] at once", got)
+				}
+				return
+			}
+			if n := db.reads.Load(); n != 1 {
+				t.Errorf("%d database reads for 20 concurrent requests, want 1", n)
+			}
+			mustWriteRow(t, st, s, comment("b", 20))
+			if got := read(); !reflect.DeepEqual(got, []string{"a"}) || db.reads.Load() != 1 {
+				t.Errorf("within %v: %v after %d reads, want [a] from memory", fresh, got, db.reads.Load())
+			}
+			time.Sleep(fresh)
+			start := time.Now()
+			if got := read(); !reflect.DeepEqual(got, []string{"a"}) || time.Since(start) >= db.delay {
+				t.Errorf("past %v: %v in %v, want the held [a] without waiting for the database", fresh, got, time.Since(start))
+			}
+			testkit.SucceedsSoon(t, 5*time.Second, func() error {
+				if got := read(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+					return fmt.Errorf("got %v, want [a b] once read again", got)
+				}
+				return nil
+			})
+			if n := db.reads.Load(); n != 2 {
+				t.Errorf("%d database reads, want 2", n)
+			}
+		})
+	}
+}
+
+// mustWriteRow stores c in stream s.
+func mustWriteRow(t *testing.T, st vodstore.Store, s vodstore.Stream, c vodstore.Comment) {
+	t.Helper()
+	if _, err := st.Write(context.Background(), &vodstore.Batch{Rows: []vodstore.Row{{SID: s.SID, Comment: c}}}); err != nil {
+		t.Fatal(err)
 	}
 }
