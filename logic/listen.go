@@ -67,6 +67,19 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// StartCanaries writes the delivery canaries (Config.CanaryInterval; 0:
+// off) in the background until Shutdown, for a binary that mounts Handler
+// and does not call Start (Start writes them itself once the topic
+// exists): call it once the topic exists.
+func (s *Server) StartCanaries(ctx context.Context) {
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopTopic, s.topicDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.topicDone)
+		s.canaries.run(cctx)
+	}()
+}
+
 // serve runs an HTTP server of h on ln with the configured timeouts.
 func (s *Server) serve(ln net.Listener, h http.Handler) listener {
 	l := listener{ln: ln, served: make(chan struct{}), http: &http.Server{

@@ -76,8 +76,9 @@ type Server struct {
 	adminMux     *http.ServeMux      // admin API and notices: mux unless Config.AdminAddr is set
 
 	pub, adm listener // set by Start; adm only with Config.AdminAddr
-	// stopTopic ends Start's background EnsureTopic; topicDone is closed
-	// when it returned.
+	// stopTopic ends Start's background EnsureTopic and the canaries that
+	// follow it (or those of StartCanaries); topicDone is closed when they
+	// returned.
 	stopTopic context.CancelFunc
 	topicDone chan struct{}
 

@@ -273,6 +273,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.ensureTopic(ctx); err != nil {
 		return err
 	}
+	m.logic.StartCanaries(ctx) // off with logic.canary_interval 0, as in the role binaries
 
 	m.pusher = push.NewClient(c.Job.PushSecret, c.Job.PushTimeout)
 	m.job, err = job.New(c.Job, job.Deps{Kafka: c.Kafka, Store: store, Pusher: m.pusher,
