@@ -138,6 +138,26 @@ func (a *API) Delete(ctx context.Context, req danmaku.AdminRequest) (danmaku.Adm
 	return a.admin(ctx, "delete", req)
 }
 
+// RoomSettings changes req.RoomID's modes (req.SlowSeconds,
+// req.MembersOnly, req.UniqueSeconds; those left nil stay): the answer's
+// State is the room's settings after it, which its viewers get as a state
+// frame.
+func (a *API) RoomSettings(ctx context.Context, req danmaku.AdminRequest) (danmaku.AdminResponse, error) {
+	return a.admin(ctx, "room", req)
+}
+
+// Pin pins a message of req.RoomID (req.IDs: its id) or a text
+// (req.Content) for req.Duration, a paid message (req.Amount) longer; it
+// replaces the room's pin. The answer's Pin is the pin made.
+func (a *API) Pin(ctx context.Context, req danmaku.AdminRequest) (danmaku.AdminResponse, error) {
+	return a.admin(ctx, "pin", req)
+}
+
+// Unpin takes the pin req.IDs[0] of req.RoomID away before its end.
+func (a *API) Unpin(ctx context.Context, req danmaku.AdminRequest) (danmaku.AdminResponse, error) {
+	return a.admin(ctx, "unpin", req)
+}
+
 // ReloadWords makes logic read its blocked-word file again.
 func (a *API) ReloadWords(ctx context.Context, actor string) (danmaku.AdminResponse, error) {
 	return a.admin(ctx, "words/reload", danmaku.AdminRequest{Actor: actor})

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -98,12 +99,18 @@ func waitKind(t *testing.T, r *record, kind client.Kind, n int) []client.Event {
 // A viewer of the SDK on a comet that is killed (SIGKILL, no close frame)
 // while messages flow reconnects to the next comet of its list, resumes
 // from its position and delivers every accepted message exactly once,
-// with no gap reported.
+// with no gap reported: over WebSockets, and over SSE streams.
 func TestViewerResumesAcrossCometKill(t *testing.T) {
+	for _, tr := range []string{client.TransportWebSocket, client.TransportSSE} {
+		t.Run(tr, func(t *testing.T) { resumesAcrossCometKill(t, tr) })
+	}
+}
+
+func resumesAcrossCometKill(t *testing.T, transport string) {
 	s := stack.New(t, stack.Options{Comets: 2})
 	room := testkit.Uniq("sdk-kill-")
 	v, r := newViewer(t, client.ViewerConfig{URLs: []string{s.Comets[0].WS(), s.Comets[1].WS()}, Rooms: []string{room},
-		BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second})
+		BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Transport: transport})
 	waitKind(t, r, client.Welcome, 1)
 	sd := s.Send(t, room, 800, 200)
 	testkit.SucceedsSoon(t, 10*time.Second, func() error {
@@ -152,8 +159,12 @@ func TestViewerResumesAcrossCometKill(t *testing.T) {
 	if w := ws[1].Welcome; w.Recovered == nil || !*w.Recovered {
 		t.Errorf("the resume on the second comet was not recovered: %+v", w)
 	}
-	if c := r.of(client.Connected); c[len(c)-1].URL != s.Comets[1].WS() {
-		t.Errorf("reconnected to %s, want the other comet %s", c[len(c)-1].URL, s.Comets[1].WS())
+	want := s.Comets[1].WS()
+	if transport == client.TransportSSE {
+		want = "http://" + s.Comets[1].Public + "/sse"
+	}
+	if c := r.of(client.Connected); c[len(c)-1].URL != want || v.Transport() != transport {
+		t.Errorf("reconnected to %s over %s, want the other comet %s over %s", c[len(c)-1].URL, v.Transport(), want, transport)
 	}
 	if _, pos, _ := v.Position(room); pos < int64(len(accepted)) {
 		t.Errorf("position %d after %d messages", pos, len(accepted))
@@ -464,5 +475,173 @@ func TestViewerCloseUnread(t *testing.T) {
 		t.Fatal("Close blocked behind unread events")
 	}
 	for range v.Events() {
+	}
+}
+
+// A viewer reports a room's settings and pin: a moderator's change of the
+// modes as a StateChanged event, a pin and its early end as PinChanged
+// events (the pin, then nil); a viewer that joins later is told both by
+// its welcome. RoomState and Pinned answer the same.
+func TestViewerRoomState(t *testing.T) {
+	exampleStack()
+	room := testkit.Uniq("sdk-state-")
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{room}})
+	waitKind(t, r, client.Welcome, 1)
+	if _, ok := v.RoomState(room); ok || v.Pinned(room) != nil || len(r.of(client.StateChanged))+len(r.of(client.PinChanged)) > 0 {
+		t.Fatalf("a room never set: state or pin reported")
+	}
+	api := &client.API{URL: logicURL, AdminSecret: adminSecret}
+	ctx := context.Background()
+	slow := 30
+	if _, err := api.RoomSettings(ctx, danmaku.AdminRequest{RoomID: room, SlowSeconds: &slow}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitKind(t, r, client.StateChanged, 1)[0]
+	if st.Room != room || st.State == nil || st.State.SlowSeconds != 30 || st.State.Ver < 1 {
+		t.Errorf("state event %+v", st)
+	}
+	if got, ok := v.RoomState(room); !ok || got.SlowSeconds != 30 {
+		t.Errorf("RoomState %+v %v", got, ok)
+	}
+	pinned, err := api.Pin(ctx, danmaku.AdminRequest{RoomID: room, Content: "welcome all", Duration: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := waitKind(t, r, client.PinChanged, 1)[0]
+	if pe.Pin == nil || pe.Pin.Content != "welcome all" || pe.Pin.ID != pinned.Pin.ID {
+		t.Errorf("pin event %+v, want the pin %+v", pe, pinned.Pin)
+	}
+	if p := v.Pinned(room); p == nil || p.ID != pinned.Pin.ID {
+		t.Errorf("Pinned %+v", p)
+	}
+
+	// A later viewer: both come with its welcome.
+	_, late := newViewer(t, client.ViewerConfig{URLs: []string{cometURL}, Rooms: []string{room}})
+	if s := waitKind(t, late, client.StateChanged, 1)[0]; s.State.SlowSeconds != 30 {
+		t.Errorf("late viewer's state %+v", s.State)
+	}
+	if p := waitKind(t, late, client.PinChanged, 1)[0]; p.Pin == nil || p.Pin.ID != pinned.Pin.ID {
+		t.Errorf("late viewer's pin %+v", p.Pin)
+	}
+
+	if _, err := api.Unpin(ctx, danmaku.AdminRequest{RoomID: room, IDs: []string{pinned.Pin.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if un := waitKind(t, r, client.PinChanged, 2)[1]; un.Pin != nil || un.Room != room {
+		t.Errorf("unpin event %+v, want a nil pin", un)
+	}
+	if p := v.Pinned(room); p != nil {
+		t.Errorf("Pinned after the unpin: %+v", p)
+	}
+}
+
+// A viewer whose comet restarts after the room's history moved past the
+// viewer's position (history_size 5, 20 comments while it was away)
+// reports a Gap of reason "resume" (the comet's welcome said recovered
+// false) from where it stood to the room's head, and goes on with the
+// recent history.
+func TestViewerResumeGap(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 1, Job: []string{"-job.history_size", "5", "-job.history_span", "0s"}})
+	room := testkit.Uniq("sdk-resume-gap-")
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{s.Comets[0].WS()}, Rooms: []string{room},
+		BackoffMin: 100 * time.Millisecond, BackoffMax: 500 * time.Millisecond})
+	waitKind(t, r, client.Welcome, 1)
+	api := &client.API{URL: s.LogicURL}
+	send := func(n int) []string {
+		var ids []string
+		for i := 0; i < n; i++ {
+			got, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: room, UserID: 6, UserName: "f",
+				Messages: []danmaku.SendMessage{{Content: fmt.Sprint("comment ", i)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, got...)
+		}
+		return ids
+	}
+	send(3)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n := len(r.delivered()); n < 3 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
+	epoch, pos, _ := v.Position(room)
+	s.Comets[0].Kill()
+	away := send(20)
+	s.Comets[0].Restart(t)
+	g := waitKind(t, r, client.Gap, 1)[0].Gap
+	if g.Reason != "resume" || g.Epoch != epoch || g.Pos != pos || g.ServerEpoch != epoch || g.ServerPos != pos+20 {
+		t.Errorf("gap %+v, want resume from %s:%d to position %d", *g, epoch, pos, pos+20)
+	}
+	if w := r.of(client.Welcome); w[len(w)-1].Welcome.Recovered == nil || *w[len(w)-1].Welcome.Recovered {
+		t.Errorf("the resume's welcome %+v, want recovered false", w[len(w)-1].Welcome)
+	}
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		got := r.delivered()
+		if len(got) < 3+5 || got[len(got)-1] != away[len(away)-1] {
+			return fmt.Errorf("delivered %d, the last %v", len(got), got[len(got)-1:])
+		}
+		return nil
+	})
+}
+
+// A viewer whose WebSocket handshakes are answered by something in the
+// way (a proxy that refuses upgrades) falls back to SSE by itself: it
+// says so, receives its room, and its Subscribe and Unsubscribe go
+// through the stream's ops.
+func TestViewerFallsBackToSSE(t *testing.T) {
+	exampleStack()
+	target, _ := url.Parse(strings.Replace(strings.TrimSuffix(cometURL, "/ws"), "ws://", "http://", 1))
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var upgrades atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" {
+			upgrades.Add(1)
+			http.Error(w, "upgrades are not allowed here", http.StatusBadRequest)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close) // after the viewers' (cleanups run newest first)
+	a, b := testkit.Uniq("sdk-fb-a-"), testkit.Uniq("sdk-fb-b-")
+	v, r := newViewer(t, client.ViewerConfig{URLs: []string{"ws" + strings.TrimPrefix(proxy.URL, "http") + "/ws"}, Rooms: []string{a},
+		BackoffMin: 50 * time.Millisecond})
+	waitKind(t, r, client.Welcome, 1)
+	if v.Transport() != client.TransportSSE || upgrades.Load() != 1 {
+		t.Errorf("transport %s after %d WebSocket handshakes, want sse after 1", v.Transport(), upgrades.Load())
+	}
+	if c := r.of(client.Connected); len(c) != 1 || c[0].URL != proxy.URL+"/sse" {
+		t.Errorf("connected events %+v, want one to %s/sse", c, proxy.URL)
+	}
+	if err := v.Subscribe(b); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, r, client.Welcome, 2)
+	api := &client.API{URL: logicURL}
+	for _, room := range []string{a, b} {
+		if _, err := api.Send(context.Background(), "", danmaku.SendRequest{RoomID: room, UserID: 2, UserName: "g",
+			Messages: []danmaku.SendMessage{{Content: "to " + room}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n := len(r.delivered()); n < 2 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
+	if err := v.Unsubscribe(b); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, r, client.Unsubscribed, 1)
+	if len(r.of(client.Disconnected)) > 0 {
+		t.Errorf("disconnected: %+v", r.of(client.Disconnected))
+	}
+	// A viewer bound to WebSockets does not fall back.
+	_, ws := newViewer(t, client.ViewerConfig{URLs: []string{"ws" + strings.TrimPrefix(proxy.URL, "http") + "/ws"}, Rooms: []string{a},
+		Transport: client.TransportWebSocket, BackoffMin: 50 * time.Millisecond})
+	if d := waitKind(t, ws, client.Disconnected, 1)[0]; !strings.HasSuffix(d.URL, "/ws") {
+		t.Errorf("a WebSocket-only viewer tried %s", d.URL)
 	}
 }

@@ -24,6 +24,14 @@ const (
 	// Gap: messages of Room may have been missed for good (Gap says why);
 	// the viewer continues from the new epoch and position.
 	Gap Kind = "gap"
+	// StateChanged: Room's settings (its modes) are State, newer than
+	// those the viewer held: from the room's first welcome that carries
+	// them, or a moderator changed them.
+	StateChanged Kind = "state"
+	// PinChanged: Room's pin is Pin, or nil when it was taken away (an
+	// unpin, or a welcome without it after a reconnect). A pin's end at
+	// its Until sends no event: Viewer.Pinned leaves it out by itself.
+	PinChanged Kind = "pin"
 	// Online: Room's viewer count over all comets changed to Online.
 	Online Kind = "online"
 	// UserNotices and Broadcasts: notices to this connection's user, and
@@ -57,6 +65,8 @@ type Event struct {
 	Replay  bool
 	IDs     []string
 	Gap     *GapInfo
+	State   *danmaku.RoomState
+	Pin     *danmaku.Pin
 	Online  int64
 	Notices []danmaku.Notice
 	Err     error

@@ -31,56 +31,83 @@ const readWait = 75 * time.Second
 // session reads ws until it ends. rooms are the rooms its URL named.
 func (v *Viewer) session(ws *websocket.Conn, u string, rooms []string) error {
 	defer ws.Close()
-	ws.SetReadLimit(32 << 20)
+	ws.SetReadLimit(maxFrame)
 	wait := readWait
 	ws.SetReadDeadline(time.Now().Add(wait))
+	l := &wsLink{ws: ws}
 	ws.SetPingHandler(func(data string) error {
 		ws.SetReadDeadline(time.Now().Add(wait))
-		v.wmu.Lock()
-		defer v.wmu.Unlock()
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(10*time.Second))
 	})
-	v.mu.Lock()
-	if v.closing() {
-		v.mu.Unlock()
-		return nil
+	if ok, err := v.opened(l, u, rooms); !ok {
+		return err
 	}
-	v.ws = ws
-	catchUp := v.catchUpLocked(rooms)
-	if len(v.rooms) == 0 {
-		v.attempt = 0 // no welcome will come
-	}
-	v.mu.Unlock()
-	defer func() {
-		v.mu.Lock()
-		v.ws = nil
-		v.mu.Unlock()
-	}()
-	if !v.emit(Event{Kind: Connected, URL: u}) {
-		return nil
-	}
-	for _, f := range catchUp {
-		if err := v.write(ws, f); err != nil {
-			return err
-		}
-	}
+	defer v.unlink()
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
 			return err
 		}
 		ws.SetReadDeadline(time.Now().Add(wait))
-		var f frame
-		if err := json.Unmarshal(data, &f); err != nil {
-			return fmt.Errorf("bad frame %.100q: %w", data, err)
-		}
-		if f.Op == danmaku.OpWelcome && f.HeartbeatMs > 0 {
-			wait = max(readWait, 3*time.Duration(f.HeartbeatMs)*time.Millisecond)
-		}
-		if !v.handle(&f, data) {
-			return nil
+		if more, err := v.frame(data, &wait); !more {
+			return err
 		}
 	}
+}
+
+// maxFrame bounds a frame from a comet (a replay holds up to 1000
+// messages).
+const maxFrame = 32 << 20
+
+// opened makes l the viewer's connection, reports it and sends the
+// frames that bring it to the rooms held now; false (with the error, nil
+// when the viewer is closing) when the session is over already. The
+// caller calls unlink when it ends.
+func (v *Viewer) opened(l link, u string, rooms []string) (bool, error) {
+	v.mu.Lock()
+	if v.closing() {
+		v.mu.Unlock()
+		return false, nil
+	}
+	v.link = l
+	catchUp := v.catchUpLocked(rooms)
+	if len(v.rooms) == 0 {
+		v.attempt = 0 // no welcome will come
+	}
+	v.mu.Unlock()
+	if !v.emit(Event{Kind: Connected, URL: u}) {
+		v.unlink()
+		return false, nil
+	}
+	for _, f := range catchUp {
+		if err := l.send(f); err != nil {
+			v.unlink()
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (v *Viewer) unlink() {
+	v.mu.Lock()
+	v.link = nil
+	v.mu.Unlock()
+}
+
+// frame handles one frame of the comet's; false (with the error, nil
+// when the viewer is closing) ends the session. A welcome's heartbeat
+// sets how long the connection may stay silent.
+func (v *Viewer) frame(data []byte, wait *time.Duration) (bool, error) {
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return false, fmt.Errorf("bad frame %.100q: %w", data, err)
+	}
+	if f.Op == danmaku.OpWelcome && f.HeartbeatMs > 0 {
+		*wait = max(readWait, 3*time.Duration(f.HeartbeatMs)*time.Millisecond)
+	}
+	return v.handle(&f, data), nil
 }
 
 // catchUpLocked returns the frames that bring a connection opened for
@@ -115,8 +142,19 @@ func (v *Viewer) handle(f *frame, raw []byte) bool {
 		if !v.emit(Event{Kind: Welcome, Room: w.Room, Welcome: &w, Epoch: w.Epoch}) {
 			return false
 		}
+		if !v.emitAll(v.newState(w.Room, w.State), v.newPin(danmaku.OpWelcome, w.Room, w.Pin)) {
+			return false
+		}
 		if gap != nil {
 			return v.emit(Event{Kind: Gap, Room: w.Room, Gap: gap})
+		}
+	case danmaku.OpState:
+		if v.holds(f.Room) {
+			return v.emitAll(v.newState(f.Room, f.State))
+		}
+	case danmaku.OpPin, danmaku.OpUnpin:
+		if v.holds(f.Room) {
+			return v.emitAll(v.newPin(f.Op, f.Room, f.Pin))
 		}
 	case danmaku.OpMsgs:
 		var msgs []danmaku.Message
@@ -164,6 +202,16 @@ func (v *Viewer) handle(f *frame, raw []byte) bool {
 	case danmaku.OpPong:
 	default:
 		return v.emit(Event{Kind: Other, Room: f.Room, Raw: json.RawMessage(slices.Clone(raw))})
+	}
+	return true
+}
+
+// emitAll hands over the events that are not nil.
+func (v *Viewer) emitAll(evs ...*Event) bool {
+	for _, ev := range evs {
+		if ev != nil && !v.emit(*ev) {
+			return false
+		}
 	}
 	return true
 }

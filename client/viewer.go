@@ -22,6 +22,14 @@ type ViewerConfig struct {
 	// URLs are the comets' WebSocket URLs ("ws://host:8080/ws"). The
 	// first is dialled first; every reconnect moves on to the next.
 	URLs []string
+	// Transport is TransportWebSocket or TransportSSE to use that one
+	// only; empty (auto) uses WebSockets and falls back to SSE, for good,
+	// when a WebSocket cannot be opened and none ever opened: something
+	// between the viewer and the comet answered the handshake with no
+	// upgrade and no answer of the comet's, as a proxy that breaks
+	// WebSockets does. A comet's SSE URL is its WebSocket URL with http
+	// for ws and /sse for /ws ("http://host:8080/sse").
+	Transport string
 	// Rooms are joined at once: the first as a join, the others as subs.
 	Rooms []string
 	// Token is the viewer's JWT (comet.auth: jwt, or to receive user
@@ -64,15 +72,17 @@ type Viewer struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	ws       *websocket.Conn
-	wmu      sync.Mutex // serializes writes to ws
-	rooms    []string   // held, the first is the joined room
+	link     link     // the open connection, nil between connections
+	sse      bool     // connect over SSE
+	wsOpened bool     // a WebSocket opened once: no fallback to SSE
+	rooms    []string // held, the first is the joined room
 	timeline map[string]timeline
 	asked    map[string]timeline // resumes not answered yet
 	next     int                 // index in cfg.URLs of the next connection
 	attempt  int
 	seen     seenSet
 	notices  seenSet
+	info     map[string]*roomInfo // settings and pins by room
 }
 
 // NewViewer starts a viewer: it connects in the background and keeps
@@ -80,6 +90,11 @@ type Viewer struct {
 func NewViewer(cfg ViewerConfig) (*Viewer, error) {
 	if len(cfg.URLs) == 0 {
 		return nil, errors.New("client: a viewer needs at least one comet URL")
+	}
+	switch cfg.Transport {
+	case "", TransportWebSocket, TransportSSE:
+	default:
+		return nil, fmt.Errorf("client: transport %q: want %q, %q or empty", cfg.Transport, TransportWebSocket, TransportSSE)
 	}
 	for _, r := range cfg.Rooms {
 		if err := danmaku.CheckID("room", r); err != nil {
@@ -103,7 +118,8 @@ func NewViewer(cfg ViewerConfig) (*Viewer, error) {
 	}
 	v := &Viewer{cfg: cfg, events: make(chan Event, cfg.Buffer), quit: make(chan struct{}), done: make(chan struct{}),
 		rooms: slices.Compact(slices.Clone(cfg.Rooms)), timeline: map[string]timeline{}, asked: map[string]timeline{},
-		seen: newSeenSet(cfg.SeenIDs), notices: newSeenSet(cfg.SeenIDs)}
+		seen: newSeenSet(cfg.SeenIDs), notices: newSeenSet(cfg.SeenIDs), info: map[string]*roomInfo{},
+		sse: cfg.Transport == TransportSSE}
 	go v.loop()
 	return v, nil
 }
@@ -120,10 +136,10 @@ func (v *Viewer) Close() error {
 	default:
 		close(v.quit)
 	}
-	ws := v.ws
+	l := v.link
 	v.mu.Unlock()
-	if ws != nil {
-		ws.Close()
+	if l != nil {
+		l.close()
 	}
 	<-v.done
 	return nil
@@ -176,12 +192,12 @@ func (v *Viewer) change(op, room string, rooms func([]string) []string) error {
 	}
 	v.mu.Lock()
 	v.rooms = rooms(v.rooms)
-	ws, f := v.ws, v.frameLocked(op, room)
+	l, f := v.link, v.frameLocked(op, room)
 	v.mu.Unlock()
-	if ws == nil {
+	if l == nil {
 		return nil
 	}
-	return v.write(ws, f)
+	return l.send(f)
 }
 
 // frameLocked is the client frame of op for room, resuming it when the
@@ -199,13 +215,6 @@ func (v *Viewer) frameLocked(op, room string) danmaku.ClientFrame {
 		delete(v.asked, room)
 	}
 	return f
-}
-
-func (v *Viewer) write(ws *websocket.Conn, f danmaku.ClientFrame) error {
-	v.wmu.Lock()
-	defer v.wmu.Unlock()
-	ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	return ws.WriteJSON(f)
 }
 
 // emit hands ev to the application, unless the viewer is closing.
@@ -234,18 +243,17 @@ func (v *Viewer) loop() {
 	var err error
 	for !v.closing() {
 		full, u, rooms, derr := v.target()
-		var ws *websocket.Conn
 		if derr == nil {
-			ws, derr = v.dial(full)
-		}
-		if derr == nil {
-			err = v.session(ws, u, rooms)
+			err = v.connect(full, u, rooms)
 			if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) && ce.Code == closeBanned {
 				v.emit(Event{Kind: Closed, URL: u, Err: &Error{Code: danmaku.CodeBanned, Message: ce.Text}})
 				return
 			}
 		} else {
 			err = derr
+		}
+		if errors.Is(err, errFallBack) {
+			continue // at once, over SSE
 		}
 		if v.closing() {
 			break
@@ -308,11 +316,69 @@ func (v *Viewer) target() (full, base string, rooms []string, err error) {
 		q.Set("token", tok)
 	}
 	base = v.cfg.URLs[v.next]
+	if v.sse {
+		base = sseURL(base)
+	}
 	full = base
 	if len(q) > 0 {
 		full += "?" + q.Encode()
 	}
 	return full, base, slices.Clone(v.rooms), nil
+}
+
+// connect opens a connection to full, over the transport in use, and
+// reads it until it ends. A WebSocket that cannot be opened switches an
+// auto viewer to SSE (errFallBack).
+func (v *Viewer) connect(full, base string, rooms []string) error {
+	v.mu.Lock()
+	sse := v.sse
+	v.mu.Unlock()
+	if sse {
+		return v.sessionSSE(full, base, rooms)
+	}
+	ws, err := v.dial(full)
+	if err != nil {
+		return v.fallBack(err)
+	}
+	v.mu.Lock()
+	v.wsOpened = true
+	v.mu.Unlock()
+	return v.session(ws, base, rooms)
+}
+
+// errFallBack ends a connection attempt whose WebSocket could not be
+// opened: the viewer continues over SSE.
+var errFallBack = errors.New("client: the WebSocket could not be opened; falling back to SSE")
+
+// fallBack switches an auto viewer whose WebSockets never opened to SSE
+// when err says the handshake was answered by something else than the
+// comet (no upgrade, no error of the comet's), or reached the comet
+// without its upgrade headers (a 400 that names no field: a proxy
+// dropped them).
+func (v *Viewer) fallBack(err error) error {
+	var e *Error
+	stripped := errors.As(err, &e) && e.Status == http.StatusBadRequest && e.Code == danmaku.EINVALID && e.Field == ""
+	if v.cfg.Transport != "" || !(stripped || e == nil && errors.Is(err, websocket.ErrBadHandshake)) {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.wsOpened {
+		return err
+	}
+	v.sse = true
+	return errFallBack
+}
+
+// Transport returns the transport the viewer uses now:
+// TransportWebSocket or TransportSSE.
+func (v *Viewer) Transport() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.sse {
+		return TransportSSE
+	}
+	return TransportWebSocket
 }
 
 // dial opens a connection; a refused handshake is an *Error with the

@@ -86,8 +86,8 @@ func TestDeadPeersClosedInTime(t *testing.T) {
 		t.Fatalf("the viewer process answering pings was closed (%d viewers)", n)
 	}
 
+	rawSince := time.Now() // its last sign of life is the handshake, after this
 	raw := rawViewer(t, s, rawRoom)
-	rawSince := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,9 @@ func TestDeadPeersClosedInTime(t *testing.T) {
 	rawAfter := closedAfter(rawRoom, rawSince)
 	stopAfter := closedAfter(stopRoom, stopSince)
 	t.Logf("closed %v after the raw client's handshake, %v after SIGSTOP", rawAfter, stopAfter)
-	// Its last pong came at most one period (and a bit) before the stop.
-	if early := wait - period - 100*time.Millisecond; rawAfter < early || stopAfter < early {
+	// The stopped viewer's last pong came about a period before the stop
+	// (later on a loaded machine).
+	if rawAfter < wait || stopAfter < wait/2 {
 		t.Fatalf("closed too early: %v after the handshake, %v after SIGSTOP (pong_wait %v)", rawAfter, stopAfter, wait)
 	}
 	// The comet closed the raw client's socket.
