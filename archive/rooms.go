@@ -143,8 +143,10 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 	if st.Live() {
 		r.lastTS = max(r.lastTS, m.TS)
 	}
+	// A held comment (a room's delay) was shown HoldMs after it was
+	// accepted: it is replayed where viewers saw it.
 	p.batch.Rows = append(p.batch.Rows, vodstore.Row{SID: st.SID, Comment: vodstore.Comment{
-		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS, st.Start), Flags: flagsOf(m),
+		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS+env.HoldMs, st.Start), Flags: flagsOf(m),
 	}})
 	p.a.m.records.WithLabelValues("comment").Inc()
 	return nil

@@ -62,11 +62,17 @@ func (a *archiveStack) waitReady(t *testing.T) {
 // startStream starts a stream of room and returns its id.
 func (a *archiveStack) startStream(t *testing.T, room string) string {
 	t.Helper()
-	code, st := adminPost(t, a.logicURL, "/logic/admin/stream/start", fmt.Sprintf(`{"roomId":%q}`, room))
+	return a.admin(t, "/logic/admin/stream/start", fmt.Sprintf(`{"roomId":%q}`, room)).StreamID
+}
+
+// admin runs an admin action that must succeed.
+func (a *archiveStack) admin(t *testing.T, path, body string) danmaku.AdminResponse {
+	t.Helper()
+	code, resp := adminPost(t, a.logicURL, path, body)
 	if code != http.StatusOK {
-		t.Fatalf("stream/start: %d", code)
+		t.Fatalf("%s %s: %d", path, body, code)
 	}
-	return st.StreamID
+	return resp
 }
 
 // endedSegment ends the room's stream and returns its first segment once
@@ -291,9 +297,7 @@ func TestArchiveShadowNeverServed(t *testing.T) {
 	room := testkit.Uniq("vod")
 	stream := a.startStream(t, room)
 	const hidden, other = 777001, 777002
-	if code, _ := adminPost(t, a.logicURL, "/logic/admin/hide", fmt.Sprintf(`{"userId":%d,"roomId":%q,"duration":"1h"}`, hidden, room)); code != http.StatusOK {
-		t.Fatalf("hide: %d", code)
-	}
+	a.admin(t, "/logic/admin/hide", fmt.Sprintf(`{"userId":%d,"roomId":%q,"duration":"1h"}`, hidden, room))
 	var secret, visible []string
 	for i := range 3 {
 		ids, err := stack.Post(a.logicURL, room, hidden, "spammer", []string{fmt.Sprint("buy followers ", i)})
@@ -317,5 +321,34 @@ func TestArchiveShadowNeverServed(t *testing.T) {
 	}
 	if !slices.Equal(d.Counts, []int64{int64(len(visible))}) {
 		t.Errorf("density %v, want [%d]", d.Counts, len(visible))
+	}
+}
+
+// In a room with a delay, a comment is replayed where viewers saw it (its
+// accepted time plus the delay), and one deleted while it was held, never
+// shown live, is never replayed.
+func TestArchiveDelayedComments(t *testing.T) {
+	a := newArchiveStack(t)
+	room := testkit.Uniq("vod")
+	started := a.admin(t, "/logic/admin/stream/start", fmt.Sprintf(`{"roomId":%q}`, room))
+	a.admin(t, "/logic/admin/room", fmt.Sprintf(`{"roomId":%q,"delaySeconds":3}`, room))
+	before := time.Now().UnixMilli()
+	shown, err := stack.Post(a.logicURL, room, 7, "ann", []string{"held, then shown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UnixMilli()
+	gone, err := stack.Post(a.logicURL, room, 8, "bob", []string{"held, then deleted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.admin(t, "/logic/admin/delete", fmt.Sprintf(`{"roomId":%q,"ids":[%q]}`, room, gone[0]))
+	seg := a.endedSegment(t, room, started.StreamID)
+	if got := segIDs(seg); !slices.Equal(got, shown) {
+		t.Fatalf("replay %v, want %v (the deleted held comment %s never)", got, shown, gone[0])
+	}
+	lo, hi := before-started.At+3000, after-started.At+3000
+	if off := seg.Comments[0].Offset; off < lo || off > hi {
+		t.Errorf("offset %d, want where it was shown: [%d, %d] (accepted time plus the 3 s delay)", off, lo, hi)
 	}
 }
