@@ -119,8 +119,9 @@ func TestConsoleDelete(t *testing.T) {
 		e.querySelector(".action").textContent === "delete" && e.querySelector(".actor").textContent === "unnamed")`)
 }
 
-// TestConsoleSlowMode: slow mode set in the console's settings reaches the
-// room (the console and the viewer's page show it) and the viewer's second
+// TestConsoleSlowMode: slow mode and a chat delay set in the console's
+// settings reach the room (the console and the viewer's page show them);
+// the viewer's comment reaches the console after the delay, and its second
 // comment within the interval is refused, the page saying why.
 func TestConsoleSlowMode(t *testing.T) {
 	m := startConsoleMain(t)
@@ -129,14 +130,18 @@ func TestConsoleSlowMode(t *testing.T) {
 	viewer := openPage(t, browser, m.URL(), room, true)
 	mod := openConsole(t, browser, m, consoleSecret, room, false)
 
-	evalTo[bool](t, mod, `(() => { document.querySelector("#set-slow").value = "30";
+	evalTo[bool](t, mod, `(() => { document.querySelector("#set-slow").value = "30"; document.querySelector("#set-delay").value = "2";
 		document.querySelector("#settings-form").requestSubmit(); return true; })()`)
-	poll(t, mod, "the console shows slow mode", `[...document.querySelectorAll("#modes .mode")].some(e => e.textContent === "slow 30 s")`)
+	poll(t, mod, "the console shows the modes", `[...document.querySelectorAll("#modes .mode")].map(e => e.textContent).join("|") === "slow 30 s|delay 2 s"`)
 	poll(t, viewer, "the page shows slow mode", `[...document.querySelectorAll("#modes .mode")].some(e => e.textContent.includes("30 s"))`)
 
+	sent := time.Now()
 	sendFromPage(t, viewer, "first within the interval")
-	waitShows(t, viewer, "the viewer's first comment", "first within the interval")
 	poll(t, mod, "the console gets the first comment", `[...document.querySelectorAll("#feed .text")].some(e => e.textContent === "first within the interval")`)
+	if d := time.Since(sent); d < 1500*time.Millisecond {
+		t.Fatalf("the comment reached the console %v after it was sent, within the 2 s delay", d)
+	}
+	waitShows(t, viewer, "the viewer's first comment", "first within the interval")
 	sendFromPage(t, viewer, "second within the interval")
 	poll(t, viewer, "the page explains the refusal", `document.querySelector("#hint").textContent.startsWith("Slow mode is on")`)
 	if pageShows(t, viewer, "second within the interval") {

@@ -161,7 +161,7 @@
   // ---- rooms ----
 
   var heads = new Map(); // room -> {epoch, pos, at, rate}
-  var roomsTimer = null;
+  var roomsTimer = null, panelTimer = null;
 
   function rate(l, now) {
     var prev = heads.get(l.roomId), r = prev ? prev.rate : null;
@@ -226,6 +226,7 @@
     save(sessionStorage, ROOM_KEY, room);
     state = { ver: 0 };
     shownAt = [];
+    $("pause").checked = false;
     clear($("feed"));
     $("feed-empty").hidden = false;
     $("feed-empty").textContent = "Waiting for comments in #" + room + "…";
@@ -585,8 +586,9 @@
     $("who").textContent = whoText();
     renderRooms(first.rooms || []);
     clearInterval(roomsTimer);
+    clearInterval(panelTimer);
     roomsTimer = setInterval(refreshRooms, ROOMS_EVERY_MS);
-    setInterval(refreshPanel, PANEL_EVERY_MS);
+    panelTimer = setInterval(refreshPanel, PANEL_EVERY_MS);
     var room = load(sessionStorage, ROOM_KEY) || new URLSearchParams(location.search).get("room");
     if (!room && first.rooms && first.rooms.length) room = first.rooms[0].roomId;
     if (room) openRoom(room);
