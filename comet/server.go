@@ -252,6 +252,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Warn("redis does not answer; serving, not ready until it does", zap.Error(err))
 	}
 	s.publicSrv, s.internalSrv = s.httpServers()
+	s.publicSrv.RegisterOnShutdown(s.EndStreams)
 	s.bg.Add(6)
 	go s.serve(s.publicSrv, s.publicLn, "public")
 	go s.serve(s.internalSrv, s.internalLn, "internal")

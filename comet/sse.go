@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -37,8 +38,9 @@ import (
 
 // sseStreams are the open streams by id, for the ops posted to them.
 type sseStreams struct {
-	mu sync.Mutex
-	m  map[string]*sseStream
+	mu     sync.Mutex
+	m      map[string]*sseStream
+	ending bool // EndStreams was called: every stream ends at once
 }
 
 // sseStream is the client side of one stream's pipe.
@@ -46,6 +48,7 @@ type sseStream struct {
 	ws    *websocket.Conn
 	wmu   sync.Mutex // serializes writes to ws (ops, pongs)
 	place *ssePlace
+	away  atomic.Bool // ended by EndStreams: the comet is going away
 }
 
 func (st *sseStream) writeText(b []byte) error {
@@ -140,10 +143,15 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request) {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
 			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				b, _ := json.Marshal(danmaku.CloseFrame{Op: danmaku.OpClose, Code: ce.Code, Reason: ce.Text})
-				event("", false, b)
+			switch {
+			case errors.As(err, &ce):
+			case st.away.Load():
+				ce = &websocket.CloseError{Code: websocket.CloseGoingAway, Text: "shutting down"}
+			default:
+				return
 			}
+			b, _ := json.Marshal(danmaku.CloseFrame{Op: danmaku.OpClose, Code: ce.Code, Reason: ce.Text})
+			event("", false, b)
 			return
 		}
 		id, moved := st.place.frame(data)
@@ -194,7 +202,32 @@ func (ss *sseStreams) add(st *sseStream) string {
 		ss.m = map[string]*sseStream{}
 	}
 	ss.m[id] = st
+	if ss.ending {
+		st.end()
+	}
 	return id
+}
+
+// end makes the stream end with the close event 1001, as a WebSocket
+// viewer of a comet that shuts down is closed.
+func (st *sseStream) end() {
+	st.away.Store(true)
+	st.ws.Close()
+}
+
+// EndStreams ends every SSE stream, and every stream opened later, with
+// the close event 1001 (going away): a stream is a request in progress
+// that an HTTP server's Shutdown would otherwise wait for. The comet's
+// own listener calls it when it shuts down; a server that mounts
+// PublicHandler registers it with RegisterOnShutdown.
+func (s *Server) EndStreams() {
+	ss := &s.sse
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.ending = true
+	for _, st := range ss.m {
+		st.end()
+	}
 }
 
 func (ss *sseStreams) remove(id string) {

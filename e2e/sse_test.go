@@ -351,11 +351,12 @@ func TestSSELastEventID(t *testing.T) {
 	}
 }
 
-// sseFrame is any frame of a stream.
+// sseFrame is any frame of a stream. Code is an error frame's code (a
+// string) or a close event's (a number).
 type sseFrame struct {
 	danmaku.Welcome
 	ID   string            `json:"id"`
-	Code string            `json:"code"`
+	Code json.RawMessage   `json:"code"`
 	Msgs []danmaku.Message `json:"msgs"`
 }
 
@@ -527,4 +528,24 @@ func TestSSEAuth(t *testing.T) {
 		}
 	}
 	t.Errorf("no welcome on the stream with a token (status %d)", resp.StatusCode)
+}
+
+// A comet that shuts down (SIGTERM) ends its SSE streams at once with the
+// close event 1001, as it closes its WebSocket viewers: a stream is a
+// request in progress, which the HTTP server's shutdown would otherwise
+// wait for until its timeout.
+func TestSSEShutdown(t *testing.T) {
+	s := stack.New(t, stack.Options{Comets: 1, NoWarmUp: true})
+	st := openSSE(t, "http://"+s.Comets[0].Public+"/sse?room=r1", "")
+	st.until(t, func(_ string, f sseFrame) bool { return f.Op == danmaku.OpWelcome })
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); s.Comets[0].Stop(t) }()
+	var code string
+	st.until(t, func(_ string, f sseFrame) bool { code = string(f.Code); return f.Op == danmaku.OpClose })
+	took := time.Since(start)
+	<-stopped
+	if code != "1001" || took > 5*time.Second {
+		t.Errorf("close event %s after %v, want 1001 at once", code, took)
+	}
 }

@@ -19,7 +19,8 @@
 # hot room (its viewers resume on another), U1 notices (pushes to users and
 # broadcasts), D1 one room of 50,000 viewers with density caps and
 # high-priority messages over 4 comets (not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
-# on a 3-shard Redis Cluster; not in the default list).
+# on a 3-shard Redis Cluster; not in the default list), T1 the transports (WebSocket
+# plain and deflate, SSE) side by side (not in the default list).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
 # CLUSTER=1 (every scenario on a 3-shard Redis Cluster instead of one server),
 # WRITE_MD=0 to leave BENCHMARKS.md alone (a run of a SCENARIOS selection leaves it
@@ -413,6 +414,22 @@ scenario_D1() {
 		-duration "$(val D1_DURATION "$(scale 30 10)")s" -conn-rate "$(val D1_CONN_RATE 2500)" \
 		-per-process $(((viewers + comets - 1) / comets)) -source-ips "$comets" -dial-timeout 30s \
 		-target-high-p99 500ms ${D1_COMPRESS:+-compress}
+}
+
+# T1: the transports side by side: one room on one comet read by
+# T1_VIEWERS viewers (2,000) over WebSockets (plain, then offering
+# permessage-deflate as browsers do) and over SSE streams (-sse), at
+# T1_RATE messages a second (500) for T1_DURATION s, every viewer on the all
+# tier so the wire bytes per delivered comment and the comet's CPU per
+# delivery compare. Not in the default list.
+scenario_T1() {
+	local t extra
+	for t in ws ws-deflate sse; do
+		case $t in ws) extra="" ;; ws-deflate) extra=-compress ;; sse) extra=-sse ;; esac
+		up 1 200ms coalesce
+		lt "T1-$t" -viewers "$(val T1_VIEWERS "$(scale 2000 50)")" -rooms 1 -rate "$(val T1_RATE "$(scale 500 20)")" \
+			-duration "$(val T1_DURATION "$(scale 10 5)")s" -tiers all:1 -conn-rate 2000 $extra
+	done
 }
 
 scenario_J() {

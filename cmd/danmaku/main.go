@@ -303,6 +303,7 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
+	m.http.RegisterOnShutdown(m.comet.EndStreams) // SSE streams are requests Shutdown would wait for
 	m.served = serve(m.http, m.ln, log)
 	if err := m.startAdmin(reg); err != nil {
 		return err

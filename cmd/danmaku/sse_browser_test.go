@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/danmaku/danmaku/internal/testkit"
+	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // noWebSocket stands in for a browser behind a proxy that breaks
@@ -94,4 +98,82 @@ func TestBrowserSSEFallback(t *testing.T) {
 	// Comments typed into the page go out through /logic/send as usual.
 	sendFromPage(t, tab, "typed over SSE")
 	waitShows(t, tab, "the SSE page", "typed over SSE")
+}
+
+// TestBrowserSSELastEventID: a browser's own EventSource on /sse (no
+// danmaku.js, no since in its URL) across a restart of the server, with
+// comments sent before the restart and while the EventSource waits to
+// reconnect: it reconnects by itself sending the last event id as
+// Last-Event-ID, the stream resumes from it (recovered true), and every
+// comment arrives exactly once.
+func TestBrowserSSELastEventID(t *testing.T) {
+	srv := redisserver.Standalone(t)
+	b := kafkabroker.Start(t)
+	addr := testkit.FreeAddr(t)
+	start := func() *Main {
+		m := NewMain()
+		m.Config.Log.Level = "warn"
+		m.Config.Logic.Listen = addr
+		m.Config.Job.SessionTimeout = time.Second
+		m.Config.Kafka.Partitions = 2
+		m.Config.Kafka.Topic = "aio-sse-restart"
+		m.Config.Redis.Addrs = []string{srv.Addr}
+		m.Config.Kafka.Brokers = b.Brokers()
+		if err := m.Run(context.Background()); err != nil {
+			m.Close()
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := start()
+	room := testkit.Uniq("sse_id_")
+	tab := newBrowser(t)
+	if err := chromedp.Do(tab, chromedp.Navigate("http://"+addr+"/healthz")); err != nil {
+		t.Fatal(err)
+	}
+	evalTo[bool](t, tab, `(() => {
+  window.__got = {}; window.__order = []; window.__welcomes = []; window.__opens = 0;
+  const es = new EventSource("/sse?room=`+room+`");
+  es.onopen = () => { window.__opens++; };
+  es.onmessage = ev => {
+    const f = JSON.parse(ev.data);
+    if (f.op === "welcome") window.__welcomes.push(f.recovered === undefined ? null : f.recovered);
+    if (f.op === "msgs") for (const msg of f.msgs) {
+      window.__got[msg.id] = (window.__got[msg.id] || 0) + 1;
+      window.__order.push(msg.id);
+    }
+  };
+  return true;
+})()`)
+	poll(t, tab, "the first welcome", `__welcomes.length === 1`)
+	ids := send(t, m, room, "before 1", "before 2", "before 3")
+	poll(t, tab, "the comments before the restart", `__order.length === 3`)
+
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	m = start()
+	t.Cleanup(func() { m.Close() })
+	// The EventSource waits a few seconds before it reconnects: these are
+	// sent meanwhile, and come with the resume.
+	ids = append(ids, send(t, m, room, "while away 1", "while away 2")...)
+	poll(t, tab, "the resume", `__welcomes.length === 2`)
+	ids = append(ids, send(t, m, room, "after")...)
+	poll(t, tab, "every comment", `__order.length >= `+strconv.Itoa(len(ids)))
+	time.Sleep(300 * time.Millisecond) // a second copy would come by now
+	got := evalTo[map[string]int](t, tab, `__got`)
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("comment %s shown %d times", id, got[id])
+		}
+	}
+	if len(got) != len(ids) {
+		t.Errorf("%d comments shown, %d sent", len(got), len(ids))
+	}
+	if w := evalTo[[]any](t, tab, `__welcomes`); len(w) != 2 || w[0] != nil || w[1] != true {
+		t.Errorf("welcomes' recovered %v, want [null true] (a fresh join, then the resume by Last-Event-ID)", w)
+	}
+	if n := evalTo[int](t, tab, `__opens`); n != 2 {
+		t.Errorf("the EventSource opened %d times, want 2", n)
+	}
 }
