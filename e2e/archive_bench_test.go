@@ -311,3 +311,154 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	k, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+k) * time.Second / 100 // USER_HZ
 }
+
+// BenchmarkArchiveBesideJob runs the archive binary beside the job binary
+// (both consuming the room topic of the embedded broker; job with a real
+// redis-server and no comets) while comments of 30 characters in 64 rooms
+// are written to the topic at benchIngestRate for benchIngestFor, and
+// reports what the archive wrote per second, its CPU per comment over the
+// run (from /proc: until it caught up), the most records it was behind
+// (danmaku_archive_lag_messages, sampled every 100 ms) and how long after
+// the last record it had written them all and its lag gauge read 0. It
+// runs once whatever b.N: go test -run '^$' -bench ArchiveBesideJob
+// -benchtime 1x ./e2e/ (under flock /tmp/danmaku-heavy.lock).
+func BenchmarkArchiveBesideJob(b *testing.B) {
+	for _, engine := range []string{"postgres", "sqlite"} {
+		b.Run(engine, func(b *testing.B) {
+			dsn := "sqlite:" + filepath.Join(b.TempDir(), "archive.db")
+			if engine == "postgres" {
+				dsn = pgserver.Start(b).DSN(b, "bench")
+			}
+			benchBesideJob(b, dsn)
+		})
+	}
+}
+
+// benchIngestRate is the highest ingest BENCHMARKS.md reports for S4 on
+// this machine (8,019 accepted/s, open loop); DANMAKU_BENCH_INGEST_RATE and
+// DANMAKU_BENCH_INGEST_SECONDS change it and the run's length (20 s).
+var benchIngestRate, benchIngestFor = benchSetting("DANMAKU_BENCH_INGEST_RATE", 8000),
+	time.Duration(benchSetting("DANMAKU_BENCH_INGEST_SECONDS", 20)) * time.Second
+
+func benchBesideJob(b *testing.B, dsn string) {
+	broker := kafkabroker.Start(b, kafkabroker.MinSessionTimeout(time.Second), kafkabroker.Topic("danmaku-room", 16))
+	brokers := strings.Join(broker.Brokers(), ",")
+	redis := redisserver.Standalone(b)
+	jobAddr, arcAddr := testkit.FreeAddr(b), testkit.FreeAddr(b)
+	job := exec.Command(filepath.Join(stack.Binaries(b), "job"), "-config", "configs/job.yaml", "-log.level", "warn",
+		"-redis.addrs", redis.Addr, "-kafka.brokers", brokers, "-job.metrics_addr", jobAddr, "-job.push_secret", "bench-push-secret-0123456789")
+	arc := exec.Command(filepath.Join(stack.Binaries(b), "archive"), "-config", "configs/archive.yaml", "-log.level", "warn",
+		"-kafka.brokers", brokers, "-archive.dsn", dsn, "-archive.metrics_addr", arcAddr)
+	for _, cmd := range []*exec.Cmd{job, arc} {
+		cmd.Dir = stack.Root(b)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	for _, ready := range []string{"http://" + jobAddr + "/readyz", "http://" + arcAddr + "/readyz"} {
+		testkit.SucceedsSoon(b, 30*time.Second, func() error {
+			if s := status(ready); s != http.StatusOK {
+				return fmt.Errorf("%s: %d", ready, s)
+			}
+			return nil
+		})
+	}
+	rooms := make([]string, 64)
+	for i := range rooms {
+		rooms[i] = testkit.Uniq("ingest")
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker.Brokers()...), Topic: "danmaku-room", Balancer: &kafka.Hash{},
+		BatchTimeout: 2 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	ctx := context.Background()
+	var starts []kafka.Message
+	for _, r := range rooms {
+		v, _ := danmaku.MarshalEvent(danmaku.Event{Op: danmaku.OpStreamStart, Room: r, ID: testkit.Uniq("ev"), Stream: "s", At: time.Now().UnixMilli()})
+		starts = append(starts, kafka.Message{Key: []byte(r), Value: v})
+	}
+	if err := w.WriteMessages(ctx, starts...); err != nil {
+		b.Fatal(err)
+	}
+	metrics := "http://" + arcAddr + "/metrics"
+	testkit.SucceedsSoon(b, 30*time.Second, func() error {
+		if n := scrape(metrics, `danmaku_archive_streams_total{op="start"}`); n < float64(len(rooms)) {
+			return fmt.Errorf("%v streams started", n)
+		}
+		return nil
+	})
+
+	var maxLag float64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(100 * time.Millisecond):
+				maxLag = max(maxLag, scrape(metrics, "danmaku_archive_lag_messages"))
+			}
+		}
+	}()
+	t0, cpu0 := time.Now(), procCPU(b, arc.Process.Pid)
+	sent := produceAt(b, w, rooms, benchIngestRate, benchIngestFor)
+	last := time.Now()
+	testkit.SucceedsSoon(b, 5*time.Minute, func() error {
+		if n := scrape(metrics, "danmaku_archive_stored_total"); n < float64(sent) {
+			return fmt.Errorf("stored %v of %d", n, sent)
+		}
+		return nil
+	})
+	caughtUp, cpu := time.Since(last), procCPU(b, arc.Process.Pid)-cpu0
+	testkit.SucceedsSoon(b, time.Minute, func() error {
+		if lag := scrape(metrics, "danmaku_archive_lag_messages"); lag != 0 {
+			return fmt.Errorf("lag %v", lag)
+		}
+		return nil
+	})
+	lagZero := time.Since(last)
+	close(stopSampling)
+	<-sampled
+	rate := float64(sent) / last.Sub(t0).Seconds()
+	b.ReportMetric(rate, "ingest/s")
+	b.ReportMetric(float64(sent)/(last.Sub(t0)+caughtUp).Seconds(), "archived/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(sent), "cpu-µs/comment")
+	b.ReportMetric(maxLag, "max-lag")
+	b.ReportMetric(caughtUp.Seconds(), "caught-up-s")
+	b.ReportMetric(lagZero.Seconds(), "lag-zero-s")
+	b.Logf("%d comments at %.0f/s; archive CPU %v (%.1f µs/comment); max lag %.0f; all written %v and lag 0 %v after the last",
+		sent, rate, cpu, float64(cpu.Microseconds())/float64(sent), maxLag, caughtUp.Round(time.Millisecond), lagZero.Round(time.Millisecond))
+}
+
+// produceAt writes comments of 30 characters spread over rooms at rate
+// per second for d, in chunks every 10 ms on an absolute schedule, and
+// returns how many it wrote.
+func produceAt(b *testing.B, w *kafka.Writer, rooms []string, rate int, d time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	const tick = 10 * time.Millisecond
+	per := max(rate*int(tick)/int(time.Second), 1)
+	start := time.Now()
+	n := 0
+	for i := 0; time.Since(start) < d; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * tick)))
+		recs := make([]kafka.Message, per)
+		for j := range recs {
+			k := n + j
+			r := rooms[k%len(rooms)]
+			v, err := danmaku.MarshalEnvelope(r, danmaku.Message{ID: fmt.Sprintf("06i%013d", k), UID: int64(1000 + k%5000),
+				Name: "viewer" + strconv.Itoa(k%5000), Content: fmt.Sprintf("comment number %014d!", k), TS: time.Now().UnixMilli()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs[j] = kafka.Message{Key: []byte(r), Value: v}
+		}
+		if err := w.WriteMessages(ctx, recs...); err != nil {
+			b.Fatal(err)
+		}
+		n += per
+	}
+	return n
+}
