@@ -85,6 +85,17 @@ func newViewer(t *testing.T, cfg client.ViewerConfig) (*client.Viewer, *record) 
 	return v, r
 }
 
+// waitDelivered waits until r holds at least n delivered messages.
+func waitDelivered(t *testing.T, r *record, n int) {
+	t.Helper()
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if got := len(r.delivered()); got < n {
+			return fmt.Errorf("%d delivered, want %d", got, n)
+		}
+		return nil
+	})
+}
+
 func waitKind(t *testing.T, r *record, kind client.Kind, n int) []client.Event {
 	t.Helper()
 	testkit.SucceedsSoon(t, 15*time.Second, func() error {
@@ -362,24 +373,14 @@ func TestViewerRooms(t *testing.T) {
 	}
 	send(a, "to a")
 	send(b, "to b")
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		if n := len(r.delivered()); n < 2 {
-			return fmt.Errorf("%d delivered", n)
-		}
-		return nil
-	})
+	waitDelivered(t, r, 2)
 	if err := v.Unsubscribe(b); err != nil {
 		t.Fatal(err)
 	}
 	waitKind(t, r, client.Unsubscribed, 1)
 	send(b, "after unsub")
 	send(a, "to a again")
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		if n := len(r.delivered()); n < 3 {
-			return fmt.Errorf("%d delivered", n)
-		}
-		return nil
-	})
+	waitDelivered(t, r, 3)
 	time.Sleep(300 * time.Millisecond)
 	for _, ev := range r.of(client.Messages) {
 		for _, m := range ev.Msgs {
@@ -414,12 +415,7 @@ func TestViewerDeletionAndGap(t *testing.T) {
 	}
 	send("one")
 	second := send("two")
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		if n := len(r.delivered()); n < 2 {
-			return fmt.Errorf("%d delivered", n)
-		}
-		return nil
-	})
+	waitDelivered(t, r, 2)
 	if _, err := api.Delete(ctx, danmaku.AdminRequest{RoomID: room, IDs: second}); err != nil {
 		t.Fatal(err)
 	}
@@ -560,12 +556,7 @@ func TestViewerResumeGap(t *testing.T) {
 		return ids
 	}
 	send(3)
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		if n := len(r.delivered()); n < 3 {
-			return fmt.Errorf("%d delivered", n)
-		}
-		return nil
-	})
+	waitDelivered(t, r, 3)
 	epoch, pos, _ := v.Position(room)
 	s.Comets[0].Kill()
 	away := send(20)
@@ -625,12 +616,7 @@ func TestViewerFallsBackToSSE(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		if n := len(r.delivered()); n < 2 {
-			return fmt.Errorf("%d delivered", n)
-		}
-		return nil
-	})
+	waitDelivered(t, r, 2)
 	if err := v.Unsubscribe(b); err != nil {
 		t.Fatal(err)
 	}

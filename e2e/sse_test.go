@@ -180,23 +180,7 @@ func TestSSEResumesAcrossCometKill(t *testing.T) {
 	room := testkit.Uniq("sse-")
 	sse := func(c *stack.Comet) string { return "http://" + c.Public + "/sse" }
 	v := newSSEViewer(t, room, sse(s.Comets[0]), sse(s.Comets[1]))
-	testkit.SucceedsSoon(t, 15*time.Second, func() error {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if len(v.welcomes) == 0 {
-			return fmt.Errorf("no welcome yet (errors %v)", v.errs)
-		}
-		return nil
-	})
-	sd := s.Send(t, room, 600, 200)
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if len(v.order) < 150 {
-			return fmt.Errorf("%d received", len(v.order))
-		}
-		return nil
-	})
+	sd := v.flowing(t, s)
 	s.Comets[0].Kill()
 	sd.Wait(t, 60*time.Second)
 	accepted := sd.Accepted()
@@ -207,6 +191,30 @@ func TestSSEResumesAcrossCometKill(t *testing.T) {
 		t.Errorf("welcomes %+v: want a recovered resume on the second comet", v.welcomes)
 	}
 	t.Logf("%d accepted, all received once over SSE across the kill; welcomes %d", len(accepted), len(v.welcomes))
+}
+
+// flowing waits for v's welcome, starts sending 600 comments to its room
+// at 200/s and returns once v received 150 of them.
+func (v *sseViewer) flowing(t *testing.T, s *stack.Stack) *stack.Sender {
+	t.Helper()
+	testkit.SucceedsSoon(t, 15*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.welcomes) == 0 {
+			return fmt.Errorf("no welcome yet (errors %v)", v.errs)
+		}
+		return nil
+	})
+	sd := s.Send(t, v.room, 600, 200)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if len(v.order) < 150 {
+			return fmt.Errorf("%d received", len(v.order))
+		}
+		return nil
+	})
+	return sd
 }
 
 // waitAll waits until v received every id of accepted, and fails t if
@@ -249,23 +257,7 @@ func TestSSELastEventID(t *testing.T) {
 	base := "http://" + c.Public + "/sse"
 	room := testkit.Uniq("sse-id-")
 	v := startSSEViewer(t, &sseViewer{room: room, urls: []string{base}, byEventID: true})
-	testkit.SucceedsSoon(t, 15*time.Second, func() error {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if len(v.welcomes) == 0 {
-			return fmt.Errorf("no welcome yet (errors %v)", v.errs)
-		}
-		return nil
-	})
-	sd := s.Send(t, room, 600, 200)
-	testkit.SucceedsSoon(t, 10*time.Second, func() error {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if len(v.order) < 150 {
-			return fmt.Errorf("%d received", len(v.order))
-		}
-		return nil
-	})
+	sd := v.flowing(t, s)
 	c.Kill()
 	time.Sleep(500 * time.Millisecond) // comments go on while the comet is down
 	c.Restart(t)

@@ -163,18 +163,7 @@ func TestSendReachesViewer(t *testing.T) {
 func TestExternalServices(t *testing.T) {
 	srv := redisserver.Standalone(t)
 	b := kafkabroker.Start(t)
-	m := NewMain()
-	m.Config.Log.Level = "warn"
-	m.Config.Logic.Listen = "127.0.0.1:0"
-	m.Config.Job.SessionTimeout = time.Second
-	m.Config.Kafka.Partitions = 2
-	m.Config.Kafka.Topic = "aio-external"
-	m.Config.Redis.Addrs = []string{srv.Addr}
-	m.Config.Kafka.Brokers = b.Brokers()
-	if err := m.Run(context.Background()); err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
+	m := externalMain(t, srv.Addr, b.Brokers(), "127.0.0.1:0", "aio-external")
 	t.Cleanup(func() { m.Close() })
 	if m.emb.redis != nil || m.emb.kafka != nil {
 		t.Fatal("embedded services started although real ones are configured")
@@ -193,6 +182,26 @@ func TestExternalServices(t *testing.T) {
 			return
 		}
 	}
+}
+
+// externalMain runs Main on listen with the Redis server redis and the
+// Kafka brokers given (not embedded ones: a Main started again on the
+// same ones finds the rooms' history and the consumers' offsets).
+func externalMain(tb testing.TB, redis string, brokers []string, listen, topic string) *Main {
+	tb.Helper()
+	m := NewMain()
+	m.Config.Log.Level = "warn"
+	m.Config.Logic.Listen = listen
+	m.Config.Job.SessionTimeout = time.Second
+	m.Config.Kafka.Partitions = 2
+	m.Config.Kafka.Topic = topic
+	m.Config.Redis.Addrs = []string{redis}
+	m.Config.Kafka.Brokers = brokers
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		tb.Fatal(err)
+	}
+	return m
 }
 
 func dial(t *testing.T, m *Main, room string) *wsviewer.Conn {

@@ -110,21 +110,7 @@ func TestBrowserSSELastEventID(t *testing.T) {
 	srv := redisserver.Standalone(t)
 	b := kafkabroker.Start(t)
 	addr := testkit.FreeAddr(t)
-	start := func() *Main {
-		m := NewMain()
-		m.Config.Log.Level = "warn"
-		m.Config.Logic.Listen = addr
-		m.Config.Job.SessionTimeout = time.Second
-		m.Config.Kafka.Partitions = 2
-		m.Config.Kafka.Topic = "aio-sse-restart"
-		m.Config.Redis.Addrs = []string{srv.Addr}
-		m.Config.Kafka.Brokers = b.Brokers()
-		if err := m.Run(context.Background()); err != nil {
-			m.Close()
-			t.Fatal(err)
-		}
-		return m
-	}
+	start := func() *Main { return externalMain(t, srv.Addr, b.Brokers(), addr, "aio-sse-restart") }
 	m := start()
 	room := testkit.Uniq("sse_id_")
 	tab := newBrowser(t)
