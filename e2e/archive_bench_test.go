@@ -38,14 +38,18 @@ import (
 // (vod_live_cache 0), with 600 comments per segment. It runs once
 // whatever b.N: go test -run '^$' -bench Archive -benchtime 1x ./e2e/
 // (under flock /tmp/danmaku-heavy.lock).
-func BenchmarkArchive(b *testing.B) {
+func BenchmarkArchive(b *testing.B) { eachEngine(b, benchArchive) }
+
+// eachEngine runs bench as a sub-benchmark per database engine, each on a
+// database of its own.
+func eachEngine(b *testing.B, bench func(b *testing.B, dsn string)) {
 	for _, engine := range []string{"postgres", "sqlite"} {
 		b.Run(engine, func(b *testing.B) {
 			dsn := "sqlite:" + filepath.Join(b.TempDir(), "archive.db")
 			if engine == "postgres" {
 				dsn = pgserver.Start(b).DSN(b, "bench")
 			}
-			benchArchive(b, dsn)
+			bench(b, dsn)
 		})
 	}
 }
@@ -322,17 +326,7 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // the last record it had written them all and its lag gauge read 0. It
 // runs once whatever b.N: go test -run '^$' -bench ArchiveBesideJob
 // -benchtime 1x ./e2e/ (under flock /tmp/danmaku-heavy.lock).
-func BenchmarkArchiveBesideJob(b *testing.B) {
-	for _, engine := range []string{"postgres", "sqlite"} {
-		b.Run(engine, func(b *testing.B) {
-			dsn := "sqlite:" + filepath.Join(b.TempDir(), "archive.db")
-			if engine == "postgres" {
-				dsn = pgserver.Start(b).DSN(b, "bench")
-			}
-			benchBesideJob(b, dsn)
-		})
-	}
-}
+func BenchmarkArchiveBesideJob(b *testing.B) { eachEngine(b, benchBesideJob) }
 
 // benchIngestRate is the highest ingest BENCHMARKS.md reports for S4 on
 // this machine (8,019 accepted/s, open loop); DANMAKU_BENCH_INGEST_RATE and
