@@ -397,3 +397,32 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...stri
 	}
 	return sum
 }
+
+// waitProgress calls fn until it returns nil, as testkit.SucceedsSoon, for a
+// condition that is reached step by step at a pace a loaded machine
+// varies (messages arriving): fn returns how far it got. tb fails with
+// fn's last error when that did not grow for stall, or when limit has
+// passed in all.
+func waitProgress(tb testing.TB, stall, limit time.Duration, fn func() (int, error)) {
+	tb.Helper()
+	began := time.Now()
+	best, moved := -1, began
+	wait := time.Millisecond
+	for {
+		n, err := fn()
+		if err == nil {
+			return
+		}
+		if n > best {
+			best, moved = n, time.Now()
+		}
+		switch {
+		case time.Since(moved) > stall:
+			tb.Fatalf("no progress for %v (at %d, after %v): %v", stall, best, time.Since(began).Round(time.Millisecond), err)
+		case time.Since(began) > limit:
+			tb.Fatalf("after %v: %v", limit, err)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
