@@ -76,7 +76,7 @@ func (s *Server) serveNotice(action string, toUser bool) func(http.ResponseWrite
 		req, err := decodeNotice(w, r, s.cfg.MaxBodyBytes, toUser)
 		var ids []string
 		if err == nil {
-			ids, err = validateNotices(s.cfg.sendConfig().Limits, &req, toUser)
+			ids, err = validateNotices(s.cfg.Limits(), &req, toUser)
 		}
 		if err == nil {
 			err = s.produceNotices(r.Context(), &req, toUser, ids)

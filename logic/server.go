@@ -114,19 +114,14 @@ func New(cfg Config, d Deps) (*Server, error) {
 		proxies:      pxs,
 		historyLimit: newReadLimiter(cfg.HistoryRateLimit, cfg.HistoryRateBurst),
 		store:        d.Store,
-		producer: kafkax.NewProducer(d.Kafka.Brokers, d.Kafka.Topic, kafkax.ProducerConfig{
-			Linger:       cfg.BatchTimeout,
-			MaxMessages:  cfg.BatchSize,
-			WriteTimeout: cfg.ProduceTimeout,
-			DialTimeout:  min(cfg.ProduceTimeout, 5*time.Second),
-		}),
-		ids:      sendpath.NewIDGen(cfg.NodeID),
-		log:      log,
-		m:        newMetrics(reg),
-		gatherer: gatherer,
-		mux:      http.NewServeMux(),
+		producer:     kafkax.NewProducer(d.Kafka.Brokers, d.Kafka.Topic, cfg.ProducerConfig()),
+		ids:          sendpath.NewIDGen(cfg.NodeID),
+		log:          log,
+		m:            newMetrics(reg),
+		gatherer:     gatherer,
+		mux:          http.NewServeMux(),
 	}
-	s.send = sendpath.New(cfg.sendConfig(), sendpath.Deps{
+	s.send = sendpath.New(cfg.Config, sendpath.Deps{
 		Store: d.Store, Producer: s.producer, IDs: s.ids, Words: words, Metrics: s.m, Log: log,
 	})
 	s.vod = newVOD(cfg, d.VOD, reg)

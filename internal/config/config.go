@@ -279,7 +279,11 @@ func validate(v reflect.Value, path string) error {
 		if !f.IsExported() || v.Field(i).Kind() != reflect.Struct {
 			continue
 		}
-		if err := validate(v.Field(i), join(path, fieldName(f))); err != nil {
+		p := join(path, fieldName(f))
+		if f.Anonymous && inline(f) {
+			p = path // an inline struct's keys are the embedding one's
+		}
+		if err := validate(v.Field(i), p); err != nil {
 			return err
 		}
 	}

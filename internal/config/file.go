@@ -84,14 +84,7 @@ func (d fileDecoder) mapping(n *yaml.Node, v reflect.Value, path string) error {
 	}
 	fields := map[string]reflect.Value{}
 	var names []string
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if name := fieldName(f); f.IsExported() && name != "-" {
-			fields[name] = v.Field(i)
-			names = append(names, name)
-		}
-	}
+	keysOf(v, fields, &names)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		key := join(path, k.Value)
@@ -211,4 +204,23 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// keysOf adds the keys of struct v to fields and names; an inline
+// struct's keys are v's own.
+func keysOf(v reflect.Value, fields map[string]reflect.Value, names *[]string) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := fieldName(f)
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if f.Anonymous && v.Field(i).Kind() == reflect.Struct && inline(f) {
+			keysOf(v.Field(i), fields, names)
+			continue
+		}
+		fields[name] = v.Field(i)
+		*names = append(*names, name)
+	}
 }

@@ -28,29 +28,6 @@ import (
 	"github.com/danmaku/danmaku/route"
 )
 
-// Config holds the bounds and timeouts of a Path; logic's configuration
-// section sets them (logic.Config names each).
-type Config struct {
-	Limits Limits
-	// RateLimit and RateBurst are the per-user bucket, IPRateLimit and
-	// IPRateBurst the per-address one (0: off), HighRateLimit and
-	// HighRateBurst a room's high-priority bucket.
-	RateLimit     float64
-	RateBurst     int
-	IPRateLimit   float64
-	IPRateBurst   int
-	HighRateLimit float64
-	HighRateBurst int
-	// RedisTimeout bounds each Redis call, ProduceTimeout the wait for
-	// Kafka's acknowledgement.
-	RedisTimeout   time.Duration
-	ProduceTimeout time.Duration
-	// AdmitBatchWait and AdmitBatchMax batch the checks of concurrent sends
-	// into one Redis call (route.AdmitOptions).
-	AdmitBatchWait time.Duration
-	AdmitBatchMax  int
-}
-
 // Metrics counts what a Path refuses and how its produces went; the door's
 // role names the series.
 type Metrics interface {
@@ -150,7 +127,7 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 	if err := p.allowPriority(req, claims); err != nil {
 		return c, 0, err
 	}
-	if c.IDs, err = p.cfg.Limits.Validate(req); err != nil {
+	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
 	if err := p.filterWords(req); err != nil {
@@ -187,7 +164,7 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 // validation, blocked words and the room's high-priority bucket; not the
 // sender's own (rate limits, mutes, bans) nor the room's modes.
 func (p *Path) CheckAdmin(ctx context.Context, req *danmaku.SendRequest) (c Checked, retryAfter int64, err error) {
-	if c.IDs, err = p.cfg.Limits.Validate(req); err != nil {
+	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
 	if err := p.filterWords(req); err != nil {
