@@ -25,10 +25,14 @@ const (
 	// welcome.
 	OpPin   = "pin"
 	OpUnpin = "unpin"
+	// OpSend sends comments over the viewer's socket, as POST /logic/send
+	// does; OpAck answers it once Kafka acknowledged them.
+	OpSend = "send"
+	OpAck  = "ack"
 )
 
-// ClientFrame is a frame a viewer sends: join, sub, unsub, density or
-// ping.
+// ClientFrame is a frame a viewer sends: join, sub, unsub, density, send
+// or ping.
 type ClientFrame struct {
 	Op   string `json:"op"`
 	Room string `json:"room,omitempty"`
@@ -40,6 +44,21 @@ type ClientFrame struct {
 	// second of Room (of every room of the connection when Room is
 	// absent); 0 asks for every message.
 	Max *int `json:"max,omitempty"`
+	// Msgs are a send's comments to Room, each with its optional msgId
+	// (idempotency key): the messages of POST /logic/send. Who sends is
+	// the connection's user, never the frame's.
+	Msgs []SendMessage `json:"msgs,omitempty"`
+	// Ref is the client's number for a send, echoed by its ack or error
+	// frame.
+	Ref int64 `json:"ref,omitempty"`
+}
+
+// AckFrame answers a send once Kafka acknowledged its messages: IDs are
+// their ids in order, as POST /logic/send answers them.
+type AckFrame struct {
+	Op  string   `json:"op"`
+	Ref int64    `json:"ref"`
+	IDs []string `json:"ids"`
 }
 
 // DensityFrame answers a density op, and tells a viewer its cap when the
@@ -77,6 +96,10 @@ type Welcome struct {
 	// Pin is the room's pinned message when the viewer joined; absent
 	// when none is pinned or the pin ended.
 	Pin *Pin `json:"pin,omitempty"`
+	// Send is true when the comet takes send frames on this connection
+	// (docs/protocol.md, Sending over the socket); absent: send with
+	// POST /logic/send.
+	Send bool `json:"send,omitempty"`
 }
 
 // ErrorFrame reports a client frame that could not be served; the
@@ -91,6 +114,10 @@ type ErrorFrame struct {
 	// RetryAfterMs tells a client whose op was rate_limited when the next
 	// one may come.
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// Ref is the refused send's ref; Field names its offending input, as
+	// an HTTP error body's field does.
+	Ref   int64  `json:"ref,omitempty"`
+	Field string `json:"field,omitempty"`
 }
 
 // Unsubscribed confirms an unsub: no frame of the room follows it.
@@ -129,6 +156,7 @@ type ServerFrame struct {
 	Density      *DensityFrame
 	State        *StateFrame
 	Pin          *PinFrame // op pin or unpin
+	Ack          *AckFrame
 }
 
 // frame returns the value f holds, nil when none.
@@ -154,6 +182,8 @@ func (f *ServerFrame) frame() any {
 		return f.State
 	case f.Pin != nil:
 		return f.Pin
+	case f.Ack != nil:
+		return f.Ack
 	}
 	return nil
 }
@@ -192,6 +222,8 @@ func (f *ServerFrame) UnmarshalJSON(b []byte) error {
 		f.State = new(StateFrame)
 	case OpPin, OpUnpin:
 		f.Pin = new(PinFrame)
+	case OpAck:
+		f.Ack = new(AckFrame)
 	case "":
 		return Errorf(EINVALID, "op", "frame without op: %.100s", b)
 	default:

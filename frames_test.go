@@ -46,6 +46,8 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpStream:       {func() any { return new(danmaku.StreamFrame) }},
 		danmaku.OpClose:        {func() any { return new(danmaku.CloseFrame) }},
 		danmaku.OpCanary:       {func() any { return new(danmaku.CanaryPush) }},
+		danmaku.OpSend:         {func() any { return new(danmaku.ClientFrame) }},
+		danmaku.OpAck:          {func() any { return new(danmaku.AckFrame) }},
 	}
 	// The ops of frames that are also push bodies (danmaku.Push), and of
 	// the frames a comet sends viewers (danmaku.ServerFrame; a del or user
@@ -54,7 +56,7 @@ func TestProtocolExamples(t *testing.T) {
 		danmaku.OpCanary: true}
 	serverOps := map[string]bool{danmaku.OpWelcome: true, danmaku.OpMsgs: true, danmaku.OpDel: true, danmaku.OpUser: true,
 		danmaku.OpAll: true, danmaku.OpError: true, danmaku.OpOnline: true, danmaku.OpUnsubscribed: true, danmaku.OpPong: true,
-		danmaku.OpDensity: true}
+		danmaku.OpDensity: true, danmaku.OpAck: true}
 	seen := map[string]int{}
 	for _, ex := range regexp.MustCompile(`\{"op":"[a-z]+"[^\n`+"`"+`|]*\}`).FindAll(doc, -1) {
 		var probe struct{ Op string }

@@ -130,7 +130,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 		s.metrics.rejected("handshake")
 		return nil
 	}
-	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ipKey: ipKey, seq: s.seq.Add(1), density: noCap,
+	c := &conn{s: s, ws: ws, fc: hj.Frames, user: uid, ip: remoteIP(r), ipKey: ipKey, seq: s.seq.Add(1), density: noCap,
 		deflate: s.cfg.Compression && offersDeflate(r.Header)}
 	s.boundSendBuffer(ws.NetConn())
 	if c.fc != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/comet/internal/sendq"
 	"github.com/danmaku/danmaku/comet/internal/wsframe"
 	"github.com/danmaku/danmaku/internal/auth"
@@ -24,7 +25,7 @@ const closeGrace = time.Second
 // the queue holds frames, so an idle viewer costs one parked goroutine and
 // no write buffer.
 //
-// Ownership: s, ws, fc, id, user, ipKey, seq and claims are set before
+// Ownership: s, ws, fc, id, user, ip, ipKey, seq and claims are set before
 // the reader starts and never change. ops belongs to the reader. mu guards
 // members and nextReg, which the reader changes and a ban or the release
 // may too. w locks for itself: any goroutine enqueues, its drain writes.
@@ -34,8 +35,11 @@ type conn struct {
 	fc   *wsframe.Conn // nil when the connection is not a socket
 	id   string
 	user string
-	// ipKey is what the connection counts against in the per-address
-	// limit (its address, or its IPv6 network).
+	// ip is the viewer's address, which the send path's per-address
+	// bucket counts (send.go); ipKey is what the connection counts
+	// against in the per-address limit of connections (its address, or
+	// its IPv6 network; "" with no limit).
+	ip    string
 	ipKey string
 	seq   uint64
 	// claims are the viewer's token (nil: it showed none); set before the
@@ -358,7 +362,9 @@ func (c *conn) readMessage() bool {
 		c.sendError(fe.Code, fe.Message)
 		return true
 	}
-	if f.Op != opPing && !c.mayOp(f.Room) {
+	// Sends have their own limits (the send path's buckets per user and
+	// address).
+	if f.Op != opPing && f.Op != danmaku.OpSend && !c.mayOp(f.Room) {
 		return true
 	}
 	switch f.Op {
@@ -373,6 +379,8 @@ func (c *conn) readMessage() bool {
 		c.unsubscribe(f.Room)
 	case opDensity:
 		c.setDensity(f.Room, *f.Max)
+	case danmaku.OpSend:
+		c.sendMessages(f)
 	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -255,7 +256,7 @@ func TestParseFrame(t *testing.T) {
 		if errors.As(err, &fe) {
 			code = fe.Code
 		}
-		if got != tc.want || code != tc.code {
+		if !reflect.DeepEqual(got, tc.want) || code != tc.code {
 			t.Errorf("parseFrame(%q) = %+v, %v; want %+v, code %q", tc.in, got, err, tc.want, tc.code)
 		}
 	}
@@ -270,7 +271,7 @@ func FuzzParseFrame(f *testing.F) {
 			if !errors.As(err, &fe) || fe.Code == "" {
 				t.Fatalf("error %v is not a frameError with a code", err)
 			}
-			if fr != (clientFrame{}) {
+			if !reflect.DeepEqual(fr, clientFrame{}) {
 				t.Fatalf("frame %+v returned with error", fr)
 			}
 			return

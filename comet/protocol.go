@@ -99,6 +99,9 @@ func parseFrame(b []byte) (clientFrame, error) {
 		return f, nil
 	case opDensity:
 		return f, checkDensityFrame(f)
+	case danmaku.OpSend:
+		// The send path checks the rest, as it does a request's body.
+		return f, nil
 	case "":
 		return clientFrame{}, &frameError{codeUnknownOp, "op is missing"}
 	default:

@@ -160,7 +160,7 @@ func (c *conn) subscribe(req joinReq) {
 	if !c.mayJoin(req.room) {
 		return
 	}
-	w := welcomeFrame{Op: opWelcome, ConnID: c.id, Room: req.room, HeartbeatMs: s.cfg.PingPeriod.Milliseconds()}
+	w := welcomeFrame{Op: opWelcome, ConnID: c.id, Room: req.room, HeartbeatMs: s.cfg.PingPeriod.Milliseconds(), Send: c.takesSends()}
 	if m := c.member(req.room); m != nil {
 		w.Online = s.reg.online(req.room)
 		if r := m.r.Load(); r != nil {

@@ -64,6 +64,7 @@ import (
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/internal/push"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/telemetry"
 )
 
@@ -79,24 +80,28 @@ const writeBufferSize = 4096
 // Server is one comet: the public WebSocket listener, the internal push
 // listener, the hub of local viewers and the registration in Redis.
 type Server struct {
-	cfg       Config
-	id        string
-	rt        Store
-	log       *zap.Logger
-	reg       *registry
-	metrics   *metrics
-	canary    *canaryWatch
-	gatherer  prometheus.Gatherer // what /metrics serves
-	hub       *hub
-	joins     joinLines
-	limiter   *ipLimiter
-	sse       sseStreams // open SSE streams (sse.go)
-	upgrader  websocket.Upgrader
-	verifier  *auth.Verifier // nil: tokens are not checked (auth off, no keys)
-	authOn    bool           // comet.auth jwt: every viewer shows a token
-	connIDPfx string
-	seq       atomic.Uint64
-	started   time.Time
+	cfg      Config
+	id       string
+	rt       Store
+	log      *zap.Logger
+	reg      *registry
+	metrics  *metrics
+	canary   *canaryWatch
+	gatherer prometheus.Gatherer // what /metrics serves
+	hub      *hub
+	joins    joinLines
+	limiter  *ipLimiter
+	sse      sseStreams // open SSE streams (sse.go)
+	upgrader websocket.Upgrader
+	verifier *auth.Verifier // nil: tokens are not checked (auth off, no keys)
+	// send is the send path of send frames (send.go); nil: the comet
+	// takes none.
+	send        *sendpath.Path
+	sendMetrics *sendMetrics
+	authOn      bool // comet.auth jwt: every viewer shows a token
+	connIDPfx   string
+	seq         atomic.Uint64
+	started     time.Time
 
 	// Registry health, read by Ready and the metrics: a re-registration in
 	// progress or due, whether the last lease renewal reached Redis, and
@@ -145,6 +150,10 @@ type Deps struct {
 	// With auth off it is optional: given, a viewer may prove its uid with
 	// a token and so receive the user's notices.
 	Verifier *auth.Verifier
+	// Send, when set, is the send path the viewers' send frames go
+	// through (send.go); the comet counts them under its own metrics and
+	// does not close it. nil: the comet takes no sends.
+	Send *sendpath.Path
 }
 
 // New returns a comet for cfg, which the caller has validated (the binaries
@@ -178,6 +187,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, errors.New("comet: comet.auth is jwt but Deps.Verifier is nil")
 	}
 	s.metrics = newMetrics(reg, s.hub, s.registryCounts)
+	if d.Send != nil {
+		s.sendMetrics = newSendMetrics(reg)
+		s.send = d.Send.WithMetrics(s.sendMetrics)
+	}
 	s.canary = newCanaryWatch(reg, cfg.CanaryMaxAge)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout:  cfg.WriteWait,

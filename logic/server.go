@@ -179,6 +179,11 @@ func checkDeps(cfg Config, d *Deps) error {
 	return nil
 }
 
+// SendPath is the send path the server's sends go through, for another
+// door of the same process (the all-in-one's comet); the server closes it
+// on Shutdown.
+func (s *Server) SendPath() *sendpath.Path { return s.send }
+
 // Handler serves the public API (/logic/send, /logic/online,
 // /logic/history), /healthz and /readyz, with CORS for
 // Config.AllowedOrigins, and the admin API and notices unless

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +18,11 @@ import (
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/cometconfig"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/kafkax"
 	"github.com/danmaku/danmaku/internal/process"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/internal/telemetry"
+	"github.com/danmaku/danmaku/internal/wordfilter"
 	"github.com/danmaku/danmaku/route"
 	"github.com/danmaku/danmaku/web"
 )
@@ -45,6 +49,9 @@ type Main struct {
 
 	log *zap.Logger
 	rdb redis.UniversalClient
+	// send and producer serve comet.socket_send; nil without it.
+	send     *sendpath.Path
+	producer *kafkax.Producer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,8 +81,11 @@ func (m *Main) Run(ctx context.Context) error {
 	// route.Dial lets comet.redis_timeout reach the socket, so a stalled
 	// Redis cannot hold registrations for ReadTimeout.
 	m.rdb = route.Dial(c.Redis)
+	if err := m.openSend(c, log); err != nil {
+		return err
+	}
 	srv, err := comet.New(c.Comet, comet.Deps{Store: route.New(m.rdb), Log: log,
-		Registerer: telemetry.NewRegistry(), Verifier: verifier})
+		Registerer: telemetry.NewRegistry(), Verifier: verifier, Send: m.send})
 	if err != nil {
 		return err
 	}
@@ -91,6 +101,22 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
+// openSend builds the send path of comet.socket_send: its own producer to
+// the room topic, with the send section's checks and batching.
+func (m *Main) openSend(c Config, log *zap.Logger) error {
+	if !c.Comet.SocketSend {
+		return nil
+	}
+	words, err := wordfilter.New(c.Send.BlockedWords)
+	if err != nil {
+		return fmt.Errorf("send.blocked_words: %w", err)
+	}
+	m.producer = kafkax.NewProducer(c.Kafka.Brokers, c.Kafka.Topic, c.Send.ProducerConfig())
+	m.send = sendpath.New(c.Send, sendpath.Deps{Store: route.New(m.rdb), Producer: m.producer,
+		IDs: sendpath.NewIDGen(c.Send.NodeID), Words: words, Log: log.Named("send")})
+	return nil
+}
+
 // Close shuts the comet down gracefully (viewers closed with 1001, routes
 // and lease removed) and closes the Redis client. Safe to call twice.
 func (m *Main) Close() error {
@@ -98,6 +124,12 @@ func (m *Main) Close() error {
 		var errs []error
 		if m.Server != nil {
 			errs = append(errs, m.Server.Shutdown(context.Background()))
+		}
+		if m.send != nil {
+			m.send.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Send.ProduceTimeout)
+			errs = append(errs, m.producer.Close(ctx))
+			cancel()
 		}
 		if m.rdb != nil {
 			errs = append(errs, m.rdb.Close())

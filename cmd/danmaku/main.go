@@ -253,15 +253,6 @@ func (m *Main) Run(ctx context.Context) error {
 	store := route.New(m.rdb)
 
 	process.CheckRedis(ctx, m.rdb, c.Redis, log)
-	m.comet, err = comet.New(c.Comet, comet.Deps{Store: store, Log: log.Named("comet"), Registerer: reg, Verifier: m.verifier})
-	if err != nil {
-		return err
-	}
-	if err := m.comet.Start(ctx); err != nil {
-		m.comet = nil
-		return fmt.Errorf("start comet: %w", err)
-	}
-
 	if err := m.openArchive(ctx); err != nil {
 		return err
 	}
@@ -269,6 +260,17 @@ func (m *Main) Run(ctx context.Context) error {
 		Kafka: c.Kafka, Verifier: m.verifier, VOD: m.vod, Console: web.Console()})
 	if err != nil {
 		return err
+	}
+	// The viewers' sends over their sockets go through logic's send path:
+	// the same checks, batches and producer as POST /logic/send.
+	m.comet, err = comet.New(c.Comet, comet.Deps{Store: store, Log: log.Named("comet"), Registerer: reg, Verifier: m.verifier,
+		Send: m.logic.SendPath()})
+	if err != nil {
+		return err
+	}
+	if err := m.comet.Start(ctx); err != nil {
+		m.comet = nil
+		return fmt.Errorf("start comet: %w", err)
 	}
 	if err := m.ensureTopic(ctx); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/danmaku/danmaku/comet"
 	"github.com/danmaku/danmaku/internal/auth"
 	"github.com/danmaku/danmaku/internal/config"
+	"github.com/danmaku/danmaku/internal/sendpath"
 	"github.com/danmaku/danmaku/web"
 )
 
@@ -19,11 +20,16 @@ type Config struct {
 	Auth  auth.Section `yaml:"auth"`
 	Comet comet.Config `yaml:"comet"`
 	Page  web.Config   `yaml:"page"`
+	// Kafka and Send serve comet.socket_send: the room topic the viewers'
+	// sends go to, and the send path's settings (logic's keys of it).
+	Kafka config.Kafka    `yaml:"kafka"`
+	Send  sendpath.Config `yaml:"send"`
 }
 
 // Default returns the defaults of every section.
 func Default() Config {
-	c := Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig()}
+	c := Config{Log: config.DefaultLog(), Redis: config.DefaultRedis(), Comet: comet.DefaultConfig(),
+		Kafka: config.DefaultKafka(), Send: sendpath.DefaultConfig()}
 	// Small per-connection Redis buffers: the pool is a fixed cost the
 	// comet pays next to thousands of idle viewers.
 	c.Redis.BufferSize = 4 << 10
@@ -39,6 +45,11 @@ func (c *Config) Validate() error {
 	}
 	if err := config.CheckSecret("comet.secret", c.Comet.Secret); err != nil {
 		return err
+	}
+	if c.Comet.SocketSend {
+		if err := config.RequireKafka(c.Kafka); err != nil {
+			return err
+		}
 	}
 	if c.Comet.Auth == config.AuthJWT || c.HasKeys() {
 		return c.Auth.Require()

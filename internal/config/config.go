@@ -46,7 +46,7 @@ const EnvPrefix = "DANMAKU_"
 
 // ServiceSections are the top-level sections of every binary of the
 // service. A binary ignores the ones it does not have.
-var ServiceSections = []string{"log", "redis", "kafka", "auth", "logic", "job", "comet", "page"}
+var ServiceSections = []string{"log", "redis", "kafka", "auth", "logic", "job", "comet", "page", "send"}
 
 // FieldError is an invalid configuration value.
 type FieldError struct {
