@@ -76,7 +76,9 @@ func send(t *testing.T, c *wsviewer.Conn, room string, ref int64, msgs ...danmak
 	return danmaku.ServerFrame{}
 }
 
-func msg(content, id string) danmaku.SendMessage { return danmaku.SendMessage{Content: content, MsgID: id} }
+func msg(content, id string) danmaku.SendMessage {
+	return danmaku.SendMessage{Content: content, MsgID: id}
+}
 
 // refused fails t unless f is an error frame of code naming field.
 func refused(t *testing.T, f danmaku.ServerFrame, code, field string) *danmaku.ErrorFrame {

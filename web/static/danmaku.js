@@ -228,6 +228,9 @@
     this.retryTimer = null;
     this.lastHeard = 0;
     this.skippedBy = new Map(); // room -> normal comments the density tier left out
+    this.socketSend = false;   // the connection's welcome said send:true
+    this.sends = new Map();    // ref -> {resolve, reject, timer} of a send on the socket
+    this.nextRef = 0;
   }
 
   DanmakuClient.prototype._emit = function (name) {
@@ -310,6 +313,7 @@
     ws.onclose = function (ev) {
       if (self.ws !== ws) return;
       self.ws = null;
+      self._dropSends();
       self._stopHeartbeat();
       if (!self.wanted) {
         self._setState("closed", { code: ev.code, reason: ev.reason });
@@ -393,6 +397,7 @@
     switch (f.op) {
       case "welcome":
         this.attempt = 0;
+        this.socketSend = f.send === true && this.transport === "websocket";
         this.joined = f.room;
         this.connId = f.connId;
         if (f.room === this.room || !this.room) this.onlineCount = f.online;
@@ -458,7 +463,11 @@
       case "pong":
       case "unsubscribed":
         break;
+      case "ack":
+        this._answered(f, null);
+        break;
       case "error":
+        if (f.ref && this._answered(f, f)) break;
         this._refused(f);
         this._emit("onError", Object.assign(new Error(f.message || f.code), { code: f.code, room: f.room || "" }));
         break;
@@ -881,7 +890,10 @@
    * opts.sendRetries times with growing, jittered pauses. Resolves to the
    * server's answer ({msgIds}); rejects with an Error carrying status,
    * code, field and, for 429, retryAfterMs. With opts.token set, the server
-   * takes the user from the token; who.userId may then be left out.
+   * takes the user from the token; who.userId may then be left out, and
+   * the comments go over the open WebSocket when its comet takes them
+   * (client.sentOver says "socket" or "http" for the last one), else over
+   * HTTP; a retry keeps the msgIds whichever way it goes.
    */
   DanmakuClient.prototype.send = function (contents, who) {
     who = who || {};
@@ -897,7 +909,9 @@
     if (who.userName) body.userName = who.userName;
     var self = this, tries = Math.max(0, self.opts.sendRetries | 0);
     function attempt(n) {
-      return request(self, "POST", "/logic/send", body).catch(function (err) {
+      var onSocket = self._sendOnSocket(body);
+      self.sentOver = onSocket ? "socket" : "http";
+      return (onSocket || request(self, "POST", "/logic/send", body)).catch(function (err) {
         var retriable = err.status === 0 || err.status === 503;
         if (!retriable || n >= tries) throw err;
         var ceil = 250 * Math.pow(2, n);
@@ -907,6 +921,76 @@
       });
     }
     return attempt(0);
+  };
+
+  // HTTP status of each code a refused send carries, so a send over the
+  // socket fails like one over HTTP.
+  var SEND_STATUS = {
+    invalid_argument: 400, content_blocked: 400, permission_denied: 403, priority_denied: 403,
+    muted: 403, banned: 403, members_only: 403, token_expired: 401, duplicate_content: 409,
+    slow_mode: 429, rate_limited: 429, unavailable: 503
+  };
+
+  /** The field of a send frame's refusal in the terms of POST /logic/send. */
+  function httpField(field) {
+    if (field === "room") return "roomId";
+    if (field === "uid") return "userId";
+    return String(field || "").replace(/^msgs/, "messages");
+  }
+
+  /**
+   * Settles the send of ref f.ref: resolves it with an ack's ids, or
+   * rejects it with err (an error frame). Reports whether a send waited.
+   */
+  DanmakuClient.prototype._answered = function (f, err) {
+    var p = this.sends.get(f.ref);
+    if (!p) return false;
+    this.sends.delete(f.ref);
+    clearTimeout(p.timer);
+    if (!err) {
+      p.resolve({ msgIds: Array.isArray(f.ids) ? f.ids : [] });
+      return true;
+    }
+    var e = new Error(err.message || err.code);
+    e.status = SEND_STATUS[err.code] || 400;
+    e.code = err.code || "";
+    e.field = httpField(err.field);
+    if (err.retryAfterMs) e.retryAfterMs = err.retryAfterMs;
+    p.reject(e);
+    return true;
+  };
+
+  /** Fails every send waiting on the socket as unanswered (status 0). */
+  DanmakuClient.prototype._dropSends = function () {
+    this.socketSend = false;
+    var waiting = this.sends;
+    this.sends = new Map();
+    waiting.forEach(function (p) {
+      clearTimeout(p.timer);
+      p.reject(Object.assign(new Error("the connection closed before the send was answered"),
+        { status: 0, code: "unavailable", field: "" }));
+    });
+  };
+
+  /**
+   * Sends body's messages on the socket ({"op":"send"}), when it can say
+   * who sends as HTTP would: the page has a token (the comet takes the
+   * user from the connection's, as logic from the bearer), the WebSocket
+   * is open and its welcome said send:true. Returns null otherwise.
+   */
+  DanmakuClient.prototype._sendOnSocket = function (body) {
+    var ws = this.ws;
+    if (!this.opts.token || !this.socketSend || !ws || ws.readyState !== OPEN) return null;
+    var self = this, ref = ++this.nextRef;
+    return new Promise(function (resolve, reject) {
+      var timer = setTimeout(function () {
+        self.sends.delete(ref);
+        reject(Object.assign(new Error("no answer from the server within " + self.opts.sendTimeoutMs + " ms"),
+          { status: 0, code: "unavailable", field: "" }));
+      }, self.opts.sendTimeoutMs);
+      self.sends.set(ref, { resolve: resolve, reject: reject, timer: timer });
+      ws.send(JSON.stringify({ op: "send", room: body.roomId, msgs: body.messages, ref: ref }));
+    });
   };
 
   /** Resolves to the number of viewers of room (default: the current one). */

@@ -135,6 +135,10 @@ type Config struct {
 	// SSE makes viewers read GET /sse streams (the fallback transport)
 	// instead of WebSockets.
 	SSE bool
+	// SendSocket, when set (ws://host:port/ws of a comet with
+	// comet.socket_send), sends the messages as send frames on sockets
+	// instead of POSTs to LogicURL.
+	SendSocket string
 
 	Exe      string    // this binary, for worker processes
 	Progress io.Writer // progress bar; nil: quiet
@@ -342,7 +346,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 		c.Senders = min(4096, max(64, int(peak/4)))
 	}
-	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout})
+	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout,
+		CometWS: c.SendSocket})
 	notices := newNoticeSenders(c, userBase)
 	var high *sender
 	if c.HighRate > 0 {

@@ -36,6 +36,9 @@ type SendSpec struct {
 	Targets     int
 	UserBase    int64
 	AdminSecret string
+	// CometWS, when set (ws://host:port/ws), sends the messages as send
+	// frames on sockets to that comet instead of POSTs (socksend.go).
+	CometWS string
 	// High sends high-priority messages ("priority":1, contents "lh:")
 	// through POST /logic/admin/send with AdminSecret; otherwise contents
 	// are "lt:" (density.go).
@@ -47,6 +50,7 @@ type sender struct {
 	spec   SendSpec
 	client *http.Client
 	url    string
+	socks  *sockPool // with SendSpec.CometWS
 
 	next    atomic.Uint64   // global message number
 	roomSeq []atomic.Uint64 // next sequence per room
@@ -97,8 +101,12 @@ func newSender(spec SendSpec) *sender {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
+	var socks *sockPool
+	if spec.CometWS != "" {
+		socks = &sockPool{url: spec.CometWS, users: spec.Users}
+	}
 	return &sender{
-		spec: spec, client: &http.Client{Transport: tr}, url: spec.LogicURL + path,
+		spec: spec, client: &http.Client{Transport: tr}, url: spec.LogicURL + path, socks: socks,
 		roomSeq: make([]atomic.Uint64, n), accepted: make([][]uint64, n), acc: make([]int64, n),
 		status: map[int]int64{}, errs: map[string]int64{}, perSec: map[int64]int64{},
 	}
@@ -137,20 +145,7 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		buf.WriteString(`"}`)
 	}
 	buf.WriteString(`]}`)
-	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(buf.Bytes()))
-	req.Header.Set("Content-Type", "application/json")
-	if s.spec.AdminSecret != "" {
-		req.Header.Set("Authorization", "Bearer "+s.spec.AdminSecret)
-	}
-	resp, err := s.client.Do(req)
-	code := 0
-	if err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		code = resp.StatusCode
-	}
+	code, err := s.do(ctx, room, buf.Bytes())
 	end := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -179,6 +174,29 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		s.lat.Add(end.Sub(start))
 		s.status[code]++
 	}
+}
+
+// do sends one request's body and returns the answer's status: a POST, or
+// with SendSpec.CometWS a send frame of its room and messages.
+func (s *sender) do(ctx context.Context, room int, body []byte) (int, error) {
+	if s.socks != nil {
+		msgs := body[bytes.Index(body, []byte(`"messages":`))+len(`"messages":`) : len(body)-1]
+		return s.postSocket(ctx, s.spec.Layout.Rooms[room], msgs)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if s.spec.AdminSecret != "" {
+		req.Header.Set("Authorization", "Bearer "+s.spec.AdminSecret)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // prefix starts the content of each message: "lt:", or "lh:" for high
