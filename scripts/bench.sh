@@ -18,7 +18,8 @@
 # jitter (every viewer drops once and resumes), R2 a comet killed under the
 # hot room (its viewers resume on another), U1 notices (pushes to users and
 # broadcasts), D1 one room of 50,000 viewers with density caps and
-# high-priority messages over 4 comets (not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
+# high-priority messages over 4 comets (not in the default list), SS sends
+# over sockets against HTTP (not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
 # on a 3-shard Redis Cluster; not in the default list), T1 the transports (WebSocket
 # plain and deflate, SSE) side by side (not in the default list).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
@@ -323,6 +324,33 @@ scenario_S4F() {
 	up 1 200ms coalesce
 	FLOOR=0
 	lt S4F -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)"
+}
+
+# SS: sends over the viewers' sockets (comet.socket_send) against POST
+# /logic/send, back to back on the same processes: one message per send at
+# 1,000/s, then 32 and 256 senders back to back, for each admission batch
+# wait of SS_WAITS (logic.admit_batch_wait and the comet's
+# send.admit_batch_wait alike); then S4's ramp both ways. CPU per accepted
+# message counts every server process (logic idles while sockets send).
+scenario_SS() {
+	local base_logic="${LOGIC_ARGS:-}" base_comet="${COMET_ARGS:-}" w load name d
+	d="$(scale 10 3)s"
+	for w in ${SS_WAITS:-3ms 0s}; do
+		LOGIC_ARGS="$base_logic -logic.admit_batch_wait $w"
+		COMET_ARGS="$base_comet -comet.socket_send -kafka.brokers 127.0.0.1:$KAFKA_PORT -send.rate_limit 1000000 \
+			-send.rate_burst 1000000 -send.ip_rate_limit 0 -send.admit_batch_wait $w"
+		up 1 200ms coalesce
+		for load in "r$(scale 1000 100)" c32 c256; do
+			name="SS-w$w-$load"
+			lt "$name-http" -warmup 5s -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d"
+			lt "$name-socket" -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d" \
+				-send-socket "ws://${COMET_ADDRS%%,*}/ws"
+		done
+	done
+	lt SS-ramp-http -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)"
+	lt SS-ramp-socket -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)" \
+		-send-socket "ws://${COMET_ADDRS%%,*}/ws"
+	LOGIC_ARGS="$base_logic" COMET_ARGS="$base_comet"
 }
 
 scenario_S5() {
