@@ -19,23 +19,49 @@ import (
 
 const sendAdminSecret = "socket-send-admin-secret"
 
-// socketStack is a stack whose comets take send frames (comet.socket_send)
-// with tight limits of their own, and verify tokens of keys.
+// socketStack is a stack with two more comets that take send frames
+// (comet.socket_send) with tight limits of their own and verify tokens of
+// keys; job pushes to them like to the stack's own.
 type socketStack struct {
 	*stack.Stack
-	keys *tokens.Keys
+	keys   *tokens.Keys
+	comets []string // ws:// URLs of the comets that take sends
 }
 
 func newSocketStack(t *testing.T) *socketStack {
 	t.Helper()
 	keys := tokens.New(t)
-	s := stack.New(t, stack.Options{
-		Logic: []string{"-logic.admin_secret", sendAdminSecret},
-		Comet: []string{"-comet.socket_send", "-auth.hmac_secret", string(keys.Secret),
+	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.admin_secret", sendAdminSecret}}), keys: keys}
+	for i := 0; i < 2; i++ {
+		s.comets = append(s.comets, s.socketComet(t, s.Kafka, "-auth.hmac_secret", string(keys.Secret),
 			"-send.rate_limit", "2", "-send.rate_burst", "50", "-send.ip_rate_limit", "0",
-			"-send.blocked_words.mode", "reject", "-send.blocked_words.words", "badword"},
-	})
-	return &socketStack{Stack: s, keys: keys}
+			"-send.blocked_words.mode", "reject", "-send.blocked_words.words", "badword"))
+	}
+	return s
+}
+
+// socketComet starts a comet with comet.socket_send writing to kafka and
+// returns its /ws URL.
+func (s *socketStack) socketComet(t *testing.T, kafka string, flags ...string) string {
+	t.Helper()
+	var public string
+	stack.Serve(t, "comet", nil, func() []string {
+		public = testkit.FreeAddr(t)
+		internal := testkit.FreeAddr(t)
+		return append(append([]string{"-config", "configs/comet.yaml", "-redis.addrs", s.RedisAddrs(),
+			"-kafka.brokers", kafka, "-comet.id", testkit.Uniq("sockcomet-"), "-comet.socket_send",
+			"-comet.listen", public, "-comet.internal_listen", internal, "-comet.advertise", internal},
+			stack.CometFlags()...), flags...)
+	}, func() string { return "http://" + public + "/healthz" })
+	return "ws://" + public + "/ws"
+}
+
+// viewer is a viewer of room on the socket comet i.
+func (s *socketStack) viewer(t *testing.T, i int, room string) *wsviewer.Viewer {
+	t.Helper()
+	v := wsviewer.DialAsync(t, room, s.comets[i])
+	v.WaitWelcomes(t, 1, 15*time.Second)
+	return v
 }
 
 // dial opens a socket to comet i with query (token, uid) and reads its
@@ -43,7 +69,7 @@ func newSocketStack(t *testing.T) *socketStack {
 func (s *socketStack) dial(t *testing.T, i int, room string, query url.Values) *wsviewer.Conn {
 	t.Helper()
 	query.Set("room", room)
-	c := wsviewer.DialConn(t, s.Comets[i].WS()+"?"+query.Encode(), nil)
+	c := wsviewer.DialConn(t, s.comets[i]+"?"+query.Encode(), nil)
 	t.Cleanup(c.Close)
 	w := c.NextOp(t, danmaku.OpWelcome, 10*time.Second)
 	if !w.Welcome.Send {
@@ -104,13 +130,13 @@ func (s *socketStack) admin(t *testing.T, path, body string) {
 	}
 }
 
-// Comments sent over sockets of two comets reach every viewer of both
-// comets exactly once; a retried msgId (over the socket again, then over
+// Comments sent over sockets of two comets reach every viewer of those
+// comets and of a comet that takes no sends exactly once; a retried msgId (over the socket again, then over
 // HTTP) gets the same id and is shown once.
 func TestSocketSendDelivery(t *testing.T) {
 	s := newSocketStack(t)
 	room := testkit.Uniq("sock_")
-	vs := []*wsviewer.Viewer{s.Viewer(t, room, s.Comets[0]), s.Viewer(t, room, s.Comets[1])}
+	vs := []*wsviewer.Viewer{s.viewer(t, 0, room), s.viewer(t, 1, room), s.Viewer(t, room, s.Comets[0])}
 	senders := []*wsviewer.Conn{s.tokenConn(t, 0, room, 9101, nil), s.tokenConn(t, 1, room, 9102, nil)}
 	var ids []string
 	for i := 0; i < 40; i++ {
@@ -220,15 +246,8 @@ func TestSocketSendRefusals(t *testing.T) {
 	t.Run("unavailable", func(t *testing.T) {
 		// A comet whose Kafka never answers: the send is refused within
 		// the produce timeout, and nothing is acknowledged.
-		var public string
-		stack.Serve(t, "comet", nil, func() []string {
-			public = testkit.FreeAddr(t)
-			return append([]string{"-config", "configs/comet.yaml", "-redis.addrs", s.RedisAddrs(),
-				"-kafka.brokers", testkit.FreeAddr(t), "-comet.id", testkit.Uniq("deadkafka-"),
-				"-comet.listen", public, "-comet.internal_listen", testkit.FreeAddr(t),
-				"-comet.socket_send", "-send.produce_timeout", "500ms"}, stack.CometFlags()...)
-		}, func() string { return "http://" + public + "/healthz" })
-		u := wsviewer.DialConn(t, "ws://"+public+"/ws?uid=9207&room="+room, nil)
+		dead := s.socketComet(t, testkit.FreeAddr(t), "-send.produce_timeout", "500ms")
+		u := wsviewer.DialConn(t, dead+"?uid=9207&room="+room, nil)
 		defer u.Close()
 		u.NextOp(t, danmaku.OpWelcome, 10*time.Second)
 		began := time.Now()

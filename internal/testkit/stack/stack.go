@@ -164,7 +164,7 @@ func (s *Stack) launchComet(tb testing.TB, o Options, i int) (*Comet, *child) {
 	ch := launch(tb, "comet", o.CometEnv, func() []string {
 		c.Public, c.Internal = testkit.FreeAddr(tb), testkit.FreeAddr(tb)
 		return append([]string{"-config", "configs/comet.yaml",
-			"-redis.addrs", s.RedisAddrs(), "-kafka.brokers", s.Kafka, "-comet.id", c.ID,
+			"-redis.addrs", s.RedisAddrs(), "-comet.id", c.ID,
 			"-comet.listen", c.Public, "-comet.internal_listen", c.Internal,
 		}, append(CometFlags(), o.Comet...)...)
 	}, func() string { return "http://" + c.Public + "/healthz" })
