@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,8 +16,6 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/wsviewer"
 )
 
-const sendAdminSecret = "socket-send-admin-secret"
-
 // socketStack is a stack with two more comets that take send frames
 // (comet.socket_send) with tight limits of their own and verify tokens of
 // keys; job pushes to them like to the stack's own.
@@ -31,7 +28,7 @@ type socketStack struct {
 func newSocketStack(t *testing.T) *socketStack {
 	t.Helper()
 	keys := tokens.New(t)
-	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.admin_secret", sendAdminSecret}}), keys: keys}
+	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.admin_secret", modesAdminSecret}}), keys: keys}
 	for i := 0; i < 2; i++ {
 		s.comets = append(s.comets, s.socketComet(t, s.Kafka, "-auth.hmac_secret", string(keys.Secret),
 			"-send.rate_limit", "2", "-send.rate_burst", "50", "-send.ip_rate_limit", "0",
@@ -115,21 +112,6 @@ func refused(t *testing.T, f danmaku.ServerFrame, code, field string) *danmaku.E
 	return f.Error
 }
 
-func (s *socketStack) admin(t *testing.T, path, body string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.LogicURL+path, bytes.NewBufferString(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+sendAdminSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s %s: %d %s", path, body, resp.StatusCode, b)
-	}
-}
-
 // Comments sent over sockets of two comets reach every viewer of those
 // comets and of a comet that takes no sends exactly once; a retried msgId (over the socket again, then over
 // HTTP) gets the same id and is shown once.
@@ -209,18 +191,18 @@ func TestSocketSendRefusals(t *testing.T) {
 	})
 	t.Run("muted", func(t *testing.T) {
 		m := s.tokenConn(t, 1, room, 9204, nil)
-		s.admin(t, "/logic/admin/mute", `{"userId":9204,"roomId":"`+room+`","duration":"1m"}`)
+		modesAdmin(t, s.LogicURL, "/logic/admin/mute", `{"userId":9204,"roomId":"`+room+`","duration":"1m"}`, nil)
 		refused(t, send(t, m, room, 1, msg("x", "")), danmaku.CodeMuted, "uid")
 	})
 	t.Run("banned", func(t *testing.T) {
 		b := s.tokenConn(t, 1, "other", 9205, nil)
-		s.admin(t, "/logic/admin/ban", `{"userId":9205,"roomId":"`+room+`","duration":"1m"}`)
+		modesAdmin(t, s.LogicURL, "/logic/admin/ban", `{"userId":9205,"roomId":"`+room+`","duration":"1m"}`, nil)
 		refused(t, send(t, b, room, 1, msg("x", "")), danmaku.CodeBanned, "room")
 	})
 	t.Run("room modes", func(t *testing.T) {
 		modes := testkit.Uniq("sockmode_")
 		m := s.tokenConn(t, 0, modes, 9206, nil)
-		s.admin(t, "/logic/admin/room", `{"roomId":"`+modes+`","slowSeconds":60}`)
+		modesAdmin(t, s.LogicURL, "/logic/admin/room", `{"roomId":"`+modes+`","slowSeconds":60}`, nil)
 		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			if f := send(t, m, modes, 1, msg("first", "")); f.Error != nil && f.Error.Code != danmaku.CodeSlowMode {
 				return fmt.Errorf("first send: %+v", f.Error)
@@ -234,7 +216,7 @@ func TestSocketSendRefusals(t *testing.T) {
 			}
 			return nil
 		})
-		s.admin(t, "/logic/admin/room", `{"roomId":"`+modes+`","slowSeconds":0,"membersOnly":true}`)
+		modesAdmin(t, s.LogicURL, "/logic/admin/room", `{"roomId":"`+modes+`","slowSeconds":0,"membersOnly":true}`, nil)
 		testkit.SucceedsSoon(t, 5*time.Second, func() error {
 			f := send(t, m, modes, 3, msg("not a member", ""))
 			if f.Error == nil || f.Error.Code != danmaku.CodeMembers || f.Error.Field != "room" {
