@@ -48,6 +48,9 @@ type ClientFrame struct {
 	// (idempotency key): the messages of POST /logic/send. Who sends is
 	// the connection's user, never the frame's.
 	Msgs []SendMessage `json:"msgs,omitempty"`
+	// Priority asks a send for the high lane (1), as POST /logic/send's
+	// priority: a token with the moderator or priority role only.
+	Priority Priority `json:"priority,omitempty"`
 	// Ref is the client's number for a send, echoed by its ack or error
 	// frame.
 	Ref int64 `json:"ref,omitempty"`

@@ -80,7 +80,7 @@ func (c *conn) sendMessages(f clientFrame) {
 		c.refuseSend(f, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "this comet takes no sends: POST /logic/send"), 0)
 		return
 	}
-	req := danmaku.SendRequest{RoomID: f.Room, Messages: f.Msgs}
+	req := danmaku.SendRequest{RoomID: f.Room, Messages: f.Msgs, Priority: f.Priority}
 	if err := c.sender(&req); err != nil {
 		c.refuseSend(f, err, 0)
 		return

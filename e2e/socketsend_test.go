@@ -173,6 +173,13 @@ func TestSocketSendRefusals(t *testing.T) {
 	t.Run("forbidden room", func(t *testing.T) {
 		refused(t, send(t, c, testkit.Uniq("elsewhere_"), 1, msg("x", "")), danmaku.CodeForbidden, "room")
 	})
+	t.Run("priority", func(t *testing.T) {
+		c.MustSend(t, danmaku.ClientFrame{Op: danmaku.OpSend, Room: room, Msgs: []danmaku.SendMessage{msg("me first", "")}, Ref: 7, Priority: danmaku.PriorityHigh})
+		f := c.NextOp(t, danmaku.OpError, 10*time.Second)
+		if f.Error.Ref != 7 || f.Error.Code != danmaku.CodePriorityDenied || f.Error.Field != "priority" {
+			t.Fatalf("high priority without the role: %+v", f.Error)
+		}
+	})
 	t.Run("blocked", func(t *testing.T) {
 		refused(t, send(t, c, room, 1, msg("a badword here", "")), danmaku.CodeBlocked, "msgs[0].content")
 	})
