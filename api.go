@@ -29,6 +29,28 @@ type SendMessage struct {
 // order.
 type SendResponse struct {
 	MsgIDs []string `json:"msgIds"`
+	// Held lists the ids of MsgIDs held for review (the room's review
+	// mode and a blocked word): accepted, and shown once a moderator
+	// approves them. Absent when none is.
+	Held []string `json:"held,omitempty"`
+}
+
+// ReviewItem is a comment held for review in its room's queue: the
+// message as it would go out, and the blocked word it matched.
+type ReviewItem struct {
+	ID      string `json:"id"`
+	UID     int64  `json:"uid"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	TS      int64  `json:"ts"`
+	Word    string `json:"word"`
+}
+
+// ReviewResponse is the answer of GET /logic/admin/review: the room's
+// queue, oldest first.
+type ReviewResponse struct {
+	RoomID string       `json:"roomId"`
+	Items  []ReviewItem `json:"items"`
 }
 
 // AdminRequest is the body of every admin route; each uses the fields it
@@ -90,6 +112,11 @@ type AdminResponse struct {
 	State *RoomState `json:"state,omitempty"`
 	// Pin is the pin a pin action made.
 	Pin *Pin `json:"pin,omitempty"`
+	// Approved and Rejected count the ids of a review approve or reject
+	// that were in the room's queue (the others were approved, rejected or
+	// expired before).
+	Approved *int `json:"approved,omitempty"`
+	Rejected *int `json:"rejected,omitempty"`
 }
 
 // HistoryResponse is the answer of GET /logic/history: the room's stored

@@ -26,6 +26,7 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/kafkabroker"
 	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 	"github.com/danmaku/danmaku/internal/testkit/tokens"
+	"github.com/danmaku/danmaku/internal/wordfilter"
 	"github.com/danmaku/danmaku/job"
 	"github.com/danmaku/danmaku/logic"
 	"github.com/danmaku/danmaku/route"
@@ -34,6 +35,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(redisserver.Run(m)) }
 
 const pushSecret = "test-push-secret"
+
+// blockedWord is the harness logic's blocked word (reject mode).
+const blockedWord = "badword"
 
 // adminSecret is the harness logic's logic.admin_secret (notices).
 const adminSecret = "test-admin-secret-0123"
@@ -72,6 +76,7 @@ func newEnvWith(t *testing.T, comets int, rdb redis.UniversalClient) *env {
 	lcfg.IPRateLimit = 0 // every sender of the harness is 127.0.0.1
 	lcfg.BatchTimeout = 2 * time.Millisecond
 	lcfg.AdminSecret = adminSecret
+	lcfg.BlockedWords = wordfilter.Config{Mode: wordfilter.ModeReject, Words: []string{blockedWord}}
 	ls, err := logic.New(lcfg, logic.Deps{Store: e.store, Kafka: e.kafka})
 	if err != nil {
 		t.Fatal(err)

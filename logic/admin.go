@@ -40,6 +40,9 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/unpin         {"roomId","ids":[pinId],"actor"?}
 //	GET  /logic/admin/audit?roomId=&limit=  the audit log, newest first
 //	GET  /logic/admin/lists?roomId=         what is in force: settings, mutes, bans, hides, pin (lists.go)
+//	GET  /logic/admin/review?roomId=&limit= the room's review queue (review.go)
+//	POST /logic/admin/review/approve        {"roomId","ids":[...],"actor"?}
+//	POST /logic/admin/review/reject         {"roomId","ids":[...],"actor"?}
 //	GET  /logic/admin/rooms?roomId=...      rooms, viewers, timeline heads (rooms.go)
 //
 // A token with the moderator role may run the room actions on its rooms
@@ -62,6 +65,9 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/unpin", "admin", s.admin("unpin", s.adminUnpin))
 	s.handleOn(s.adminMux, "/logic/admin/audit", "admin", s.serveAudit)
 	s.handleOn(s.adminMux, "/logic/admin/lists", "admin", s.serveLists)
+	s.handleOn(s.adminMux, "/logic/admin/review", "admin", s.serveReview)
+	s.handleOn(s.adminMux, "/logic/admin/review/approve", "admin", s.admin("approve", s.adminApprove))
+	s.handleOn(s.adminMux, "/logic/admin/review/reject", "admin", s.admin("reject", s.adminReject))
 	s.handleOn(s.adminMux, "/logic/admin/rooms", "admin", s.serveRooms)
 }
 

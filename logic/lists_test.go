@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +142,31 @@ func TestDelayAndReviewSettings(t *testing.T) {
 	if json.Unmarshal(r.body, &resp) != nil || resp.State.DelaySeconds != 5 || resp.State.Review {
 		t.Fatalf("review off: %d %s", r.status, r.body)
 	}
+}
+
+// The review routes take the admin secret or a moderator token of the
+// room, and refuse bad input naming the field.
+func TestReviewRoutes(t *testing.T) {
+	const secret = "admin-secret-0123456789"
+	e, _, _, token := modesEnv(t)
+	room := testkit.Uniq("r")
+	mod := token(newUser(), []string{room}, auth.RoleModerator)
+	as := func(tok, method, path, body string) response {
+		t.Helper()
+		return e.doWith(t, method, path, headers("Authorization", "Bearer "+tok), []byte(body))
+	}
+	if r := as(mod, http.MethodGet, "/logic/admin/review?roomId="+room, ""); r.status != http.StatusOK || string(r.body) != `{"roomId":"`+room+`","items":[]}`+"\n" {
+		t.Fatalf("empty queue: %d %q", r.status, r.body)
+	}
+	if r := as(mod, http.MethodPost, "/logic/admin/review/reject", `{"roomId":"`+room+`","ids":["x1"]}`); r.status != http.StatusOK || !strings.Contains(string(r.body), `"rejected":0`) {
+		t.Fatalf("reject nothing: %d %s", r.status, r.body)
+	}
+	other := testkit.Uniq("r")
+	wantRefused(t, "another room", as(mod, http.MethodGet, "/logic/admin/review?roomId="+other, ""), http.StatusForbidden, danmaku.CodeForbidden, "roomId")
+	wantRefused(t, "approve in another room", as(mod, http.MethodPost, "/logic/admin/review/approve", `{"roomId":"`+other+`","ids":["x1"]}`),
+		http.StatusForbidden, danmaku.CodeForbidden, "roomId")
+	wantRefused(t, "no room", as(secret, http.MethodGet, "/logic/admin/review", ""), http.StatusBadRequest, danmaku.EINVALID, "roomId")
+	wantRefused(t, "bad limit", as(secret, http.MethodGet, "/logic/admin/review?roomId="+room+"&limit=0", ""), http.StatusBadRequest, danmaku.EINVALID, "limit")
+	wantRefused(t, "no ids", as(secret, http.MethodPost, "/logic/admin/review/approve", `{"roomId":"`+room+`"}`), http.StatusBadRequest, danmaku.EINVALID, "ids")
+	wantRefused(t, "bad id", as(secret, http.MethodPost, "/logic/admin/review/approve", `{"roomId":"`+room+`","ids":["a:b"]}`), http.StatusBadRequest, danmaku.EINVALID, "ids[0]")
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	highAccepted   prometheus.Counter
 	rateLimited    prometheus.Counter
 	refused        *prometheus.CounterVec
+	review         *prometheus.CounterVec // review.go
 	historyLimited prometheus.Counter
 	historyCut     prometheus.Counter
 	admin          *prometheus.CounterVec
@@ -84,6 +85,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		[]string{"ok", "error", "unauthenticated", "disabled"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"push_user", "broadcast"})
 	telemetry.Precreate(m.produce.MetricVec, []string{"ok", "error"})
+	m.review = newReviewCounter(reg)
 	return m
 }
 

@@ -29,7 +29,7 @@ import (
 // GET /logic/admin/audit; a moderator reads the entries of its rooms.
 
 // modActions are the admin actions a moderator token may run.
-var modActions = []string{"mute", "unmute", "ban", "unban", "delete", "room", "hide", "unhide", "pin", "unpin"}
+var modActions = []string{"mute", "unmute", "ban", "unban", "delete", "room", "hide", "unhide", "pin", "unpin", "approve", "reject"}
 
 // AuditSize is how many of the newest admin actions the audit log keeps.
 const AuditSize = 10000

@@ -308,8 +308,10 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, req *SendRequest
 		httpx.WriteError(w, err)
 		return err
 	}
-	s.m.observeAccepted(len(ids), req.Priority)
-	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids})
+	held := c.Held()
+	s.m.observeAccepted(len(ids)-len(held), req.Priority)
+	s.m.observeReview("held", len(held))
+	httpx.WriteJSON(w, http.StatusAccepted, SendResponse{MsgIDs: ids, Held: held})
 	return nil
 }
 

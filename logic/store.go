@@ -29,6 +29,11 @@ type Store interface {
 	Unban(ctx context.Context, user, room string) (bool, error)
 	// MarkDeleted keeps deleted ids from ever getting a position.
 	MarkDeleted(ctx context.Context, room string, ids []string, ttl time.Duration) error
+	// The review queues of rooms with review on.
+	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) (bool, error)
+	ReviewQueue(ctx context.Context, room string, ttl time.Duration, limit int) ([]danmaku.ReviewItem, error)
+	ReviewItems(ctx context.Context, room string, ids []string, ttl time.Duration) ([]danmaku.ReviewItem, error)
+	RemoveReview(ctx context.Context, room string, ids []string, ttl time.Duration) (int, error)
 	// Sanctions lists the active mutes and bans of a room ("": all).
 	Sanctions(ctx context.Context, room string) ([]route.Sanction, error)
 

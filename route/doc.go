@@ -40,6 +40,8 @@
 //	admin:audit                     list of JSON entries, newest first    logic       the admin actions (danmaku.AuditEntry), newest logic.AuditSize
 //	admin:sanctions                 zset kind:user:room -> end (Unix ms)  logic       every active mute and ban, for the lists (room "" for a mute everywhere)
 //	room:sanctions:{room}           zset kind:user -> end (Unix ms)       logic       the room's active mutes and bans, for the lists
+//	room:review:{room}              hash id -> item JSON; TTL review_ttl  logic       comments held for review (danmaku.ReviewItem)
+//	room:reviewq:{room}             zset id -> accept time (ms); the same logic       their order; items older than logic.review_ttl are removed
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
 //	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
 //	ratelimit:high:{room}           the same                              logic       the room's high-priority budget (logic.high_rate_limit)

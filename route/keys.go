@@ -80,6 +80,11 @@ func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user
 // auditKey is the audit log of admin actions, one list for the service.
 const auditKey = "admin:audit"
 
+// reviewKey holds a room's comments waiting for review, reviewOrderKey
+// their order and age (review.go).
+func reviewKey(room string) string      { return "room:review:{" + room + "}" }
+func reviewOrderKey(room string) string { return "room:reviewq:{" + room + "}" }
+
 // roomSanctionsKey lists the active mutes and bans of a room, sanctionsKey
 // those of the whole service (lists.go).
 func roomSanctionsKey(room string) string { return "room:sanctions:{" + room + "}" }

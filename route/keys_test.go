@@ -32,6 +32,8 @@ func TestKeySchema(t *testing.T) {
 		"cometsIndexKey":      {cometsIndexKey},
 		"auditKey":            {auditKey},
 		"sanctionsKey":        {sanctionsKey},
+		"reviewKey":           {reviewKey("room")},
+		"reviewOrderKey":      {reviewOrderKey("room")},
 		"roomSanctionsKey":    {roomSanctionsKey("room")},
 		"processedKey":        {processedKey("room", "<msgId>")},
 		"noticeProcessedKey":  {noticeProcessedKey("user", "<id>"), noticeProcessedKey("", "<id>")},

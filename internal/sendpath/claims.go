@@ -59,8 +59,9 @@ func (p *Path) allowPriority(req *danmaku.SendRequest, c *auth.Claims) error {
 
 // filterWords applies the blocked-word list to the user name and every
 // comment: reject refuses the request naming the first field with a match
-// (400 content_blocked), mask replaces the words in place.
-func (p *Path) filterWords(req *danmaku.SendRequest) error {
+// (400 content_blocked), mask replaces the words in place. The comments
+// held for review (review[i] set) are left as they were written.
+func (p *Path) filterWords(req *danmaku.SendRequest, review []string) error {
 	if p.words.Mode() == wordfilter.ModeOff {
 		return nil
 	}
@@ -71,6 +72,9 @@ func (p *Path) filterWords(req *danmaku.SendRequest) error {
 	}
 	req.UserName = name
 	for i := range req.Messages {
+		if i < len(review) && review[i] != "" {
+			continue // held for review as it was written
+		}
 		m := &req.Messages[i]
 		content, err := p.words.Apply(fmt.Sprintf("messages[%d].content", i), m.Content)
 		if err != nil {
@@ -80,4 +84,23 @@ func (p *Path) filterWords(req *danmaku.SendRequest) error {
 		m.Content = content
 	}
 	return nil
+}
+
+// reviewWords returns the blocked word each message of req matches ("" for
+// none), nil when none does: in a room with review on, those go to its
+// review queue instead of being refused or masked.
+func (p *Path) reviewWords(req *danmaku.SendRequest) []string {
+	if p.words.Mode() == wordfilter.ModeOff {
+		return nil
+	}
+	var out []string
+	for i, m := range req.Messages {
+		if w, ok := p.words.Match(m.Content); ok {
+			if out == nil {
+				out = make([]string, len(req.Messages))
+			}
+			out[i] = w
+		}
+	}
+	return out
 }

@@ -47,6 +47,11 @@ type Config struct {
 
 	// BlockedWords is the blocked-word list and what to do on a match.
 	BlockedWords wordfilter.Config `yaml:"blocked_words"`
+	// ReviewTTL is how long a comment waits in its room's review queue
+	// (RoomState.Review) before it expires unreviewed; ReviewMax how many
+	// a room's queue holds (beyond, a match is refused as without review).
+	ReviewTTL time.Duration `yaml:"review_ttl" help:"how long a comment held for review waits for a moderator before it expires (and is never shown)"`
+	ReviewMax int           `yaml:"review_max" help:"the most comments a room's review queue holds; beyond, a blocked word is refused as in a room without review"`
 
 	// RedisTimeout bounds the rate-limit and online-count calls; after it
 	// the request fails with 503.
@@ -92,6 +97,8 @@ func DefaultConfig() Config {
 		HighRateLimit:   5,
 		HighRateBurst:   20,
 		BlockedWords:    wordfilter.Config{Mode: wordfilter.ModeOff},
+		ReviewTTL:       24 * time.Hour,
+		ReviewMax:       1000,
 		RedisTimeout:    500 * time.Millisecond,
 		AdmitBatchWait:  3 * time.Millisecond,
 		AdmitBatchMax:   256,
@@ -108,6 +115,10 @@ func (c *Config) Validate() error {
 		return config.Invalid("node_id", "must be -1 (random) or 0..%d", MaxNodeID)
 	case c.MaxMessages < 1:
 		return config.Invalid("max_messages", "must be at least 1")
+	case c.ReviewTTL < time.Second:
+		return config.Invalid("review_ttl", "must be at least 1s")
+	case c.ReviewMax < 1 || c.ReviewMax > 100000:
+		return config.Invalid("review_max", "must be 1 to 100000")
 	case c.MaxContentRunes < 1:
 		return config.Invalid("max_content_runes", "must be at least 1")
 	case c.MaxNameRunes < 1:

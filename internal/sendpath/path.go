@@ -119,6 +119,21 @@ type Checked struct {
 	// in job (danmaku.Envelope.HoldMs); 0 for moderators of the room and
 	// high-priority sends.
 	HoldMs int64
+	// Review is, per message, the blocked word it matched in a room with
+	// review on (it goes to the room's review queue, not to Kafka); ""
+	// for the others, nil when none matched.
+	Review []string
+}
+
+// Held returns the ids of the messages held for review.
+func (c Checked) Held() []string {
+	var out []string
+	for i, w := range c.Review {
+		if w != "" {
+			out = append(out, c.IDs[i])
+		}
+	}
+	return out
 }
 
 // Check runs every check of a decoded send, in order: the token's
@@ -149,15 +164,18 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
-	if err := p.filterWords(req); err != nil {
-		return c, 0, err
-	}
 	room, err := p.RoomState(ctx, req.RoomID)
 	if err != nil {
 		return c, 0, err
 	}
 	st := room.State
 	mod := IsModerator(claims, req.RoomID)
+	if st.Review && !mod {
+		c.Review = p.reviewWords(req)
+	}
+	if err := p.filterWords(req, c.Review); err != nil {
+		return c, 0, err
+	}
 	if st.MembersOnly && !mod && (claims == nil || !claims.HasRole(auth.RoleMember)) {
 		p.m.Refused("members_only")
 		return c, 0, danmaku.Errorf(danmaku.CodeMembers, "roomId", "the room is members-only: send with a token that has the %s role", auth.RoleMember)
@@ -186,7 +204,7 @@ func (p *Path) CheckAdmin(ctx context.Context, req *danmaku.SendRequest) (c Chec
 	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
-	if err := p.filterWords(req); err != nil {
+	if err := p.filterWords(req, nil); err != nil {
 		return c, 0, err
 	}
 	retryAfter, err = p.takeHigh(ctx, req)
@@ -208,12 +226,17 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 	ts := time.Now()
 	tsMs := ts.UnixMilli()
 	ids := c.IDs
-	values := make([][]byte, len(req.Messages))
+	values := make([][]byte, 0, len(req.Messages))
+	var review []danmaku.ReviewItem
 	for i, m := range req.Messages {
 		if ids[i] == "" {
 			ids[i] = p.ids.Next()
 		}
 		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority}
+		if i < len(c.Review) && c.Review[i] != "" && !c.Shadow {
+			review = append(review, danmaku.ReviewItem{ID: msg.ID, UID: msg.UID, Name: msg.Name, Content: msg.Content, TS: tsMs, Word: c.Review[i]})
+			continue
+		}
 		var value []byte
 		var err error
 		switch {
@@ -228,7 +251,13 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}
-		values[i] = value
+		values = append(values, value)
+	}
+	if err := p.queueReview(ctx, req, review); err != nil {
+		return err
+	}
+	if len(values) == 0 {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProduceTimeout)
 	defer cancel()
@@ -240,6 +269,26 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 		// one per request.
 		p.log.Warn("kafka produce failed", zap.String("room", req.RoomID), zap.Int("messages", len(values)), zap.Error(err))
 		return danmaku.Unavailable("kafka unavailable, message not accepted; retry with the same msgId", err)
+	}
+	return nil
+}
+
+// queueReview puts the comments of req held for review in its room's
+// queue. A full queue refuses them as a room without review would (400
+// content_blocked naming the first), and nothing of req is produced.
+func (p *Path) queueReview(ctx context.Context, req *danmaku.SendRequest, items []danmaku.ReviewItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+	defer cancel()
+	ok, err := p.store.AddReview(ctx, req.RoomID, items, p.cfg.ReviewTTL, p.cfg.ReviewMax)
+	if err != nil {
+		return p.redisError("add review", err)
+	}
+	if !ok {
+		p.m.Refused("blocked")
+		return danmaku.Errorf(danmaku.CodeBlocked, "messages", "contains a blocked word (the room's review queue is full)")
 	}
 	return nil
 }

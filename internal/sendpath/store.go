@@ -2,6 +2,9 @@ package sendpath
 
 import (
 	"context"
+	"time"
+
+	"github.com/danmaku/danmaku"
 
 	"github.com/danmaku/danmaku/route"
 )
@@ -17,6 +20,8 @@ type Store interface {
 	GiveBackHigh(ctx context.Context, room string, n int, b route.Bucket) error
 	ReadRoom(ctx context.Context, room string) (route.Room, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
+	// AddReview puts comments in a room's review queue.
+	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) (bool, error)
 }
 
 var _ Store = (*route.Store)(nil)
