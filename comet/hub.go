@@ -151,6 +151,9 @@ func (h *hub) leave(m *member) {
 	if len(r.members) == 0 {
 		r.members, r.conns = nil, nil
 		r.emptySince = time.Now()
+		// Job stops pushing the room's events here once the route is
+		// gone: the next joiner reads the settings again (ensureState).
+		r.stateKnown = false
 		return
 	}
 	// Give memory back after a crowd left.

@@ -24,10 +24,13 @@ import (
 type stateFrame = danmaku.StateFrame
 
 // ensureState reads r's settings from Redis when the comet may not know
-// them: never read, or no viewer here since the last read (no state event
-// reached this comet meanwhile). A read that fails leaves what the room
-// has; the joiner gets that. The caller is the room's join line, so a
-// crowd joining at once makes one read.
+// them: never read, or the room had no viewer here since the last read
+// (its last viewer's leave forgets them: job pushed no state event here
+// meanwhile, whenever the change came). The caller registered the joiner
+// first, so a change whose event job routes without this comet was
+// written to Redis before this read. A read that fails leaves what the
+// room has; the joiner gets that. The caller is the room's join line, so
+// a crowd joining at once makes one read.
 func (s *Server) ensureState(r *room) {
 	r.mu.Lock()
 	need := !r.stateKnown || len(r.members) == 0 && time.Since(r.stateAt) >= freshFor

@@ -170,3 +170,43 @@ func TestHeldMessagesSurviveACrash(t *testing.T) {
 		e.checkTimeline(v, 0, want, v.messages()[0].Epoch, 1)
 	}
 }
+
+// A comet whose last viewer of a room left is not pushed the room's
+// events any more: a viewer that joins there after a settings change gets
+// the new settings in its welcome, however soon after the comet's last
+// state event it joins.
+func TestStateAfterTheRoomWasEmpty(t *testing.T) {
+	e := newEnv(t, 2)
+	room := testkit.Uniq("room")
+	stay := e.viewer(e.comets[0], room)
+	gone := e.viewer(e.comets[1], room)
+	e.waitOnline(room, 2)
+	e.startJob(jobConfig(), nil)
+	stateVer := func(v *viewer, ver int64) {
+		t.Helper()
+		testkit.SucceedsSoon(t, 10*time.Second, func() error {
+			for _, s := range v.States() {
+				if s.State.Ver == ver {
+					return nil
+				}
+			}
+			return fmt.Errorf("no state of version %d: %+v", ver, v.States())
+		})
+	}
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","slowSeconds":1}`, http.StatusOK, nil)
+	stateVer(gone, 1)
+	gone.Close()
+	e.waitOnline(room, 1)
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","slowSeconds":2}`, http.StatusOK, nil)
+	stateVer(stay, 2)
+	joined := e.viewer(e.comets[1], room)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if len(joined.Welcomes()) == 0 {
+			return fmt.Errorf("no welcome")
+		}
+		return nil
+	})
+	if w := joined.Welcomes()[0]; w.State == nil || w.State.Ver != 2 || w.State.SlowSeconds != 2 {
+		t.Fatalf("welcome on the comet the room had left: state %+v, want version 2", w.State)
+	}
+}
