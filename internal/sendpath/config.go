@@ -60,10 +60,12 @@ type Config struct {
 	// limits) stays open for more requests before its one Redis script call;
 	// requests arriving while a batch is in flight join the next batch
 	// anyway. It trades a little of each send's latency for larger batches
-	// when sends are spread out: at 1,000 single-message sends a second
-	// from many users, 3 ms (the default) against 0 took Redis from 4.5 to
-	// 2.8 commands per message and the servers' CPU per message by a
-	// quarter, for 2 ms more POST latency at the median. 0 sends at once.
+	// when sends are spread out, and costs throughput where few clients
+	// send back to back (each waits for its answer). Measured back to back
+	// (BENCHMARKS.md, scenario SS), all servers' CPU per message at 1,000
+	// single-message sends a second / accepted sends a second of 32
+	// clients: 3 ms 506 µs / 4,478; 1 ms (the default) 638 µs / 6,579; 0
+	// 711 µs / 6,327. 0 sends at once.
 	AdmitBatchWait time.Duration `yaml:"admit_batch_wait" help:"gather send checks this long into one Redis call (0: no wait)"`
 	// AdmitBatchMax is the most requests in one batch of send checks.
 	AdmitBatchMax int `yaml:"admit_batch_max" help:"most send checks per Redis call"`
@@ -100,7 +102,7 @@ func DefaultConfig() Config {
 		ReviewTTL:       24 * time.Hour,
 		ReviewMax:       1000,
 		RedisTimeout:    500 * time.Millisecond,
-		AdmitBatchWait:  3 * time.Millisecond,
+		AdmitBatchWait:  time.Millisecond,
 		AdmitBatchMax:   256,
 		ProduceTimeout:  3 * time.Second,
 		BatchTimeout:    500 * time.Microsecond,
