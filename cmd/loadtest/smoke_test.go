@@ -284,10 +284,15 @@ func tiers(t *testing.T, s *stack) {
 	}
 	// What a capped viewer was not sent, its frames say: received and
 	// skipped add up to every message sent, but for those left out after
-	// its last frame (told with the next one, which never comes).
+	// its last frame (told with the next one, which never comes). Those
+	// are the positions after the tier's last kept one: a tier keeping a
+	// share r of the room keeps the positions whose golden-ratio rank is
+	// below r, and such positions follow each other 5, 8 or 13 apart at
+	// r = 0.1 (21 when the room's measured rate puts r at 0.09), so fewer
+	// than 2/r = 20 are left untold.
 	got, want := capped.Normal+capped.Skipped, uint64(capped.Viewers)*uint64(rep.Send.Accepted)
-	if got > want || want-got > uint64(capped.Viewers)*10 {
-		t.Errorf("capped viewers received %d and were told of %d skipped: %d, want %d less at most 10 a viewer",
+	if got > want || want-got > uint64(capped.Viewers)*20 {
+		t.Errorf("capped viewers received %d and were told of %d skipped: %d, want %d less at most 20 a viewer",
 			capped.Normal, capped.Skipped, got, want)
 	}
 	h := rep.High
