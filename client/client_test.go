@@ -560,6 +560,15 @@ func TestViewerResumeGap(t *testing.T) {
 	epoch, pos, _ := v.Position(room)
 	s.Comets[0].Kill()
 	away := send(20)
+	// The comet comes back once job has positioned all 20 (an accepted
+	// send is not yet a position), so the head the resume meets is pos+20.
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		h, err := api.History(context.Background(), "", room, -1, 1)
+		if err != nil || h.Pos != pos+20 {
+			return fmt.Errorf("the room's head %d (%v), want %d", h.Pos, err, pos+20)
+		}
+		return nil
+	})
 	s.Comets[0].Restart(t)
 	g := waitKind(t, r, client.Gap, 1)[0].Gap
 	if g.Reason != "resume" || g.Epoch != epoch || g.Pos != pos || g.ServerEpoch != epoch || g.ServerPos != pos+20 {
