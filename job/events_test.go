@@ -52,10 +52,7 @@ func (v *viewer) arrived() []string {
 // message's position as a tombstone; the same event again (a redelivery)
 // is skipped as a duplicate.
 func TestDelEventInOrder(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testkit.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	cfg := jobConfig()
 	cfg.Window = 300 * time.Millisecond
 	j := e.startJob(cfg, nil)

@@ -51,10 +51,7 @@ func (v *viewer) shown() []string {
 // not held and goes first; a held message deleted within its hold never
 // reaches a viewer nor the history.
 func TestDelayHoldsMessages(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testkit.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	j := e.startJob(jobConfig(), nil)
 	const hold = 2 * time.Second
 	e.admin("/logic/admin/room", `{"roomId":"`+room+`","delaySeconds":2}`, http.StatusOK, nil)
@@ -115,10 +112,7 @@ func TestDelayHoldsMessages(t *testing.T) {
 // never reach a viewer, though their hold has passed when the next member
 // reads them.
 func TestHeldMessagesSurviveACrash(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testkit.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	cfg := jobConfig()
 	a := e.startJob(cfg, nil)
 	e.admin("/logic/admin/room", `{"roomId":"`+room+`","delaySeconds":3}`, http.StatusOK, nil)

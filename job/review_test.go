@@ -69,10 +69,7 @@ func (e *env) decide(op, room string, ids ...string) int {
 // happens; a rejected one never appears. A room without review refuses
 // the word.
 func TestReviewQueue(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testkit.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	e.startJob(jobConfig(), nil)
 	if st, _ := e.sendOne(testkit.Uniq("room"), 5, "a "+blockedWord); st != http.StatusBadRequest {
 		t.Fatalf("a blocked word without review: %d", st)
@@ -133,10 +130,7 @@ func waitShown(t *testing.T, viewers []*viewer, want []string) {
 // order they were approved; the queue is in Redis, so it is the same for
 // every logic.
 func TestApprovedSurviveACrash(t *testing.T) {
-	e := newEnv(t, 2)
-	room := testkit.Uniq("room")
-	viewers := []*viewer{e.viewer(e.comets[0], room), e.viewer(e.comets[1], room)}
-	e.waitOnline(room, 2)
+	e, room, viewers := newRoomOnTwoComets(t)
 	cfg := jobConfig()
 	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
 	var ids []string
