@@ -85,12 +85,14 @@ func shows(text string) string {
 }
 
 // sendFromPage types text into the page's composer and submits it, as a
-// viewer would.
+// viewer would. Both happen in one evaluation: the page clears the
+// composer when its previous send is answered, which between two steps
+// could empty the text before the submit reads it.
 func sendFromPage(t *testing.T, tab context.Context, text string) {
 	t.Helper()
 	err := chromedp.Do(tab,
-		chromedp.SetValue(chromedp.CSS("#text"), text),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector("#composer").requestSubmit()`),
+		chromedp.Evaluate[chromedp.Void](`(() => { document.querySelector("#text").value = `+strconv.Quote(text)+`;
+			document.querySelector("#composer").requestSubmit(); })()`),
 	)
 	if err != nil {
 		t.Fatalf("send %q: %v", text, err)
