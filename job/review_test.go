@@ -2,13 +2,17 @@ package job_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
@@ -166,4 +170,97 @@ func TestApprovedSurviveACrash(t *testing.T) {
 	for _, v := range viewers {
 		e.checkTimeline(v, 0, ids, v.messages()[0].Epoch, 1)
 	}
+}
+
+// records counts the records of the topic that carry a message of id.
+func (e *env) records(id string) int {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := 0
+	for p := range e.kafka.Partitions {
+		conn, err := kafka.DialLeader(ctx, "tcp", e.kafka.Brokers[0], e.kafka.Topic, p)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		first, last, err := conn.ReadOffsets()
+		if err == nil {
+			_, err = conn.Seek(first, kafka.SeekAbsolute)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for off := first; err == nil && off < last; off++ {
+			var m kafka.Message
+			if m, err = conn.ReadMessage(1 << 20); err == nil && bytes.Contains(m.Value, []byte(`"id":"`+id+`"`)) {
+				n++
+			}
+		}
+		conn.Close()
+		if err != nil {
+			e.t.Fatalf("read partition %d: %v", p, err)
+		}
+	}
+	return n
+}
+
+// Two approvals of the same queued comment at the same instant write it
+// to Kafka once: one answers approved 1, the other 0; every viewer shows
+// it once.
+func TestConcurrentApprovalsWriteOnce(t *testing.T) {
+	e, room, viewers := newRoomOnTwoComets(t)
+	e.startJob(jobConfig(), nil)
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
+	var ids []string
+	for i := range 10 {
+		_, r := e.sendOne(room, int64(20+i), fmt.Sprintf("%s %d", blockedWord, i))
+		if len(r.Held) != 1 {
+			t.Fatalf("send %d not held: %+v", i, r)
+		}
+		ids = append(ids, r.Held[0])
+	}
+	for _, id := range ids {
+		var counts [2]int
+		var wg sync.WaitGroup
+		for k := range counts {
+			wg.Go(func() { counts[k] = e.decide("approve", room, id) })
+		}
+		wg.Wait()
+		if counts[0]+counts[1] != 1 {
+			t.Fatalf("%s approved %v times", id, counts)
+		}
+	}
+	waitShown(t, viewers, ids)
+	for _, id := range ids {
+		if n := e.records(id); n != 1 {
+			t.Errorf("%s: %d records on the topic, want 1", id, n)
+		}
+	}
+}
+
+// A send retried without a msgId (same sender, same content) while its
+// comment waits for review is answered with that comment's id and queued
+// once; approved, it is shown once. The same content from another sender
+// is a comment of its own.
+func TestReviewRetryWithoutMsgID(t *testing.T) {
+	e, room, viewers := newRoomOnTwoComets(t)
+	e.startJob(jobConfig(), nil)
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
+	content := "a " + blockedWord + " retried"
+	_, first := e.sendOne(room, 8, content)
+	_, retry := e.sendOne(room, 8, content)
+	_, other := e.sendOne(room, 9, content)
+	if len(first.Held) != 1 || !slices.Equal(retry.Held, first.Held) || !slices.Equal(retry.MsgIDs, first.MsgIDs) {
+		t.Fatalf("first %+v, retry %+v", first, retry)
+	}
+	if len(other.Held) != 1 || other.Held[0] == first.Held[0] {
+		t.Fatalf("another sender's comment %+v", other)
+	}
+	if items := e.review(room); len(items) != 2 || items[0].ID != first.Held[0] || items[1].ID != other.Held[0] {
+		t.Fatalf("queue %+v", items)
+	}
+	if n := e.decide("approve", room, first.Held[0]); n != 1 {
+		t.Fatalf("approved %d", n)
+	}
+	waitShown(t, viewers, first.Held)
+	time.Sleep(300 * time.Millisecond)
+	waitShown(t, viewers, first.Held)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
@@ -26,9 +27,11 @@ import (
 //	POST /logic/admin/review/approve {"roomId","ids"}  {"action":"approve","roomId","approved":N}
 //	POST /logic/admin/review/reject  {"roomId","ids"}  {"action":"reject","roomId","rejected":N}
 //
-// N counts the ids that were in the queue: an id approved twice is
-// written once by the approval that found it, and twice at most by two
-// approvals at the same instant, which job's dedup delivers once.
+// N counts the ids that were in the queue: an approval claims its ids
+// first (route.ClaimReview), so of two approvals of one id at the same
+// time one writes it, once, and the other answers 0 for it. A send
+// retried without its msgId (same sender, same content) while its comment
+// waits in the queue is answered with that comment's id and queued once.
 
 // maxReviewRead is the most items one GET /logic/admin/review answers.
 const maxReviewRead = 500
@@ -104,18 +107,24 @@ func checkReviewIDs(req *AdminRequest) error {
 	return nil
 }
 
-// adminApprove writes the queued comments of ids to Kafka as ordinary
-// comments, then takes them out of the queue. A Kafka write that fails
-// leaves them queued (503).
+// reviewClaim is how long an approval holds the items it writes: longer
+// than the write may take (logic.produce_timeout), so only an approver
+// that died loses its claim; its items are back in the queue then.
+const reviewClaim = time.Minute
+
+// adminApprove claims the queued comments of ids (a concurrent approval
+// of the same ids finds them claimed and approves none of them), writes
+// them to Kafka as ordinary comments, then takes them out of the queue. A
+// Kafka write that fails puts them back (503).
 func (s *Server) adminApprove(r *http.Request, req *AdminRequest) (AdminResponse, error) {
 	if err := checkReviewIDs(req); err != nil {
 		return AdminResponse{}, err
 	}
 	ctx, cancel := s.redisCtx(r)
-	items, err := s.store.ReviewItems(ctx, req.RoomID, req.IDs, s.cfg.ReviewTTL)
+	items, err := s.store.ClaimReview(ctx, req.RoomID, req.IDs, s.cfg.ReviewTTL, max(reviewClaim, 2*s.cfg.ProduceTimeout))
 	cancel()
 	if err != nil {
-		return AdminResponse{}, s.redisError("review items", err)
+		return AdminResponse{}, s.redisError("claim review", err)
 	}
 	var ids []string
 	values := make([][]byte, 0, len(items))
@@ -126,12 +135,19 @@ func (s *Server) adminApprove(r *http.Request, req *AdminRequest) (AdminResponse
 		}
 		values, ids = append(values, v), append(ids, it.ID)
 	}
-	n := 0
-	if len(values) > 0 {
+	n := len(ids)
+	if n > 0 {
 		if err := s.write(r.Context(), []byte(req.RoomID), time.Now(), values...); err != nil {
+			ctx, cancel := s.redisCtx(r)
+			if rerr := s.store.ReleaseReview(ctx, req.RoomID, ids, s.cfg.ReviewTTL); rerr != nil {
+				s.log.Warn("release review claims; they end by themselves", zap.String("room", req.RoomID), zap.Error(rerr))
+			}
+			cancel()
 			return AdminResponse{}, danmaku.Unavailable("kafka unavailable, nothing approved; retry", err)
 		}
-		if n, err = s.removeReview(r, req.RoomID, ids); err != nil {
+		if _, err := s.removeReview(r, req.RoomID, ids); err != nil {
+			// Written: the claim ends and brings them back, and a second
+			// approval writes them again, which job delivers once.
 			return AdminResponse{}, err
 		}
 	}

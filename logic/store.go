@@ -30,9 +30,10 @@ type Store interface {
 	// MarkDeleted keeps deleted ids from ever getting a position.
 	MarkDeleted(ctx context.Context, room string, ids []string, ttl time.Duration) error
 	// The review queues of rooms with review on.
-	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) (bool, error)
+	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error)
 	ReviewQueue(ctx context.Context, room string, ttl time.Duration, limit int) ([]danmaku.ReviewItem, error)
-	ReviewItems(ctx context.Context, room string, ids []string, ttl time.Duration) ([]danmaku.ReviewItem, error)
+	ClaimReview(ctx context.Context, room string, ids []string, ttl, lease time.Duration) ([]danmaku.ReviewItem, error)
+	ReleaseReview(ctx context.Context, room string, ids []string, ttl time.Duration) error
 	RemoveReview(ctx context.Context, room string, ids []string, ttl time.Duration) (int, error)
 	// Sanctions lists the active mutes and bans of a room ("": all).
 	Sanctions(ctx context.Context, room string) ([]route.Sanction, error)

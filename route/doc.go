@@ -42,6 +42,8 @@
 //	room:sanctions:{room}           zset kind:user -> end (Unix ms)       logic       the room's active mutes and bans, for the lists
 //	room:review:{room}              hash id -> item JSON; TTL review_ttl  logic       comments held for review (danmaku.ReviewItem)
 //	room:reviewq:{room}             zset id -> accept time (ms); the same logic       their order; items older than logic.review_ttl are removed
+//	room:reviewc:{room}             zset id -> claim end (ms); the same   logic       items an approval is writing (out of the queue until written or the claim ends)
+//	room:reviewk:{room}             hash <uid>:<digest> -> id, #id -> key logic       held items by sender and content, so a retry without msgId is queued once
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock
 //	ratelimit:ip:{addr}             the same                              logic       per-address budget (IPv6: its /64)
 //	ratelimit:high:{room}           the same                              logic       the room's high-priority budget (logic.high_rate_limit)

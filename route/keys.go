@@ -85,6 +85,11 @@ const auditKey = "admin:audit"
 func reviewKey(room string) string      { return "room:review:{" + room + "}" }
 func reviewOrderKey(room string) string { return "room:reviewq:{" + room + "}" }
 
+// reviewClaimKey holds the items approvals are writing, reviewRetryKey
+// the items by sender and content (review.go).
+func reviewClaimKey(room string) string { return "room:reviewc:{" + room + "}" }
+func reviewRetryKey(room string) string { return "room:reviewk:{" + room + "}" }
+
 // roomSanctionsKey lists the active mutes and bans of a room, sanctionsKey
 // those of the whole service (lists.go).
 func roomSanctionsKey(room string) string { return "room:sanctions:{" + room + "}" }

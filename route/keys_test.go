@@ -34,6 +34,8 @@ func TestKeySchema(t *testing.T) {
 		"sanctionsKey":        {sanctionsKey},
 		"reviewKey":           {reviewKey("room")},
 		"reviewOrderKey":      {reviewOrderKey("room")},
+		"reviewClaimKey":      {reviewClaimKey("room")},
+		"reviewRetryKey":      {reviewRetryKey("room")},
 		"roomSanctionsKey":    {roomSanctionsKey("room")},
 		"processedKey":        {processedKey("room", "<msgId>")},
 		"noticeProcessedKey":  {noticeProcessedKey("user", "<id>"), noticeProcessedKey("", "<id>")},

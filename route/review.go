@@ -2,6 +2,8 @@ package route
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -14,34 +16,59 @@ var reviewScript = script("review")
 // The review queue of a room (RoomState.Review): comments that matched a
 // blocked word wait there for a moderator, oldest first, in
 // room:review:{room} (id -> the item's JSON) and room:reviewq:{room} (id
-// -> its accept time), both under the room's hash tag and changed together
+// -> its accept time), all under the room's hash tag and changed together
 // by one script (review.lua). An item older than the queue's TTL is
 // removed by the next call; an idle queue expires with its TTL. The queue
 // survives restarts of every role (it is only in Redis).
+//
+// An approval claims its items (ClaimReview) before it writes them: they
+// leave the queue for room:reviewc:{room} until the claim ends, so a
+// second approval of the same items at the same time finds none. The
+// approver then removes them (written) or releases them (the write
+// failed); an approver that died with a claim leaves its items to come
+// back to the queue when the claim ends. A comment's retry key (its
+// sender and content, room:reviewk:{room}) names the item it became, so
+// a client's retry of a send without msgId does not queue it twice.
 
 // AddReview puts items (ids unique in the room) in room's queue, which
-// holds at most max: it reports false, adding none, when they do not fit.
-// An id already queued keeps its place.
-func (s *Store) AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) (bool, error) {
+// holds at most max, and returns the id each has there: its own, or the
+// id of the item of the same sender and content (a retry) still held.
+// It reports false, adding none, when the new ones do not fit.
+func (s *Store) AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error) {
 	if err := danmaku.CheckID("room", room); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	args := []any{"add", time.Now().UnixMilli(), ttl.Milliseconds(), max}
 	for _, it := range items {
 		if err := danmaku.CheckID("id", it.ID); err != nil {
-			return false, err
+			return nil, false, err
 		}
 		js, err := json.Marshal(it)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
-		args = append(args, it.ID, it.TS, js)
+		args = append(args, it.ID, it.TS, js, retryKey(it))
 	}
-	n, err := reviewScript.Run(ctx, s.rdb, reviewKeys(room), args...).Int64()
+	res, err := reviewScript.Run(ctx, s.rdb, reviewKeys(room), args...).Result()
 	if err != nil {
-		return false, wrap("add review", err)
+		return nil, false, wrap("add review", err)
 	}
-	return n >= 0, nil
+	list, ok := res.([]any)
+	if !ok {
+		return nil, false, nil // -1: full
+	}
+	ids := make([]string, len(list))
+	for i, v := range list {
+		ids[i], _ = v.(string)
+	}
+	return ids, true, nil
+}
+
+// retryKey names a comment by its sender and content: a send retried
+// without its msgId has the same.
+func retryKey(it danmaku.ReviewItem) string {
+	sum := sha256.Sum256([]byte(it.Content))
+	return strconv.FormatInt(it.UID, 10) + ":" + hex.EncodeToString(sum[:16])
 }
 
 // ReviewQueue returns the oldest limit items of room's queue, oldest
@@ -53,20 +80,40 @@ func (s *Store) ReviewQueue(ctx context.Context, room string, ttl time.Duration,
 	return s.reviewItems(ctx, room, "list", ttl, limit)
 }
 
-// ReviewItems returns the items of ids that room's queue holds, in the
-// order of ids.
-func (s *Store) ReviewItems(ctx context.Context, room string, ids []string, ttl time.Duration) ([]danmaku.ReviewItem, error) {
+// ClaimReview takes the items of ids that room's queue holds out of it
+// for lease and returns them, in the order of ids: no other claim gets
+// them meanwhile. The caller removes them once written, or releases them.
+func (s *Store) ClaimReview(ctx context.Context, room string, ids []string, ttl, lease time.Duration) ([]danmaku.ReviewItem, error) {
+	args, err := reviewArgs(room, ids, lease.Milliseconds())
+	if err != nil {
+		return nil, err
+	}
+	return s.reviewItems(ctx, room, "claim", ttl, args...)
+}
+
+// ReleaseReview puts the claimed items of ids back in room's queue.
+func (s *Store) ReleaseReview(ctx context.Context, room string, ids []string, ttl time.Duration) error {
+	args, err := reviewArgs(room, ids)
+	if err != nil {
+		return err
+	}
+	return wrap("release review", reviewScript.Run(ctx, s.rdb, reviewKeys(room),
+		append([]any{"release", time.Now().UnixMilli(), ttl.Milliseconds()}, args...)...).Err())
+}
+
+// reviewArgs checks room and ids and returns the script's arguments: head,
+// then the ids.
+func reviewArgs(room string, ids []string, head ...any) ([]any, error) {
 	if err := danmaku.CheckID("room", room); err != nil {
 		return nil, err
 	}
-	args := make([]any, len(ids))
 	for i, id := range ids {
 		if err := danmaku.CheckID("ids["+strconv.Itoa(i)+"]", id); err != nil {
 			return nil, err
 		}
-		args[i] = id
+		head = append(head, id)
 	}
-	return s.reviewItems(ctx, room, "get", ttl, args...)
+	return head, nil
 }
 
 func (s *Store) reviewItems(ctx context.Context, room, op string, ttl time.Duration, args ...any) ([]danmaku.ReviewItem, error) {
@@ -85,21 +132,18 @@ func (s *Store) reviewItems(ctx context.Context, room, op string, ttl time.Durat
 	return out, nil
 }
 
-// RemoveReview takes ids out of room's queue and returns how many were
-// there: of two callers removing one id at once, one gets it.
+// RemoveReview takes ids out of room's queue (queued or claimed) and
+// returns how many were there: of two callers removing one id at once,
+// one gets it.
 func (s *Store) RemoveReview(ctx context.Context, room string, ids []string, ttl time.Duration) (int, error) {
-	if err := danmaku.CheckID("room", room); err != nil {
+	args, err := reviewArgs(room, ids)
+	if err != nil {
 		return 0, err
 	}
-	args := []any{"remove", time.Now().UnixMilli(), ttl.Milliseconds()}
-	for i, id := range ids {
-		if err := danmaku.CheckID("ids["+strconv.Itoa(i)+"]", id); err != nil {
-			return 0, err
-		}
-		args = append(args, id)
-	}
-	n, err := reviewScript.Run(ctx, s.rdb, reviewKeys(room), args...).Int64()
+	n, err := reviewScript.Run(ctx, s.rdb, reviewKeys(room), append([]any{"remove", time.Now().UnixMilli(), ttl.Milliseconds()}, args...)...).Int64()
 	return int(n), wrap("remove review", err)
 }
 
-func reviewKeys(room string) []string { return []string{reviewKey(room), reviewOrderKey(room)} }
+func reviewKeys(room string) []string {
+	return []string{reviewKey(room), reviewOrderKey(room), reviewClaimKey(room), reviewRetryKey(room)}
+}

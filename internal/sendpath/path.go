@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -253,7 +254,7 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 		}
 		values = append(values, value)
 	}
-	if err := p.queueReview(ctx, req, review); err != nil {
+	if err := p.queueReview(ctx, req, review, ids); err != nil {
 		return err
 	}
 	if len(values) == 0 {
@@ -274,17 +275,24 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 }
 
 // queueReview puts the comments of req held for review in its room's
-// queue. A full queue refuses them as a room without review would (400
-// content_blocked naming the first), and nothing of req is produced.
-func (p *Path) queueReview(ctx context.Context, req *danmaku.SendRequest, items []danmaku.ReviewItem) error {
+// queue; a retry of one still queued (sent again without its msgId) takes
+// the id it has there in ids. A full queue refuses them as a room without
+// review would (400 content_blocked naming the first), and nothing of req
+// is produced.
+func (p *Path) queueReview(ctx context.Context, req *danmaku.SendRequest, items []danmaku.ReviewItem, ids []string) error {
 	if len(items) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
 	defer cancel()
-	ok, err := p.store.AddReview(ctx, req.RoomID, items, p.cfg.ReviewTTL, p.cfg.ReviewMax)
+	queued, ok, err := p.store.AddReview(ctx, req.RoomID, items, p.cfg.ReviewTTL, p.cfg.ReviewMax)
 	if err != nil {
 		return p.redisError("add review", err)
+	}
+	for j, id := range queued {
+		if i := slices.Index(ids, items[j].ID); i >= 0 && id != "" {
+			ids[i] = id
+		}
 	}
 	if !ok {
 		p.m.Refused("blocked")

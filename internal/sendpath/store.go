@@ -20,8 +20,9 @@ type Store interface {
 	GiveBackHigh(ctx context.Context, room string, n int, b route.Bucket) error
 	ReadRoom(ctx context.Context, room string) (route.Room, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
-	// AddReview puts comments in a room's review queue.
-	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) (bool, error)
+	// AddReview puts comments in a room's review queue and returns the id
+	// each has there.
+	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error)
 }
 
 var _ Store = (*route.Store)(nil)
