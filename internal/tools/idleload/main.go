@@ -12,6 +12,12 @@
 // With -heartbeat the viewers also send {"op":"ping"} every heartbeatMs of
 // their welcome, as danmaku.js does.
 //
+// With -centrifugo BIN the same viewers (bare gorilla clients, one
+// subscription each, answering the server's pings) are measured against a
+// Centrifugo binary instead, run with its defaults on loopback (see
+// centrifugo.go), so the two servers are compared with one client and one
+// window.
+//
 // The modes "serve" and "clients" are the two children; "clients" also
 // serves the fan-out benchmark as a peer process holding the viewer sockets.
 package main
@@ -54,6 +60,8 @@ func main() {
 	settle := flag.Duration("settle", 5*time.Second, "idle time before measuring (measure)")
 	pingPeriod := flag.Duration("ping-period", 0, "the comet's ping_period (serve, measure; 0: the default)")
 	cpuWindow := flag.Duration("cpu-window", 30*time.Second, "how long the comet's CPU is measured while the viewers idle, after settle (measure; 0: not measured)")
+	flag.StringVar(&centrifugoBin, "centrifugo", "", "measure this Centrifugo binary instead of a comet (measure)")
+	flag.StringVar(&proto, "proto", "comet", "the viewers' protocol, comet or centrifugo (clients)")
 	flag.BoolVar(&heartbeat, "heartbeat", false, `viewers also send {"op":"ping"} every heartbeatMs of their welcome, as danmaku.js does (clients, measure)`)
 	flag.Parse()
 	var err error
@@ -62,9 +70,12 @@ func main() {
 		err = serve(*redisAddr, *pingPeriod)
 	case "clients":
 		n, _ := strconv.Atoi(*counts)
-		err = clients(*addr, *room, *rooms, n, compress)
+		err = clients(*addr, *room, *rooms, n, compress, proto)
 	case "measure":
 		servePing = *pingPeriod
+		if centrifugoBin != "" {
+			proto = "centrifugo"
+		}
 		err = measure(*redisAddr, *counts, *rooms, *settle, *cpuWindow)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
@@ -112,14 +123,14 @@ func serve(redisAddr string, pingPeriod time.Duration) error {
 		case "heap":
 			// A heap profile of what the idle viewers hold, for go tool pprof.
 			runtime.GC()
-			f, err := os.Create(fmt.Sprintf("/tmp/idleload-heap-%d.pprof", os.Getpid()))
+			f, err := os.Create(fmt.Sprintf("/tmp/idle-heap-%d.pprof", os.Getpid()))
 			if err == nil {
 				pprof.WriteHeapProfile(f)
 				f.Close()
 			}
 			fmt.Println("OK")
 		case "goroutines":
-			if f, err := os.Create(fmt.Sprintf("/tmp/idleload-goroutines-%d.txt", os.Getpid())); err == nil {
+			if f, err := os.Create(fmt.Sprintf("/tmp/idle-goroutines-%d.txt", os.Getpid())); err == nil {
 				pprof.Lookup("goroutine").WriteTo(f, 1)
 				f.Close()
 			}
@@ -127,7 +138,7 @@ func serve(redisAddr string, pingPeriod time.Duration) error {
 		case "cpuprofile":
 			// A CPU profile of the comet until "cpuprofile-stop", for go
 			// tool pprof.
-			f, err := os.Create(fmt.Sprintf("/tmp/idleload-cpu-%d.pprof", os.Getpid()))
+			f, err := os.Create(fmt.Sprintf("/tmp/idle-cpu-%d.pprof", os.Getpid()))
 			if err == nil {
 				pprof.StartCPUProfile(f)
 				defer f.Close()
@@ -154,7 +165,7 @@ func serve(redisAddr string, pingPeriod time.Duration) error {
 // The connections are bare gorilla clients with small buffers, not the
 // tests' recording viewer: what is measured is the comet's memory per idle
 // viewer, and the peer should hold as little as it can per socket.
-func clients(addr, room string, rooms, n int, compress bool) error {
+func clients(addr, room string, rooms, n int, compress bool, proto string) error {
 	var connected, failed atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
@@ -177,21 +188,13 @@ func clients(addr, room string, rooms, n int, compress bool) error {
 			if rooms > 1 {
 				r = fmt.Sprintf("%s-%d", room, i%rooms)
 			}
-			c, _, err := d.Dial("ws://"+addr+"/ws?room="+r, nil)
+			c, welcome, err := join(&d, addr, r, proto)
 			if err != nil {
 				if failed.Add(1) <= 3 {
-					fmt.Fprintln(os.Stderr, "dial:", err)
+					fmt.Fprintln(os.Stderr, "join:", err)
 				}
 				return
 			}
-			c.SetReadDeadline(time.Now().Add(30 * time.Second))
-			_, welcome, err := c.ReadMessage()
-			if err != nil {
-				failed.Add(1)
-				c.Close()
-				return
-			}
-			c.SetReadDeadline(time.Time{})
 			if heartbeat {
 				var w struct{ HeartbeatMs int64 }
 				json.Unmarshal(welcome, &w)
@@ -203,13 +206,37 @@ func clients(addr, room string, rooms, n int, compress bool) error {
 	}
 	wg.Wait()
 	for _, c := range conns {
-		if c != nil {
+		switch {
+		case c == nil:
+		case proto == "centrifugo":
+			go answerPings(c)
+		default:
 			go drain(c)
 		}
 	}
 	fmt.Printf("CONNECTED %d FAILED %d\n", connected.Load(), failed.Load())
 	io.Copy(io.Discard, os.Stdin)
 	return nil
+}
+
+// join opens a viewer of room and returns it with the comet's welcome
+// (Centrifugo's replies to connect and subscribe for proto centrifugo).
+func join(d *websocket.Dialer, addr, room, proto string) (*websocket.Conn, []byte, error) {
+	if proto == "centrifugo" {
+		return joinCentrifugo(d, addr, room)
+	}
+	c, _, err := d.Dial("ws://"+addr+"/ws?room="+room, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, welcome, err := c.ReadMessage()
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	c.SetReadDeadline(time.Time{})
+	return c, welcome, nil
 }
 
 // beat sends {"op":"ping"} every period, starting at a random point of the
@@ -245,18 +272,16 @@ func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
 	if window <= 0 {
 		return 0
 	}
-	profile := os.Getenv("IDLELOAD_CPUPROFILE") != ""
+	profile := os.Getenv("IDLELOAD_CPUPROFILE") != "" && !srv.external
 	if profile {
-		fmt.Fprintln(srv.in, "cpuprofile")
-		srv.expect("OK")
+		srv.ask("cpuprofile", "OK")
 	}
 	c0, t0 := cpuSeconds(pid), time.Now()
 	time.Sleep(window)
 	c1, t1 := cpuSeconds(pid), time.Now()
 	if profile {
-		fmt.Fprintln(srv.in, "cpuprofile-stop")
-		srv.expect("OK")
-		fmt.Printf("  CPU profile: /tmp/idleload-cpu-%d.pprof\n", pid)
+		srv.ask("cpuprofile-stop", "OK")
+		fmt.Printf("  CPU profile: /tmp/idle-cpu-%d.pprof\n", pid)
 	}
 	return 100 * (c1 - c0) / t1.Sub(t0).Seconds()
 }
@@ -267,10 +292,28 @@ var servePing time.Duration
 // heartbeat and compress are -heartbeat and -compress.
 var heartbeat, compress bool
 
+// centrifugoBin and proto are -centrifugo and -proto.
+var centrifugoBin, proto string
+
 type child struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Scanner
+	// external is set for a server that is not this program (Centrifugo):
+	// it takes no commands.
+	external bool
+	dir      string // removed by stop
+}
+
+// ask sends a command to a serving child and returns its answer, the line
+// starting with prefix ("" from an external server).
+func (c *child) ask(cmd, prefix string) string {
+	if c.external {
+		return ""
+	}
+	fmt.Fprintln(c.in, cmd)
+	line, _ := c.expect(prefix)
+	return line
 }
 
 func start(args ...string) (*child, error) {
@@ -301,6 +344,12 @@ func (c *child) expect(prefix string) (string, error) {
 }
 
 func (c *child) stop() {
+	if c.dir != "" {
+		defer os.RemoveAll(c.dir)
+	}
+	if c.external {
+		c.cmd.Process.Signal(os.Interrupt)
+	}
 	c.in.Close()
 	done := make(chan struct{})
 	go func() { c.cmd.Wait(); close(done) }()
@@ -357,40 +406,55 @@ func measure(redisAddr, counts string, rooms int, settle, cpuWindow time.Duratio
 	return nil
 }
 
-func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration) error {
+// startServer starts the server measured: a comet in a child process, or
+// Centrifugo with -centrifugo. It returns the child and the viewers' address.
+func startServer(redisAddr string) (*child, string, error) {
+	if centrifugoBin != "" {
+		return startCentrifugo(centrifugoBin)
+	}
 	srv, err := start("-mode", "serve", "-redis", redisAddr, "-ping-period", servePing.String())
+	if err != nil {
+		return nil, "", err
+	}
+	line, err := srv.expect("READY")
+	if err != nil {
+		srv.stop()
+		return nil, "", err
+	}
+	return srv, strings.Fields(line)[1], nil
+}
+
+func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration) error {
+	srv, addr, err := startServer(redisAddr)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	line, err := srv.expect("READY")
-	if err != nil {
-		return err
-	}
-	addr := strings.Fields(line)[1]
 	pid := srv.cmd.Process.Pid
 	time.Sleep(time.Second)
 	cold := rss(pid)
+	viewers := func(n int, room string) (*child, error) {
+		return start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", room, "-proto", proto,
+			"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-compress=%v", compress))
+	}
 	// Warm up: a round of viewers that connect and leave fills the Redis
 	// connection pool and the runtime's caches, fixed costs that do not grow
 	// with the number of viewers.
-	if warm, err := start("-mode", "clients", "-addr", addr, "-n", "500", "-room", fmt.Sprintf("warm%d", pid)); err == nil {
+	if warm, err := viewers(500, fmt.Sprintf("warm%d", pid)); err == nil {
 		warm.expect("CONNECTED")
 		warm.stop()
 	}
 	time.Sleep(2 * time.Second)
-	fmt.Fprintln(srv.in, "gc")
-	srv.expect("OK")
+	srv.ask("gc", "OK")
 	base := rss(pid)
 
 	t0 := time.Now()
-	cl, err := start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", fmt.Sprintf("idle%d", pid),
-		"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-compress=%v", compress))
+	cl, err := viewers(n, fmt.Sprintf("idle%d", pid))
 	if err != nil {
 		return err
 	}
 	defer cl.stop()
-	line, err = cl.expect("CONNECTED")
+	line, err := cl.expect("CONNECTED")
 	if err != nil {
 		return err
 	}
@@ -400,17 +464,17 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	time.Sleep(settle)
 	idle := rss(pid)
 	idleCPU := idleCPUPercent(srv, pid, cpuWindow)
-	fmt.Fprintln(srv.in, "stats")
-	stats, _ := srv.expect("STATS")
-	fmt.Fprintln(srv.in, "heap")
-	srv.expect("OK")
-	fmt.Fprintln(srv.in, "goroutines")
-	srv.expect("OK")
-	fmt.Fprintln(srv.in, "gc")
-	srv.expect("OK")
+	stats := srv.ask("stats", "STATS")
+	if os.Getenv("IDLELOAD_PROFILE") != "" {
+		srv.ask("heap", "OK")
+		srv.ask("goroutines", "OK")
+	}
+	srv.ask("gc", "OK")
 	afterGC := rss(pid)
-	fmt.Fprintln(srv.in, "stats")
-	statsGC, _ := srv.expect("STATS")
+	statsGC := srv.ask("stats", "STATS")
+	if srv.external {
+		afterGC = idle // no way to force a collection
+	}
 
 	fmt.Printf("viewers=%d (connected in %v, %d rooms)\n", got, took.Round(time.Millisecond), rooms)
 	fmt.Printf("  rss cold=%d KiB (%.0f bytes/viewer against it)\n", cold>>10, float64(idle-cold)/float64(got))
