@@ -136,6 +136,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, uid, ipKey stri
 	if c.fc != nil {
 		c.fc.OnPing = func(payload []byte) { c.sendItem(item{Pong: payload}) }
 		c.fc.OnPong = c.alive
+		c.fc.OnText = c.onText
 	}
 	c.alive()
 	c.id = s.connIDPfx + strconv.FormatUint(c.seq, 36)

@@ -71,6 +71,8 @@ type conn struct {
 	// it was answered with a pong frame, so within a ping period of it
 	// the viewer needs no ping of the comet.
 	heartbeat atomic.Int64
+	// pongsOwed counts the heartbeats not yet answered (heartbeat.go).
+	pongsOwed atomic.Int32
 
 	w writer
 }

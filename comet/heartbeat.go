@@ -12,10 +12,15 @@ import (
 )
 
 // A client's heartbeat ({"op":"ping"}, danmaku.js sends one every
-// heartbeatMs) is the frame an idle viewer sends most. The reader answers
-// it on its own shallow stack, without gorilla, JSON or the writer's
-// drain: wsframe.Conn.Text hands it the frame, and the pong goes out with
-// one non-blocking send when nothing else is being written.
+// heartbeatMs) is the frame an idle viewer sends most. The reader takes it
+// on its own shallow stack, without gorilla, JSON or the writer's drain:
+// wsframe.Conn hands it the frame from inside WaitReadable's receive
+// (OnText) or after it (Text). The pong is owed, not written at once: the
+// ping sweep's next tick (a fraction of a second later) writes the pongs
+// owed to every viewer together, one non-blocking send each. Heartbeats
+// arrive at scattered moments, each waking the comet alone; their pongs
+// written one by one each woke the client's process alone too, while a
+// burst of them reaches clients that are already awake.
 
 // heartbeatText is a client's heartbeat as it is sent.
 var heartbeatText = []byte(`{"op":"ping"}`)
@@ -45,20 +50,68 @@ func isHeartbeat(p []byte, compressed bool) bool {
 	return bytes.Equal(p, heartbeatText)
 }
 
+// onText is the viewer's wsframe.Conn.OnText: it takes a heartbeat.
+func (c *conn) onText(p []byte, compressed bool) bool {
+	if !c.heartbeatMatch()(p, compressed) {
+		return false
+	}
+	c.answerHeartbeat()
+	return true
+}
+
 // answerHeartbeat notes the heartbeat (a sign of life; the viewer needs no
-// ping this period) and answers it with a pong frame.
+// ping this period) and owes it a pong frame, which the ping sweep's next
+// tick writes (pongsOwed).
 func (c *conn) answerHeartbeat() {
 	now := time.Now().UnixNano()
 	c.seen.Store(now)
 	c.heartbeat.Store(now)
-	if c.isClosed() || c.w.WriteIdle(c.pongNow) {
-		return
+	if !c.isClosed() && c.pongsOwed.Add(1) == 1 {
+		c.s.owed.add(c)
 	}
-	c.send(pongFrame, pongFrameLen)
+}
+
+// payPongs writes the pong frames owed to c: each with one non-blocking
+// send while nothing else is being written, queued otherwise.
+func (c *conn) payPongs() {
+	for n := c.pongsOwed.Swap(0); n > 0 && !c.isClosed(); n-- {
+		if !c.w.WriteIdle(c.pongNow) {
+			c.send(pongFrame, pongFrameLen)
+		}
+	}
 }
 
 // pongNow writes pongWire; see writeNow.
 func (c *conn) pongNow() bool { return c.writeNow(pongWire, pongFrameLen) }
+
+// pongsOwed lists the viewers owed pong frames, each once however many it
+// is owed (conn.pongsOwed counts them), until the ping sweep pays them.
+type pongsOwed struct {
+	mu    sync.Mutex
+	conns []*conn
+	spare []*conn // the last paid list, reused
+}
+
+func (o *pongsOwed) add(c *conn) {
+	o.mu.Lock()
+	o.conns = append(o.conns, c)
+	o.mu.Unlock()
+}
+
+// pay writes every owed pong.
+func (o *pongsOwed) pay() {
+	o.mu.Lock()
+	conns := o.conns
+	o.conns, o.spare = o.spare[:0], nil
+	o.mu.Unlock()
+	for _, c := range conns {
+		c.payPongs()
+	}
+	clear(conns)
+	o.mu.Lock()
+	o.spare = conns[:0]
+	o.mu.Unlock()
+}
 
 // offersDeflate reports whether the handshake offers permessage-deflate,
 // as gorilla's Upgrade decides it (the first token of an extension).

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,8 +22,12 @@ import (
 
 // viewerProcessEnv makes the test binary a viewer process (TestMain): it
 // joins the room at the URL the variable holds, answers pings while it
-// reads, and prints "ready" once welcomed.
-const viewerProcessEnv = "COMET_TEST_VIEWER_URL"
+// reads, and prints "ready" once welcomed. With viewerHeartbeatEnv set to
+// a duration it also sends {"op":"ping"} that often, as danmaku.js does.
+const (
+	viewerProcessEnv   = "COMET_TEST_VIEWER_URL"
+	viewerHeartbeatEnv = "COMET_TEST_VIEWER_HEARTBEAT"
+)
 
 func viewerProcess(url string) int {
 	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
@@ -34,6 +39,26 @@ func viewerProcess(url string) int {
 		fmt.Fprintln(os.Stderr, "viewer:", err)
 		return 1
 	}
+	if every, _ := time.ParseDuration(os.Getenv(viewerHeartbeatEnv)); every > 0 {
+		// Pings are answered by the reader below, which writes under the
+		// same lock as WriteMessage.
+		var mu sync.Mutex
+		ws.SetPingHandler(func(data string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		})
+		go func() {
+			for range time.Tick(every) {
+				mu.Lock()
+				err := ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`))
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
 	fmt.Println("ready")
 	for {
 		if _, _, err := ws.ReadMessage(); err != nil {
@@ -42,20 +67,42 @@ func viewerProcess(url string) int {
 	}
 }
 
+// startViewerProcess starts a viewer process (viewerProcess) of room,
+// heartbeating every heartbeat unless zero, and waits until it is welcomed.
+func startViewerProcess(t *testing.T, s *Server, room string, heartbeat time.Duration) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), viewerProcessEnv+"="+wsURL(s, "room="+room), viewerHeartbeatEnv+"="+heartbeat.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("viewer process said %q", line)
+	}
+	return cmd
+}
+
 // A peer that stops answering is closed when its silence passes PongWait,
 // at the ping sweep, so between PongWait and PongWait + PingPeriod after its
 // last sign of life (docs/protocol.md, Heartbeat): a raw TCP client that
-// completed the handshake and then neither reads nor writes, and a viewer
+// completed the handshake and then neither reads nor writes, a viewer
 // process that answered pings until it was stopped (SIGSTOP: its kernel
-// still acknowledges every segment, so only the missing pongs tell). A
-// viewer answering pings stays.
+// still acknowledges every segment, so only the missing pongs tell), and
+// one that sent heartbeats of its own (so it was not pinged) until it was
+// stopped. A viewer answering pings stays.
 func TestDeadPeersClosedInTime(t *testing.T) {
 	const period, wait = 250 * time.Millisecond, time.Second
 	s, _ := mustStart(t, func(c *Config) {
 		c.PingPeriod = period
 		c.PongWait = wait
 	})
-	rawRoom, stopRoom, liveRoom := testkit.Uniq("raw-"), testkit.Uniq("stopped-"), testkit.Uniq("live-")
+	rawRoom, stopRoom, beatRoom, liveRoom := testkit.Uniq("raw-"), testkit.Uniq("stopped-"), testkit.Uniq("beating-"), testkit.Uniq("live-")
 	live := mustDial(t, s, "room="+liveRoom)
 	mustReadOp(t, live, opWelcome)
 	go func() {
@@ -66,33 +113,26 @@ func TestDeadPeersClosedInTime(t *testing.T) {
 		}
 	}()
 
-	// The stopped viewer answers pings for several periods first.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), viewerProcessEnv+"="+wsURL(s, "room="+stopRoom))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("viewer process said %q", line)
-	}
+	// The stopped viewers answer pings, or heartbeat, for several periods
+	// first.
+	cmd := startViewerProcess(t, s, stopRoom, 0)
+	beating := startViewerProcess(t, s, beatRoom, period/2)
 	time.Sleep(2 * wait)
-	if n := s.hub.local(stopRoom); n != 1 {
-		t.Fatalf("the viewer process answering pings was closed (%d viewers)", n)
+	if n, m := s.hub.local(stopRoom), s.hub.local(beatRoom); n != 1 || m != 1 {
+		t.Fatalf("a viewer process answering pings (%d) or heartbeating (%d) was closed", n, m)
+	}
+	if connOf(s, beatRoom).heartbeat.Load() == 0 {
+		t.Fatal("the heartbeating viewer's heartbeats were not taken")
 	}
 
 	rawSince := time.Now() // its last sign of life is the handshake, after this
 	raw := rawViewer(t, s, rawRoom)
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	for _, p := range []*exec.Cmd{cmd, beating} {
+		if err := p.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stopSince := time.Now()
-	defer cmd.Process.Signal(syscall.SIGCONT)
 
 	closedAfter := func(room string, since time.Time) time.Duration {
 		t.Helper()
@@ -108,11 +148,12 @@ func TestDeadPeersClosedInTime(t *testing.T) {
 	}
 	rawAfter := closedAfter(rawRoom, rawSince)
 	stopAfter := closedAfter(stopRoom, stopSince)
-	t.Logf("closed %v after the raw client's handshake, %v after SIGSTOP", rawAfter, stopAfter)
-	// The stopped viewer's last pong came about a period before the stop
-	// (later on a loaded machine).
-	if rawAfter < wait || stopAfter < wait/2 {
-		t.Fatalf("closed too early: %v after the handshake, %v after SIGSTOP (pong_wait %v)", rawAfter, stopAfter, wait)
+	beatAfter := closedAfter(beatRoom, stopSince)
+	t.Logf("closed %v after the raw client's handshake, %v and %v (heartbeating) after SIGSTOP", rawAfter, stopAfter, beatAfter)
+	// The stopped viewers' last pong or heartbeat came about a period
+	// before the stop (later on a loaded machine).
+	if rawAfter < wait || stopAfter < wait/2 || beatAfter < wait/2 {
+		t.Fatalf("closed too early: %v after the handshake, %v and %v after SIGSTOP (pong_wait %v)", rawAfter, stopAfter, beatAfter, wait)
 	}
 	// The comet closed the raw client's socket.
 	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -122,6 +163,14 @@ func TestDeadPeersClosedInTime(t *testing.T) {
 	if n := s.hub.local(liveRoom); n != 1 {
 		t.Fatalf("the live viewer was closed (%d viewers)", n)
 	}
+}
+
+// connOf returns the first viewer of room.
+func connOf(s *Server, room string) *conn {
+	r := s.hub.room(room)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns[0]
 }
 
 // rawViewer opens a viewer of room by a handshake written by hand and
@@ -210,8 +259,8 @@ func TestHeartbeatReplacesPings(t *testing.T) {
 	}
 }
 
-// Heartbeats are answered with pong frames, beside other frames, for a
-// viewer that sends them plain and for one whose frames are
+// Heartbeats are answered with pong frames, one each, beside other
+// frames, for a viewer that sends them plain and for one whose frames are
 // compressed (a browser on a connection with permessage-deflate): its
 // compressed heartbeat is learned the first time and answered by the
 // reader itself after that.
@@ -229,6 +278,13 @@ func TestHeartbeatAnswered(t *testing.T) {
 		mustReadOp(t, v, opWelcome)
 		for range 3 {
 			v.MustSend(t, map[string]string{"op": "ping"})
+			mustReadOp(t, v, opPong)
+		}
+		// Heartbeats faster than the pongs are paid: each gets its own.
+		for range 3 {
+			v.MustSend(t, map[string]string{"op": "ping"})
+		}
+		for range 3 {
 			mustReadOp(t, v, opPong)
 		}
 		other := testkit.Uniq("hb-")

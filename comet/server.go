@@ -18,8 +18,9 @@
 // a failover, a register that landed after its unregister gave up). Each
 // lease renewal is a route.Heartbeat: when the lease was lost, every held
 // route is written again with route.RegisterAll (2,000 per call, one
-// pipeline in flight); when only the count differs, and every
-// ReconcileInterval, route.Reconcile makes Redis agree with held. Repairs
+// pipeline in flight); when only the count differs or a registry call
+// failed since the last pass, and every ReconcileInterval whatever it saw,
+// route.Reconcile makes Redis agree with held. Repairs
 // run while no registry worker does, so they never interleave with the
 // comet's own Register and Unregister calls. Start first removes the routes
 // an earlier process with the same id left. /readyz fails while a
@@ -33,8 +34,8 @@
 // runs on short-lived goroutines), a 256-byte read buffer, no write buffer
 // (every frame is a PreparedMessage, other writes borrow from a pool), no
 // writer goroutine (one exists only while the viewer's queue holds frames),
-// and no timer (pings come from one sweep over the hub shards; dead peers
-// are found by the socket read deadline). The HTTP handler returns right
+// and no timer (pings come from one sweep over the hub shards, which also
+// closes a viewer silent for pong_wait). The HTTP handler returns right
 // after the upgrade, so the server's request state and larger stack go
 // away. Measure with the idle-load program (server and viewers in separate
 // processes):
@@ -89,6 +90,9 @@ type Server struct {
 	canary   *canaryWatch
 	gatherer prometheus.Gatherer // what /metrics serves
 	hub      *hub
+	// owed are the viewers owed pongs for their heartbeats; the ping
+	// sweep pays them at each tick (heartbeat.go).
+	owed     pongsOwed
 	joins    joinLines
 	limiter  *ipLimiter
 	sse      sseStreams // open SSE streams (sse.go)
@@ -377,7 +381,8 @@ func (s *Server) isClosing() bool {
 // silent for PongWait (so one is closed between PongWait and PongWait +
 // PingPeriod after it went quiet). It sweeps one hub shard per tick, so
 // pings are spread over the period and no per-connection timer or read
-// deadline exists; see conn.ping for how the ping is written.
+// deadline exists; see conn.ping for how the ping is written. Each tick
+// also writes the pongs owed for client heartbeats (pongsOwed).
 func (s *Server) pingLoop() {
 	defer s.bg.Done()
 	t := time.NewTicker(max(s.cfg.PingPeriod/numShards, time.Millisecond))
@@ -389,6 +394,7 @@ func (s *Server) pingLoop() {
 		case <-s.quit:
 			return
 		case <-t.C:
+			s.owed.pay()
 			now := time.Now()
 			buf = s.hub.forEachConn(next, buf, func(c *conn) {
 				if c.silent(now) {

@@ -46,6 +46,10 @@ type Conn struct {
 
 	OnPing func(payload []byte) // called for each consumed ping
 	OnPong func()               // called when WaitReadable consumed pongs
+	// OnText is offered a small text frame WaitReadable received whole,
+	// as Text offers one (match); the frame is consumed when it reports
+	// true. It runs inside WaitReadable's receive: it must not block.
+	OnText func(payload []byte, compressed bool) bool
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control
@@ -261,10 +265,11 @@ func (f *Conn) Read(p []byte) (int, error) {
 //
 // While Conn holds nothing, what arrives is read at once, with one
 // non-blocking receive into a small array on this stack: complete pongs
-// are consumed there, OnPong is called, and it waits on; anything else
+// are consumed there, OnPong is called, a small text frame OnText accepts
+// (a client's heartbeat) is consumed too, and it waits on; anything else
 // (a data frame, half a pong) goes into Conn's buffer and it returns. An
-// idle viewer's answer to a ping thus costs one wake-up and one receive,
-// and no other goroutine.
+// idle viewer's answer to a ping, or its heartbeat, thus costs one wake-up
+// and one receive, and no other goroutine.
 func (f *Conn) WaitReadable() error {
 	var closed error
 	err := f.raw.Read(func(fd uintptr) bool {
@@ -293,6 +298,9 @@ func (f *Conn) WaitReadable() error {
 			k := pongsLen(b[:n])
 			if k > 0 {
 				f.OnPong()
+			}
+			if k < n && f.OnText != nil && matchText(b[k:n], f.OnText) {
+				k = n
 			}
 			have = copy(b[:], b[k:n])
 			switch {
@@ -360,10 +368,17 @@ const maxText = 64
 // lets the reader answer a small frame it expects (a heartbeat) without
 // gorilla, on its shallow stack. Only the reader calls it.
 func (f *Conn) Text(match func(payload []byte, compressed bool) bool) bool {
-	if f.buf == nil || f.remain != 0 {
+	if f.buf == nil || f.remain != 0 || !matchText(f.buf[f.r:f.w], match) {
 		return false
 	}
-	b := f.buf[f.r:f.w]
+	f.r = f.w
+	f.release()
+	return true
+}
+
+// matchText reports whether b is exactly one complete masked, final text
+// frame of at most maxText bytes of payload that match accepts (see Text).
+func matchText(b []byte, match func(payload []byte, compressed bool) bool) bool {
 	h, ok := parseHeader(b)
 	if !ok || h.opcode != opcodeText || !h.masked || b[0]&0xb0 != 0x80 ||
 		h.frameLen != int64(len(b)) || h.payloadLen() > maxText {
@@ -375,12 +390,7 @@ func (f *Conn) Text(match func(payload []byte, compressed bool) bool) bool {
 	for i := range n {
 		p[i] ^= key[i&3]
 	}
-	if !match(p[:n], b[0]&0x40 != 0) {
-		return false
-	}
-	f.r = f.w
-	f.release()
-	return true
+	return match(p[:n], b[0]&0x40 != 0)
 }
 
 // TryWrite writes b with one non-blocking send and returns how many bytes

@@ -482,3 +482,43 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+// WaitReadable offers OnText a small text frame it received whole (behind
+// pongs too) and waits on when OnText takes it; a frame OnText refuses is
+// left for Pump and returned for.
+func TestWaitReadableTakesText(t *testing.T) {
+	fc, client := tcpPair(t)
+	ping := []byte(`{"op":"ping"}`)
+	taken := make(chan string, 10)
+	fc.OnPong = func() {}
+	fc.OnText = func(p []byte, compressed bool) bool {
+		if compressed || !bytes.Equal(p, ping) {
+			return false
+		}
+		taken <- string(p)
+		return true
+	}
+	returned := make(chan error, 1)
+	go func() { returned <- fc.WaitReadable() }()
+	for _, b := range [][]byte{maskedFrame(0x1, ping), append(maskedFrame(opcodePong, nil), maskedFrame(0x1, ping)...)} {
+		client.Write(b)
+		select {
+		case <-taken:
+		case err := <-returned:
+			t.Fatalf("WaitReadable returned (%v) for a heartbeat", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnText not offered the heartbeat")
+		}
+	}
+	join := maskedFrame(0x1, []byte(`{"op":"join"}`))
+	client.Write(join)
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if ready, err := fc.Pump(); err != nil || !ready {
+		t.Fatalf("Pump = %v, %v; want the join frame ready", ready, err)
+	}
+	if len(taken) != 0 || fc.w-fc.r != len(join) {
+		t.Fatalf("%d more taken, %d bytes buffered; want the join's %d", len(taken), fc.w-fc.r, len(join))
+	}
+}
