@@ -97,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 		catchUps:       counter("slow_consumer_catchups_total", "Viewers whose send queue overflowed and that were caught up from the ring instead of disconnected."),
 		staleMsgs:      counter("stale_messages_total", "Pushed messages dropped because their epoch had ended."),
 		repairs: counterVec("registry_repairs_total", "Registry repairs, by kind (reregister: Redis lost the comet's routes and all were written again; "+
-			"reconcile: anti-entropy or a count that disagreed at renewal, counted whether or not it changed anything; leftover: routes of an earlier process removed at start).", "kind"),
+			"reconcile: anti-entropy, a count that disagreed at renewal or a registry call that failed, counted whether or not it changed anything; leftover: routes of an earlier process removed at start).", "kind"),
 		repairedConns: counterVec("registry_repaired_total", "What registry repairs changed in Redis, by change (added: routes written that Redis lacked; "+
 			"removed: routes of connections the comet does not hold; rooms_corrected: per-room counts set right).", "change"),
 		events:      counterVec("events_total", "Moderation events pushed by job, by op (del, ban, state, shadow, pin, unpin).", "op"),

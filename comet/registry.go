@@ -41,6 +41,11 @@ type registry struct {
 	// gate is held shared by every worker call and alone by a repair.
 	gate sync.RWMutex
 
+	// unsure is set when a registration or unregistration failed (timed
+	// out, Redis did not answer): what it left in Redis is unknown, and the
+	// next lease renewal reconciles (Server.heartbeat).
+	unsure atomic.Bool
+
 	mu   sync.Mutex // guards held
 	held map[string]route.Conn
 	// heldN is len(held), for the metrics (shared with the Server).
@@ -147,7 +152,7 @@ const (
 // register records m in Redis and returns the room's online count
 // including m. It waits for the result. A failed registration leaves m out
 // of held: whatever part of it reached Redis is undone by the unregister
-// the failure leads to, or by the next reconcile.
+// the failure leads to, or by the reconcile at the next lease renewal.
 func (r *registry) register(m *member) (int64, error) {
 	done := make(chan registerResult, 1)
 	r.regs <- regRequest{rc: r.routeConn(m), done: done}
@@ -192,6 +197,7 @@ func (r *registry) registerBatch(batch []regRequest) {
 	cancel()
 	if err != nil {
 		r.metrics.registryError() // one failed call, whatever its size
+		r.unsure.Store(true)
 	}
 	for i, q := range batch {
 		if err != nil {
@@ -226,7 +232,7 @@ func (r *registry) online(room string) int64 {
 
 // unregisterAsync removes m's registration without waiting. The route
 // leaves held whether or not Redis answers: a route left behind is removed
-// by the next reconcile.
+// by the reconcile at the next lease renewal.
 func (r *registry) unregisterAsync(m *member) {
 	rc := r.routeConn(m)
 	r.jobs <- func() {
@@ -235,6 +241,7 @@ func (r *registry) unregisterAsync(m *member) {
 		defer cancel()
 		if err := r.rt.Unregister(ctx, rc); err != nil {
 			r.metrics.registryError()
+			r.unsure.Store(true)
 			r.log.Warn("unregister viewer", zap.String("conn", rc.ID), zap.String("room", rc.Room), zap.Error(err))
 		}
 	}

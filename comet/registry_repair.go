@@ -99,8 +99,9 @@ func (s *Server) renew() {
 // with what it holds. When the lease was lost (Redis restarted empty,
 // flushed, failed over to a replica behind, or the lease expired in a
 // stall) every held route is written again; when only the number of routes
-// disagrees, a reconcile settles it. A repair that failed is tried again
-// at the next renewal. The caller holds the registry alone.
+// disagrees, or a registry call failed since the last reconcile (what it
+// left in Redis is unknown), a reconcile settles it. A repair that failed
+// is tried again at the next renewal. The caller holds the registry alone.
 func (s *Server) heartbeat() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 	st, err := s.rt.Heartbeat(ctx, s.leaseInfo(), s.cfg.LeaseTTL)
@@ -119,6 +120,8 @@ func (s *Server) heartbeat() {
 		s.reregister(held, st.Lost)
 	case st.Registered != int64(len(held)):
 		s.reconcile("count")
+	case s.reg.unsure.Load():
+		s.reconcile("error")
 	}
 }
 
@@ -152,8 +155,11 @@ func (s *Server) reregister(held []route.Conn, lost bool) {
 }
 
 // reconcile makes Redis agree with the held routes (route.Reconcile) and
-// reports what it fixed. The caller holds the registry alone.
+// reports what it fixed. The caller holds the registry alone, so no
+// registry call runs meanwhile: one that failed before is settled by it,
+// one that fails after marks the registry unsure again.
 func (s *Server) reconcile(why string) {
+	s.reg.unsure.Store(false)
 	held := s.reg.heldConns()
 	// A clean comet costs about one round trip per 500 connections.
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout*time.Duration(2+len(held)/bulkSlice))
@@ -162,6 +168,7 @@ func (s *Server) reconcile(why string) {
 	rep, err := s.rt.Reconcile(ctx, s.id, held)
 	if err != nil {
 		s.metrics.registryError()
+		s.reg.unsure.Store(true)
 		s.log.Warn("reconcile routes", zap.String("trigger", why), zap.Error(err))
 		return
 	}

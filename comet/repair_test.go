@@ -170,6 +170,53 @@ func TestReconcileRemovesPhantomsAndRestoresLostRoutes(t *testing.T) {
 	})
 }
 
+// A registry call that failed (Redis did not answer an unregister) leaves
+// Redis in a state the comet cannot know, so the next lease renewal
+// reconciles, though reconcile_interval is far off and the route counts
+// agree. Until then a route damaged where the counts do not show it (a
+// held viewer missing from its room's set) stays as it is.
+func TestFailedCallReconciledAtRenewal(t *testing.T) {
+	srv, rdb := redisserver.Private(t)
+	s, _ := startOn(t, rdb, func(c *Config) {
+		c.LeaseTTL = 30 * time.Second // the lease outlives the pause
+		c.ReconcileInterval = time.Hour
+	})
+	room := testkit.Uniq("r-")
+	leaving := mustDial(t, s, "room="+room+"&uid=u0")
+	mustReadOp(t, leaving, opWelcome)
+	kept := mustReadOp(t, mustDial(t, s, "room="+room+"&uid=u1"), opWelcome).ConnID
+	ctx := context.Background()
+	members := "room:connections:{" + room + "}"
+	if err := rdb.SRem(ctx, members, kept).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reconciles := func() float64 { return value(t, s.metrics.repairs.WithLabelValues(regReconcile)) }
+	time.Sleep(5 * s.cfg.LeaseRenew)
+	if n := reconciles(); n != 0 {
+		t.Fatalf("%v reconciles with counts that agree and no failed call", n)
+	}
+
+	resume := srv.PauseUntilResumed(t)
+	leaving.Close()
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
+		if held := s.reg.heldConns(); len(held) != 1 || held[0].ID != kept {
+			return fmt.Errorf("held %v", held)
+		}
+		return nil
+	})
+	time.Sleep(2 * s.cfg.RedisTimeout) // the unregister times out
+	resume()
+	testkit.SucceedsSoon(t, 10*s.cfg.LeaseRenew+2*time.Second, func() error {
+		if ok, err := rdb.SIsMember(ctx, members, kept).Result(); err != nil || !ok {
+			return fmt.Errorf("held viewer in its room's set: %v (%v)", ok, err)
+		}
+		if n := reconciles(); n < 1 {
+			return fmt.Errorf("%v reconciles", n)
+		}
+		return nil
+	})
+}
+
 // A comet restarted with the id of one that was killed (no graceful
 // shutdown) removes the routes the dead process left before it serves.
 func TestLeftoverRoutesRemovedAtStart(t *testing.T) {
