@@ -22,21 +22,57 @@ var (
 )
 
 // post sends n messages to room in one request and returns their ids
-// when logic accepted them (202).
+// when logic accepted them (202). It tries once: a refusal is the
+// Sender's to record.
 func (s *Stack) post(room, prefix string, n int) ([]string, error) {
 	contents := make([]string, n)
 	for i := range contents {
 		contents[i] = fmt.Sprintf("%s %d", prefix, i)
 	}
-	return Post(s.LogicURL, room, 1000+senderUID.Add(1), "stack", contents)
+	ids, _, err := postOnce(s.LogicURL, room, 1000+senderUID.Add(1), "stack", contents, nil)
+	return ids, err
 }
+
+// retryFor bounds how long Post retries a send logic answered 503.
+const retryFor = 15 * time.Second
 
 // Post sends contents to room through logic at logicURL in one
 // /logic/send request as user uid, and returns the message ids when logic
-// accepted them all (202). It needs no test goroutine.
+// accepted them all (202). Like the clients docs/protocol.md describes, it
+// sends each message with a msgId and repeats the request with the same
+// msgIds while logic answers 503 (Redis or Kafka did not answer in time;
+// nothing was accepted, or what was is not accepted twice), for up to
+// retryFor; any other refusal is returned at once. It needs no test
+// goroutine.
 func Post(logicURL, room string, uid int64, name string, contents []string) ([]string, error) {
+	keys := make([]string, len(contents))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("t%x-%d-%d", keyPrefix, postKey.Add(1), i)
+	}
+	deadline := time.Now().Add(retryFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ids, status, err := postOnce(logicURL, room, uid, name, contents, keys)
+		if status != http.StatusServiceUnavailable || time.Now().Add(wait).After(deadline) {
+			return ids, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// postKey and keyPrefix make Post's msgIds unique within a process and,
+// against a Redis shared by several test processes, between them.
+var (
+	postKey   atomic.Int64
+	keyPrefix = time.Now().UnixNano() & 0xffffffffff
+)
+
+// postOnce sends one /logic/send request; msgIDs, when not nil, gives each
+// message its idempotency key. It returns logic's status (0 when no
+// answer came).
+func postOnce(logicURL, room string, uid int64, name string, contents, msgIDs []string) ([]string, int, error) {
 	type msg struct {
 		Content string `json:"content"`
+		MsgID   string `json:"msgId,omitempty"`
 	}
 	req := struct {
 		RoomID   string `json:"roomId"`
@@ -44,26 +80,30 @@ func Post(logicURL, room string, uid int64, name string, contents []string) ([]s
 		UserName string `json:"userName"`
 		Messages []msg  `json:"messages"`
 	}{RoomID: room, UserID: uid, UserName: name}
-	for _, c := range contents {
-		req.Messages = append(req.Messages, msg{c})
+	for i, c := range contents {
+		m := msg{Content: c}
+		if msgIDs != nil {
+			m.MsgID = msgIDs[i]
+		}
+		req.Messages = append(req.Messages, m)
 	}
 	body, _ := json.Marshal(req)
 	resp, err := httpClient.Post(logicURL+"/logic/send", "application/json", bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
-		return nil, fmt.Errorf("send: %d %s", resp.StatusCode, b)
+		return nil, resp.StatusCode, fmt.Errorf("send: %d %s", resp.StatusCode, b)
 	}
 	var r struct {
 		MsgIDs []string `json:"msgIds"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || len(r.MsgIDs) != len(contents) {
-		return nil, fmt.Errorf("send answer %s: want %d ids (%v)", b, len(contents), err)
+		return nil, resp.StatusCode, fmt.Errorf("send answer %s: want %d ids (%v)", b, len(contents), err)
 	}
-	return r.MsgIDs, nil
+	return r.MsgIDs, resp.StatusCode, nil
 }
 
 // Sent is one message logic accepted.
