@@ -30,8 +30,9 @@
  *   client.close();
  *
  * What it takes care of (docs/client.md says more):
- *  - heartbeat: {"op":"ping"} every heartbeatMs of the welcome; a server
- *    silent for two periods plus 5 s means reconnect;
+ *  - heartbeat: {"op":"ping"} heartbeatMs (of the welcome) after the last
+ *    one or its pong; a server silent for two periods plus 5 s means
+ *    reconnect;
  *  - reconnect with exponential backoff and full jitter;
  *  - transports: a WebSocket to /ws, or, when it cannot be opened (a
  *    proxy that breaks WebSockets), server-sent events from /sse with the
@@ -461,6 +462,8 @@
         else this._rooms().forEach(function (r) { this._emit("onDensity", f.max, r); }, this);
         break;
       case "pong":
+        if (this.pingTimer) this._beatIn(Math.max(1000, this.heartbeatMs));
+        break;
       case "unsubscribed":
         break;
       case "ack":
@@ -703,24 +706,36 @@
     }, Math.max(0, this.queue[0].due - now));
   };
 
+  // The next heartbeat goes heartbeatMs after the last one, or after the
+  // pong that answered it: the comet writes the pongs of all its viewers
+  // together a few times a second, so heartbeats timed from them reach it
+  // together too, and one wake-up serves many.
   DanmakuClient.prototype._startHeartbeat = function () {
     this._stopHeartbeat();
+    this._beatIn(Math.max(1000, this.heartbeatMs));
+  };
+
+  DanmakuClient.prototype._beatIn = function (ms) {
+    clearTimeout(this.pingTimer);
     var self = this;
+    this.pingTimer = setTimeout(function () { self._beat(); }, ms);
+  };
+
+  DanmakuClient.prototype._beat = function () {
     var every = Math.max(1000, this.heartbeatMs);
-    this.pingTimer = setInterval(function () {
-      var ws = self.ws;
-      if (!ws || ws.readyState !== OPEN) return;
-      // Two missed heartbeats: the path is dead even if TCP has not noticed.
-      if (Date.now() - self.lastHeard > 2 * every + 5000) {
-        ws.close(4000, "heartbeat timeout");
-        return;
-      }
-      ws.send('{"op":"ping"}');
-    }, every);
+    var ws = this.ws;
+    this._beatIn(every);
+    if (!ws || ws.readyState !== OPEN) return;
+    // Two missed heartbeats: the path is dead even if TCP has not noticed.
+    if (Date.now() - this.lastHeard > 2 * every + 5000) {
+      ws.close(4000, "heartbeat timeout");
+      return;
+    }
+    ws.send('{"op":"ping"}');
   };
 
   DanmakuClient.prototype._stopHeartbeat = function () {
-    clearInterval(this.pingTimer);
+    clearTimeout(this.pingTimer);
     this.pingTimer = null;
   };
 

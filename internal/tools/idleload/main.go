@@ -9,8 +9,10 @@
 // viewers connected and joined, the difference per viewer, the same after a
 // forced GC, and the Go runtime's view (heap in use, stacks, goroutines).
 //
-// With -heartbeat the viewers also send {"op":"ping"} every heartbeatMs of
-// their welcome, as danmaku.js does.
+// With -heartbeat the viewers also send {"op":"ping"} heartbeatMs (of
+// their welcome) after the last one or after its pong, as danmaku.js does
+// (-beat-after-pong=false: every heartbeatMs from a random start, as
+// danmaku.js did before).
 //
 // With -centrifugo BIN the same viewers (bare gorilla clients, one
 // subscription each, answering the server's pings) are measured against a
@@ -63,6 +65,7 @@ func main() {
 	flag.StringVar(&centrifugoBin, "centrifugo", "", "measure this Centrifugo binary instead of a comet (measure)")
 	flag.StringVar(&proto, "proto", "comet", "the viewers' protocol, comet or centrifugo (clients)")
 	flag.BoolVar(&heartbeat, "heartbeat", false, `viewers also send {"op":"ping"} every heartbeatMs of their welcome, as danmaku.js does (clients, measure)`)
+	flag.BoolVar(&afterPong, "beat-after-pong", true, "with -heartbeat, a viewer's next heartbeat goes heartbeatMs after the pong of the last one, as danmaku.js does; false: every heartbeatMs (clients, measure)")
 	flag.Parse()
 	var err error
 	switch *mode {
@@ -170,6 +173,7 @@ func clients(addr, room string, rooms, n int, compress bool, proto string) error
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	conns := make([]*websocket.Conn, n)
+	pongs := make([]chan struct{}, n) // a viewer's pongs, for its heartbeat
 	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -198,20 +202,21 @@ func clients(addr, room string, rooms, n int, compress bool, proto string) error
 			if heartbeat {
 				var w struct{ HeartbeatMs int64 }
 				json.Unmarshal(welcome, &w)
-				go beat(c, time.Duration(w.HeartbeatMs)*time.Millisecond)
+				pongs[i] = make(chan struct{}, 1)
+				go beat(c, time.Duration(w.HeartbeatMs)*time.Millisecond, pongs[i])
 			}
 			conns[i] = c
 			connected.Add(1)
 		}()
 	}
 	wg.Wait()
-	for _, c := range conns {
+	for i, c := range conns {
 		switch {
 		case c == nil:
 		case proto == "centrifugo":
 			go answerPings(c)
 		default:
-			go drain(c)
+			go drain(c, pongs[i])
 		}
 	}
 	fmt.Printf("CONNECTED %d FAILED %d\n", connected.Load(), failed.Load())
@@ -239,29 +244,46 @@ func join(d *websocket.Dialer, addr, room, proto string) (*websocket.Conn, []byt
 	return c, welcome, nil
 }
 
-// beat sends {"op":"ping"} every period, starting at a random point of the
-// first one, as danmaku.js does, until the connection fails.
-func beat(c *websocket.Conn, period time.Duration) {
+// beat sends {"op":"ping"} period after the last one, or after the pong
+// that answered it (-beat-after-pong), starting at a random point of the
+// first period, as danmaku.js does, until the connection fails.
+func beat(c *websocket.Conn, period time.Duration, pongs <-chan struct{}) {
 	if period <= 0 {
 		return
 	}
-	time.Sleep(rand.N(period))
+	next := time.NewTimer(rand.N(period))
 	for {
-		if c.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`)) != nil {
-			return
+		select {
+		case <-next.C:
+			if c.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping"}`)) != nil {
+				return
+			}
+			next.Reset(period)
+		case <-pongs:
+			if afterPong {
+				next.Reset(period)
+			}
 		}
-		time.Sleep(period)
 	}
 }
 
-// drain reads and discards frames; pings are answered by the library.
-func drain(c *websocket.Conn) {
+// drain reads and discards frames, telling pongs (when not nil) of every
+// pong frame; pings are answered by the library.
+func drain(c *websocket.Conn, pongs chan<- struct{}) {
+	var buf [64]byte
 	for {
 		_, r, err := c.NextReader()
 		if err != nil {
 			return
 		}
+		n, _ := io.ReadFull(r, buf[:])
 		io.Copy(io.Discard, r)
+		if pongs != nil && string(buf[:n]) == `{"op":"pong"}` {
+			select {
+			case pongs <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -289,8 +311,9 @@ func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
 // servePing is the -ping-period measure hands its comet.
 var servePing time.Duration
 
-// heartbeat and compress are -heartbeat and -compress.
-var heartbeat, compress bool
+// heartbeat, afterPong and compress are -heartbeat, -beat-after-pong and
+// -compress.
+var heartbeat, afterPong, compress bool
 
 // centrifugoBin and proto are -centrifugo and -proto.
 var centrifugoBin, proto string
@@ -435,7 +458,8 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	cold := rss(pid)
 	viewers := func(n int, room string) (*child, error) {
 		return start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", room, "-proto", proto,
-			"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-compress=%v", compress))
+			"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-beat-after-pong=%v", afterPong),
+			fmt.Sprintf("-compress=%v", compress))
 	}
 	// Warm up: a round of viewers that connect and leave fills the Redis
 	// connection pool and the runtime's caches, fixed costs that do not grow
