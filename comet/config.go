@@ -123,6 +123,11 @@ type Config struct {
 	// never.
 	DensityHotRate float64 `yaml:"density_hot_rate" help:"messages a second above which a room serves viewers that asked for no density the density_hot_cap tier; 0: never"`
 	DensityHotCap  int     `yaml:"density_hot_cap" help:"the cap of hot rooms (density_hot_rate) for viewers that asked for no density"`
+	// DensityFlush is how often a capped tier that is thinning its room
+	// sends what it keeps: one frame per interval instead of one per
+	// batch (high-priority messages and a viewer's own still go out at
+	// once); 0 sends every batch.
+	DensityFlush time.Duration `yaml:"density_flush" help:"how often a capped tier thinning its room sends the messages it keeps, in one frame (high-priority messages and a viewer's own go out at once); 0: with every batch"`
 	// Compression negotiates permessage-deflate with viewers that offer it
 	// (browsers do). A frame is compressed once per tier and batch and the
 	// compressed bytes are written to every viewer of the tier, so the CPU
@@ -183,6 +188,7 @@ func DefaultConfig() Config {
 		DensityTiers:      []int{10, 30, 60},
 		Compression:       true,
 		DensityHotCap:     30,
+		DensityFlush:      time.Second,
 		LeaseRenew:        5 * time.Second,
 		LeaseTTL:          15 * time.Second,
 		ReconcileInterval: 5 * time.Minute,
@@ -255,6 +261,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("density_hot_rate", "must not be negative")
 	case c.DensityHotCap < 0:
 		return config.Invalid("density_hot_cap", "must not be negative")
+	case c.DensityFlush < 0 || c.DensityFlush > 10*time.Second:
+		return config.Invalid("density_flush", "must be between 0 and 10s")
 	}
 	if err := c.validateLimits(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package comet
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,6 +43,8 @@ type densityConf struct {
 	tiers   density.Tiers
 	hotRate float64 // messages a second above which a room is hot; 0: never
 	hotSlot int     // the slot a hot room serves its viewers that asked nothing
+	// flushEvery is Config.DensityFlush (densityflush.go).
+	flushEvery time.Duration
 	// kept and skipped count, by slot, the normal messages of live
 	// batches each tier's frame kept and left out (nil: not counted).
 	kept, skipped []prometheus.Counter
@@ -77,7 +80,8 @@ func newDensityConf(cfg Config) *densityConf {
 	if err != nil {
 		tiers, _ = density.NewTiers(nil) // Validate refused it already
 	}
-	return &densityConf{tiers: tiers, hotRate: cfg.DensityHotRate, hotSlot: tiers.Slot(cfg.DensityHotCap)}
+	return &densityConf{tiers: tiers, hotRate: cfg.DensityHotRate, hotSlot: tiers.Slot(cfg.DensityHotCap),
+		flushEvery: cfg.DensityFlush}
 }
 
 // want is the slot a request for at most max normal messages a second
@@ -114,8 +118,12 @@ func (d *densityConf) everything(slot int) bool {
 }
 
 // setSlotLocked puts m, a viewer of r, in the slot its request asks for;
-// r.mu is held. r.capped counts the viewers that may be thinned.
-func (r *room) setSlotLocked(m *member) {
+// r.mu is held. r.capped counts the viewers that may be thinned. A viewer
+// that changes tier is handed what its old tier held back for it and
+// marked with what the new one left out so far (densityflush.go); it
+// reports whether the viewer's queue overflowed.
+func (r *room) setSlotLocked(m *member) (slow bool) {
+	old := r.slotLocked(m)
 	if !r.dc.everything(m.slot) {
 		r.capped--
 	}
@@ -123,6 +131,11 @@ func (r *room) setSlotLocked(m *member) {
 	if !r.dc.everything(m.slot) {
 		r.capped++
 	}
+	if now := r.slotLocked(m); now != old {
+		slow = r.handOverLocked(m, old)
+		r.markLocked(m, now)
+	}
+	return slow
 }
 
 // needsLocked returns the need of each of msgs (density.Need) in r's
@@ -138,14 +151,34 @@ func (r *room) needsLocked(msgs []danmaku.Message) []float64 {
 
 // fanOut is one live frame of a room on its way to the viewers: the
 // frame of each tier, built when the first viewer of the tier is met.
+// flush tells whether capped tiers that hold messages back
+// (densityflush.go) send them with this batch; a batch without messages
+// is such a flush alone.
 type fanOut struct {
 	r     *room
 	msgs  []danmaku.Message
 	needs []float64
 	start bool
+	flush bool
+	auto  int
 	built []bool
-	items []item // by slot; PM nil: nothing for the tier in this batch
-	used  []bool // by slot: the tier has viewers in the room
+	items []item   // by slot; PM nil: nothing for the tier in this batch
+	gens  []uint64 // by slot: the generation of the carry the frame sent
+	used  []bool   // by slot: the tier has viewers in the room
+}
+
+func (r *room) newFanOut(msgs []danmaku.Message, start, flush bool, auto int) *fanOut {
+	slots := r.dc.tiers.Slots()
+	return &fanOut{r: r, msgs: msgs, needs: r.needsLocked(msgs), start: start, flush: flush, auto: auto,
+		built: make([]bool, slots), items: make([]item, slots), gens: make([]uint64, slots), used: make([]bool, slots)}
+}
+
+// slotOf is the slot m is served this frame.
+func (f *fanOut) slotOf(m *member) int {
+	if m.slot == slotAuto {
+		return f.auto
+	}
+	return m.slot
 }
 
 // count adds what each tier with viewers kept of the batch and left out
@@ -182,9 +215,11 @@ func normalCount(msgs []danmaku.Message) int64 {
 	return n
 }
 
-// item returns the frame of slot, thinning and encoding it on first use.
-// A tier that keeps nothing of the batch gets no frame: what it left out
-// is carried to its next one.
+// item returns the frame of slot, thinning and encoding it on first use:
+// what the tier held back (its carry) and what it keeps of the batch. A
+// tier that keeps nothing, or that holds its messages back this batch
+// (holds), gets no frame: what it keeps and leaves out is carried to its
+// next one.
 func (f *fanOut) item(slot int) item {
 	if f.built[slot] {
 		return f.items[slot]
@@ -192,11 +227,19 @@ func (f *fanOut) item(slot int) item {
 	f.built[slot] = true
 	r := f.r
 	c := &r.carry[slot]
+	f.gens[slot] = c.gen
+	if f.holds(slot) {
+		c.hold(f.msgs, f.needs, r.dc.tiers.Cap(slot), f.start, r.tl.Epoch)
+		return item{}
+	}
 	b := danmaku.NewBatch(r.id, f.msgs)
 	b.Epoch = r.tl.Epoch
+	if len(c.msgs) > 0 {
+		b.Epoch = c.epoch
+	}
 	if cp := r.dc.tiers.Cap(slot); cp > 0 {
 		var skipped int64
-		b.Msgs, skipped = density.Thin(nil, f.msgs, f.needs, cp)
+		b.Msgs, skipped = density.Thin(c.msgs, f.msgs, f.needs, cp)
 		b.Skipped = c.skipped + skipped
 	}
 	if len(b.Msgs) == 0 {
@@ -206,45 +249,57 @@ func (f *fanOut) item(slot int) item {
 	it, ok := r.encodeItem(b)
 	if ok {
 		it.EpochStart = (f.start || c.start) && it.Pos > 0
-		*c = carry{}
+		*c = carry{gen: c.gen + 1}
 	}
 	f.items[slot] = it
 	return it
 }
 
-// carry is what a tier left out since its last live frame: the normal
-// messages skipped, and whether the frame that began the epoch was empty
-// for it.
-type carry struct {
-	skipped int64
-	start   bool
-}
-
 // deliverTiersLocked sends msgs to r's viewers, each its tier's frame
 // (a frame of its own to a viewer its tier left a message of its own
 // out for); r.mu is held. It returns the number of viewers given a frame.
+// Capped tiers may hold their messages back for a while
+// (densityflush.go): then the frames go out with a later batch or when
+// the room's flush timer fires.
 func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*conn) (int, []*conn) {
-	slots := r.dc.tiers.Slots()
-	if len(r.carry) != slots {
-		r.carry = make([]carry, slots)
-	}
-	f := fanOut{r: r, msgs: msgs, needs: r.needsLocked(msgs), start: start,
-		built: make([]bool, slots), items: make([]item, slots), used: make([]bool, slots)}
+	now := time.Now()
 	auto := r.autoSlotLocked()
+	n := 0
+	if len(r.carry) != r.dc.tiers.Slots() {
+		r.carry = make([]carry, r.dc.tiers.Slots())
+		r.autoWas = auto
+	}
+	if (auto != r.autoWas || start) && r.holdingLocked() {
+		// What was held back goes to the viewers it was held for first:
+		// the viewers without a cap changed tier, or a new epoch began.
+		n, slow = r.flushLocked(r.autoWas, now, slow)
+	}
+	r.autoWas = auto
+	f := r.newFanOut(msgs, start, r.flushDueLocked(msgs, now), auto)
+	if f.flush {
+		r.lastFlush = now
+	}
+	k, slow := r.fanLocked(f, slow)
+	r.armFlushLocked(now)
+	return n + k, slow
+}
+
+// fanLocked hands f's frames to r's viewers; r.mu is held.
+func (r *room) fanLocked(f *fanOut, slow []*conn) (int, []*conn) {
 	r.fanSeq++
-	n, slow := r.deliverOwnLocked(&f, auto, slow)
+	n, slow := r.deliverOwnLocked(f, slow)
 	for _, m := range r.members {
 		if m.ownSeq == r.fanSeq {
 			continue
 		}
-		s := m.slot
-		if s == slotAuto {
-			s = auto
-		}
+		s := f.slotOf(m)
 		f.used[s] = true
 		it := f.item(s)
 		if it.PM == nil {
 			continue
+		}
+		if m.mark.slot == s && m.mark.gen == f.gens[s] && m.mark.skipped > 0 {
+			it = lessSkipped(it, m.mark.skipped)
 		}
 		switch m.c.enqueue(it) {
 		case enqueued:
@@ -253,14 +308,19 @@ func (r *room) deliverTiersLocked(msgs []danmaku.Message, start bool, slow []*co
 			slow = append(slow, m.c)
 		}
 	}
+	for s, used := range f.used {
+		if used {
+			f.item(s) // a tier whose viewers all got frames of their own still moves its carry on
+		}
+	}
 	f.count()
 	return n, slow
 }
 
 // deliverOwnLocked finds the viewers whose tier leaves out a message they
-// sent, marks them (ownSeq) and queues each the batch encoded for it
-// alone; r.mu is held.
-func (r *room) deliverOwnLocked(f *fanOut, auto int, slow []*conn) (int, []*conn) {
+// sent, or holds it back, marks them (ownSeq) and queues each the batch
+// encoded for it alone; r.mu is held.
+func (r *room) deliverOwnLocked(f *fanOut, slow []*conn) (int, []*conn) {
 	if len(r.byUID) == 0 {
 		return 0, slow
 	}
@@ -270,16 +330,13 @@ func (r *room) deliverOwnLocked(f *fanOut, auto int, slow []*conn) (int, []*conn
 			continue
 		}
 		for _, m := range r.byUID[f.msgs[i].UID] {
-			s := m.slot
-			if s == slotAuto {
-				s = auto
-			}
-			if m.ownSeq == r.fanSeq || density.Keeps(f.needs[i], r.dc.tiers.Cap(s)) {
+			s := f.slotOf(m)
+			if m.ownSeq == r.fanSeq || density.Keeps(f.needs[i], r.dc.tiers.Cap(s)) && !f.holds(s) {
 				continue
 			}
 			m.ownSeq = r.fanSeq
 			f.used[s] = true
-			switch m.c.enqueue(f.ownItem(m.uid, s)) {
+			switch m.c.enqueue(f.ownItem(m, s)) {
 			case enqueued:
 				n++
 			case queueFull:
@@ -290,25 +347,42 @@ func (r *room) deliverOwnLocked(f *fanOut, auto int, slow []*conn) (int, []*conn
 	return n, slow
 }
 
-// ownItem is the batch for a viewer of slot whose uid sent a message the
-// tier leaves out: the tier's messages and the viewer's own, encoded by
-// its writer.
-func (f *fanOut) ownItem(uid int64, slot int) item {
-	cp := f.r.dc.tiers.Cap(slot)
-	b := danmaku.NewBatch(f.r.id, nil)
-	b.Epoch = f.r.tl.Epoch
-	b.Skipped = f.r.carry[slot].skipped
+// ownItem is the batch for m, a viewer of slot whose uid sent a message
+// of the batch the tier leaves out or holds back: what the tier held back,
+// the tier's messages of the batch and the viewer's own, encoded by its
+// writer. When the tier goes on holding, m is marked with what the tier
+// left out so far, so its next frame counts only the rest.
+func (f *fanOut) ownItem(m *member, slot int) item {
+	r := f.r
+	cp := r.dc.tiers.Cap(slot)
+	c := &r.carry[slot]
+	b := danmaku.NewBatch(r.id, append([]danmaku.Message(nil), c.msgs...))
+	b.Epoch = r.tl.Epoch
+	b.Skipped = c.skipped
+	var skipped int64
 	for i := range f.msgs {
-		if density.Keeps(f.needs[i], cp) || f.msgs[i].UID == uid {
+		switch {
+		case density.Keeps(f.needs[i], cp):
 			b.Msgs = append(b.Msgs, f.msgs[i])
-		} else {
+		case f.msgs[i].UID == m.uid:
+			b.Msgs = append(b.Msgs, f.msgs[i]) // left out by the tier, not for m
+			skipped++
+		default:
 			b.Skipped++
+			skipped++
 		}
 	}
+	if m.mark.slot == slot && m.mark.gen == c.gen {
+		b.Skipped -= m.mark.skipped
+	}
+	if f.holds(slot) {
+		m.mark = mark{slot: slot, gen: c.gen, skipped: c.skipped + skipped}
+	}
+	b.Skipped = max(b.Skipped, 0)
 	it := item{Batch: &b, Src: &b}
 	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
-		it.Pos, it.Epoch, it.Room = last, b.Epoch, f.r
-		it.EpochStart = f.start || f.r.carry[slot].start
+		it.Pos, it.Epoch, it.Room = last, b.Epoch, r
+		it.EpochStart = f.start || c.start
 	}
 	return it
 }
@@ -367,12 +441,17 @@ func (c *conn) applyDensity(m *member, max int) int {
 		return d.tiers.Cap(d.want(max))
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if m.r.Load() != r {
+		r.mu.Unlock()
 		return d.tiers.Cap(d.want(max))
 	}
-	r.setSlotLocked(m)
-	return d.tiers.Cap(r.slotLocked(m))
+	slow := r.setSlotLocked(m)
+	served := d.tiers.Cap(r.slotLocked(m))
+	r.mu.Unlock()
+	if slow {
+		c.slowConsumer()
+	}
+	return served
 }
 
 // maxDensity bounds a density request; anything above every tier maps to

@@ -84,6 +84,7 @@ func (s *Server) deleteMsgs(ev danmaku.Event) int {
 // removed and the viewers to cut.
 func (r *room) deleteLocked(ids []string) (n, removed int, slow []*conn) {
 	removed = r.tl.Remove(ids)
+	r.unholdLocked(ids)
 	data, err := json.Marshal(delFrame{Op: danmaku.OpDel, Room: r.id, IDs: ids})
 	if err != nil {
 		return 0, removed, nil

@@ -52,6 +52,12 @@ type room struct {
 	carry   []carry
 	fanSeq  uint64
 	needBuf []float64
+	// Held-back frames of capped tiers (densityflush.go): the slot of the
+	// viewers without a cap when the tiers last held, the last flush and
+	// the timer of the next one (nil: none pending).
+	autoWas    int
+	lastFlush  time.Time
+	flushTimer *time.Timer
 
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
@@ -76,7 +82,7 @@ func (r *room) addLocked(m *member) {
 	r.members = append(r.members, m)
 	r.conns = append(r.conns, m.c)
 	m.slot = r.dc.tiers.All()
-	r.setSlotLocked(m)
+	r.setSlotLocked(m) // from the all tier: nothing held to hand over
 	r.indexUIDLocked(m)
 }
 

@@ -53,6 +53,7 @@ type member struct {
 	hasUID bool
 	slot   int
 	ownSeq uint64
+	mark   mark // what its tier had left out when it was last brought up to date alone (densityflush.go)
 }
 
 // member returns the connection's member of room, or nil.

@@ -31,7 +31,8 @@
 # (extra loadtest flags for every run, e.g. "-cpuprofile /tmp/lt.prof"), LOGIC_ARGS,
 # JOB_ARGS, COMET_ARGS (extra flags for those servers), SERVER_ENV (environment
 # of every server process, e.g. GOMAXPROCS=1), LOGIC_ENV, JOB_ENV, COMET_ENV
-# (of one role, after SERVER_ENV), PERF=1
+# (of one role, after SERVER_ENV), BUILD=0 (run the binaries already in OUT/bin, e.g.
+# another tree's, to compare two builds back to back), PERF=1
 # (perf record every server process for 10 s, PERF_DELAY s into each run;
 # top symbols in OUT/NAME.perf.txt).
 set -euo pipefail
@@ -109,6 +110,10 @@ wait_http() { # URL: poll until it answers 200, at most 30 s
 }
 
 build() {
+	if [ "${BUILD:-1}" = 0 ]; then
+		log "BUILD=0: running the binaries already in $BIN"
+		return
+	fi
 	log "building binaries into $BIN"
 	go build -o "$BIN/" ./cmd/logic ./cmd/job ./cmd/comet ./cmd/loadtest
 }

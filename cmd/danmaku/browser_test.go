@@ -176,8 +176,9 @@ func TestBrowserRooms(t *testing.T) {
 }
 
 // TestBrowserClientLibrary checks danmaku.js in the browser: a batch is
-// spread over time following the messages' ts, ids already shown are
-// dropped, also across batches, and a lost socket reconnects by itself.
+// spread over time following the messages' ts, except a high-priority
+// message, shown at once; ids already shown are dropped, also across
+// batches, and a lost socket reconnects by itself.
 func TestBrowserClientLibrary(t *testing.T) {
 	m := startMain(t)
 	browser := newBrowser(t)
@@ -192,33 +193,41 @@ func TestBrowserClientLibrary(t *testing.T) {
 		const t0 = 1700000000000;
 		const batch = [0, 200, 400, 600, 800].map(d => ({id: "m" + d, ts: t0 + d, content: "x"}));
 		batch.push({id: "m0", ts: t0, content: "dup in batch"});
+		batch.push({id: "h900", ts: t0 + 900, content: "high", priority: 1});
 		c._onFrame({op: "msgs", room: "r", msgs: batch});
 		c._onFrame({op: "msgs", room: "r", msgs: [{id: "m800", ts: t0 + 800}]});  // redelivered
 		c._onFrame({op: "msgs", room: "other", msgs: [{id: "x1", ts: t0}]});      // not our room
 		setTimeout(() => {
 			const ids = shown.map(s => s.id);
 			const span = shown.length ? shown[shown.length - 1].at - shown[0].at : 0;
+			const high = shown.find(s => s.id === "h900");
+			const highAfter = high && shown.length ? high.at - shown[0].at : -1;
 			const seen = new DanmakuClient.SeenSet(2);
 			seen.add("a"); seen.add("b"); seen.add("c");
-			resolve({ids, span, evicted: !seen.has("a") && seen.has("b") && seen.has("c")});
+			resolve({ids, span, highAfter, evicted: !seen.has("a") && seen.has("b") && seen.has("c")});
 		}, 1300);
 	})`
 	type result struct {
-		IDs     []string `json:"ids"`
-		Span    float64  `json:"span"`
-		Evicted bool     `json:"evicted"`
+		IDs       []string `json:"ids"`
+		Span      float64  `json:"span"`
+		HighAfter float64  `json:"highAfter"`
+		Evicted   bool     `json:"evicted"`
 	}
 	res, err := chromedp.Run(browser, chromedp.Evaluate[result](script, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"m0", "m200", "m400", "m600", "m800"}
+	want := []string{"m0", "h900", "m200", "m400", "m600", "m800"}
 	if fmt.Sprint(res.IDs) != fmt.Sprint(want) {
 		t.Errorf("shown %v, want %v (in order, each once, nothing of another room)", res.IDs, want)
 	}
 	// 800 ms of server time are replayed over about 800 ms, not at once.
 	if res.Span < 600 || res.Span > 1100 {
 		t.Errorf("batch spread over %.0f ms, want about 800", res.Span)
+	}
+	// The high-priority message of the batch's end is shown with its first.
+	if res.HighAfter < 0 || res.HighAfter > 100 {
+		t.Errorf("high-priority message shown %.0f ms after the batch's first, want at once", res.HighAfter)
 	}
 	if !res.Evicted {
 		t.Error("SeenSet does not forget its oldest id at capacity")

@@ -668,8 +668,9 @@
    *   start + (ts_i - ts_first) * scale
    * where scale squeezes the batch's time span into paceMs when it is
    * longer (a backlog after a reconnect), and start is now or just after
-   * the previous batch when that is still playing. One timer drives the
-   * whole queue.
+   * the previous batch when that is still playing; a capped tier's frame
+   * of a second's comments thus plays over that second. High-priority
+   * comments are due at once. One timer drives the whole queue.
    */
   DanmakuClient.prototype._pace = function (msgs, room) {
     var fresh = this._fresh(msgs);
@@ -683,6 +684,12 @@
     // paceMs behind: a backlog is played faster, not later and later.
     var start = Math.max(now, Math.min(this.lastDue, now + this.opts.paceMs));
     for (var j = 0; j < fresh.length; j++) {
+      // A high-priority comment is shown at once, not after the older
+      // comments a capped tier's frame holds (up to a second of them).
+      if (fresh[j].priority === 1) {
+        this.queue.push({ due: now, msg: fresh[j], room: room });
+        continue;
+      }
       var due = start + ((fresh[j].ts || first) - first) * scale;
       this.queue.push({ due: due, msg: fresh[j], room: room });
       if (due > this.lastDue) this.lastDue = due;
