@@ -3,6 +3,7 @@ package job
 import (
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/config"
 	"github.com/danmaku/danmaku/route"
 )
@@ -149,6 +150,11 @@ type Config struct {
 	// running are forgotten, which bounds the memory of rooms gone quiet.
 	SweepInterval time.Duration `yaml:"sweep_interval" help:"how often rooms gone quiet are forgotten"`
 
+	// PositionsTopic is where job says which positions each delivered
+	// batch's messages got (danmaku.Positions, positions.go), for the
+	// archive; created with the room topic's partition count. Empty: off.
+	PositionsTopic string `yaml:"positions_topic" help:"topic of the positions given to delivered messages, for the archive; empty: off"`
+
 	// Owner names this consumer in dedup claims; empty means a random id.
 	Owner string `yaml:"owner" help:"empty: a random id per process"`
 	// MetricsAddr is where cmd/job serves /metrics and /healthz.
@@ -199,6 +205,7 @@ func DefaultConfig() Config {
 		CometRefreshTimeout: 2 * time.Second,
 		JanitorTimeout:      10 * time.Second,
 		SweepInterval:       5 * time.Second,
+		PositionsTopic:      "danmaku-positions",
 		MetricsAddr:         "127.0.0.1:8082",
 	}
 }
@@ -263,6 +270,8 @@ func (c *Config) validateDelivery() error {
 		return config.Invalid("drain_timeout", "must be positive")
 	case config.CheckSecretLen("push_secret", c.PushSecret) != nil:
 		return config.CheckSecretLen("push_secret", c.PushSecret)
+	case c.PositionsTopic != "" && danmaku.CheckID("positions_topic", c.PositionsTopic) != nil:
+		return config.Invalid("positions_topic", "must be a topic name of [A-Za-z0-9_.-], got %q", c.PositionsTopic)
 	case c.WaitReplicas < 0:
 		return config.Invalid("wait_replicas", "must not be negative")
 	case c.WaitReplicas > 0 && (c.ReplicaTimeout <= 0 || c.ReplicaTimeout >= c.RedisTimeout):

@@ -80,6 +80,8 @@ type deliverer struct {
 	release *releaser
 	// canary records the canaries pushed (canary.go).
 	canary *canaryAges
+	// positions publishes the positions of delivered batches (positions.go).
+	positions *positions
 }
 
 // deliverOther delivers req when it is not a room batch: an event, a
@@ -252,7 +254,7 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 		// The lock expires after LockTTL; the room waits until then.
 		d.log.Debug("release lock", zap.String("room", req.room), zap.Error(err))
 	}
-	if !ok {
+	if !ok || !d.positions.publish(ctx, req.room, b.Epoch, msgs) {
 		return false
 	}
 	d.m.broadcasts.Inc()

@@ -106,8 +106,9 @@ func New(cfg Config, deps Deps) (*Job, error) {
 	j.store = deps.Store
 	j.deliverer = &deliverer{cfg: cfg, owner: owner, store: deps.Store, comets: j.comets,
 		pusher: deps.Pusher, m: m, log: log, hook: deps.OnBroadcast,
-		release: newReleaser(cfg, owner, deps.Store, m, log),
-		canary:  newCanaryAges(reg, j.consumer.assigned)}
+		release:   newReleaser(cfg, owner, deps.Store, m, log),
+		positions: newPositions(cfg, deps.Kafka, reg),
+		canary:    newCanaryAges(reg, j.consumer.assigned)}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
 		commit: j.consumer.queue, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
 		offsets: newOffsets()}
@@ -137,6 +138,9 @@ func (j *Job) Start(ctx context.Context) error {
 		return err
 	}
 	j.comets.refresh(ctx)
+	if err := j.deliverer.positions.ensure(ctx); err != nil {
+		j.log.Warn("positions topic not ready; tried again after a failed write", zap.String("topic", j.cfg.PositionsTopic), zap.Error(err))
+	}
 	j.started = true
 	go j.run()
 	return nil
@@ -171,7 +175,7 @@ func (j *Job) run() {
 	j.stopWork()
 	j.consumer.finishCommits() // the commit loop sends what is queued and returns
 	loops.Wait()
-	j.err = j.consumer.close()
+	j.err = errors.Join(j.consumer.close(), j.deliverer.positions.close())
 }
 
 // Ready reports whether the job can deliver: Redis answers (every

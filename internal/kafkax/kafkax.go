@@ -80,6 +80,20 @@ func EnsureTopicWait(ctx context.Context, brokers []string, t Topic, retry func(
 	}
 }
 
+// EnsureTopicLike is EnsureTopic for a companion topic of topic like:
+// t is created, when missing, with like's partition count (t.Partitions is
+// ignored), so a record keyed as like's records goes to the partition of
+// the same number. like must exist.
+func EnsureTopicLike(ctx context.Context, brokers []string, like string, t Topic) error {
+	n, err := Partitions(ctx, brokers, like)
+	if err != nil {
+		return err
+	}
+	t.Partitions = n
+	_, err = EnsureTopic(ctx, brokers, t)
+	return err
+}
+
 // Partitions returns the partition count of topic as the cluster reports
 // it now (fresh metadata, no cache).
 func Partitions(ctx context.Context, brokers []string, topic string) (int, error) {
