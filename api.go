@@ -81,6 +81,11 @@ type AdminRequest struct {
 	// Amount what a pinned paid message paid, which pins it longer.
 	Content string `json:"content,omitempty"`
 	Amount  int64  `json:"amount,omitempty"`
+	// Words are the blocked words a words/add or words/remove edits (of
+	// the room, or the global list without roomId); Mode the mode they
+	// get: reject (the default) or review.
+	Words []string `json:"words,omitempty"`
+	Mode  string   `json:"mode,omitempty"`
 }
 
 // AdminResponse is the 200 answer of an admin route.
@@ -173,6 +178,23 @@ type AuditEntry struct {
 	IDs      []string   `json:"ids,omitempty"`
 	EventID  string     `json:"eventId,omitempty"`
 	State    *RoomState `json:"state,omitempty"`
+	// Words and Mode are what a blocked-words edit added or removed.
+	Words []string `json:"words,omitempty"`
+	Mode  string   `json:"mode,omitempty"`
+}
+
+// WordsResponse is the answer of GET /logic/admin/words: the edited
+// blocked words of a room (RoomID set) or the global ones, sorted, each
+// with its mode.
+type WordsResponse struct {
+	RoomID string      `json:"roomId,omitempty"`
+	Words  []WordEntry `json:"words"`
+}
+
+// WordEntry is one edited blocked word and its mode (reject or review).
+type WordEntry struct {
+	Word string `json:"word"`
+	Mode string `json:"mode"`
 }
 
 // AuditResponse is the answer of GET /logic/admin/audit, newest first.

@@ -44,6 +44,9 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/review/approve        {"roomId","ids":[...],"actor"?}
 //	POST /logic/admin/review/reject         {"roomId","ids":[...],"actor"?}
 //	GET  /logic/admin/rooms?roomId=...      rooms, viewers, timeline heads (rooms.go)
+//	GET  /logic/admin/words?roomId=         the edited blocked words of a room or global (words.go)
+//	POST /logic/admin/words/add             {"roomId"?,"words":[...],"mode"?,"actor"?}
+//	POST /logic/admin/words/remove          {"roomId"?,"words":[...],"actor"?}
 //
 // A token with the moderator role may run the room actions on its rooms
 // instead of the secret (moderators.go). Ban and delete are in
@@ -69,6 +72,9 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/review/approve", "admin", s.admin("approve", s.adminApprove))
 	s.handleOn(s.adminMux, "/logic/admin/review/reject", "admin", s.admin("reject", s.adminReject))
 	s.handleOn(s.adminMux, "/logic/admin/rooms", "admin", s.serveRooms)
+	s.handleOn(s.adminMux, "/logic/admin/words", "admin", s.serveWords)
+	s.handleOn(s.adminMux, "/logic/admin/words/add", "admin", s.admin("words_add", s.adminAddWords))
+	s.handleOn(s.adminMux, "/logic/admin/words/remove", "admin", s.admin("words_remove", s.adminRemoveWords))
 }
 
 // The bodies of the admin routes, declared in the root package.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,7 +30,7 @@ import (
 // GET /logic/admin/audit; a moderator reads the entries of its rooms.
 
 // modActions are the admin actions a moderator token may run.
-var modActions = []string{"mute", "unmute", "ban", "unban", "delete", "room", "hide", "unhide", "pin", "unpin", "approve", "reject"}
+var modActions = []string{"mute", "unmute", "ban", "unban", "delete", "room", "hide", "unhide", "pin", "unpin", "approve", "reject", "words_add", "words_remove"}
 
 // AuditSize is how many of the newest admin actions the audit log keeps.
 const AuditSize = 10000
@@ -86,6 +87,9 @@ func actorOf(mod *auth.Claims, actor string) string {
 func (s *Server) audit(ctx context.Context, actor string, req *AdminRequest, resp *AdminResponse) {
 	e := danmaku.AuditEntry{TS: time.Now().UnixMilli(), Actor: actor, Action: resp.Action, RoomID: req.RoomID,
 		UserID: req.UserID, Duration: req.Duration, IDs: resp.IDs, EventID: resp.EventID, State: resp.State}
+	if strings.HasPrefix(resp.Action, "words_") {
+		e.Words, e.Mode = req.Words, req.Mode
+	}
 	b, err := json.Marshal(e)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RedisTimeout)

@@ -41,6 +41,10 @@ type Store interface {
 	// Room settings and the send check of their modes.
 	RoomState(ctx context.Context, room string) (danmaku.RoomState, error)
 	ReadRoom(ctx context.Context, room string) (route.Room, error)
+	// The edited blocked-word lists (the global one for room "").
+	GlobalWords(ctx context.Context, known int64) (route.WordList, bool, error)
+	AddWords(ctx context.Context, room, mode string, words []string, max int) (int, bool, error)
+	RemoveWords(ctx context.Context, room string, words []string) (int, error)
 	Hide(ctx context.Context, user, room string, until time.Time) error
 	Unhide(ctx context.Context, user, room string) (bool, error)
 	SetPin(ctx context.Context, room string, p danmaku.Pin) (danmaku.Pin, error)

@@ -31,13 +31,16 @@
 //	room:dels:{room}                list of message ids                   job         the epoch's deletion log, newest DelLogSize; same TTL
 //	room:ban:{room}:<user>          the ban's end (Unix ms); TTL the ban  logic       read by the send check and the registration script
 //	room:state:{room}               hash ver, slow, members, unique,      logic       the room's settings (danmaku.RoomState) and hidden users; no TTL
-//	                                hide.<user> -> end (Unix ms), pin,    the pin (danmaku.Pin JSON), its id and version
-//	                                pinid, pinver
+//	                                hide.<user> -> end (Unix ms), pin,    the pin (danmaku.Pin JSON), its id and version;
+//	                                pinid, pinver, word.<word> -> mode,   the room's edited blocked words (words.go), their
+//	                                wordn, wordver                        number and version
 //	room:slow:{room}:<user>         "1", PX the room's slow mode          logic       the user sent to the room within the slow-mode interval
 //	room:unique:{room}:<digest>     "1", PX the room's unique chat        logic       a content (digest of its plain form) sent within the interval
 //	mute:user:{user}                the mute's end (Unix ms); TTL the mute logic      the user is muted everywhere
 //	mute:user:{user}:room:<room>    the same                              logic       ... in one room (the tag of the user's bucket)
 //	admin:audit                     list of JSON entries, newest first    logic       the admin actions (danmaku.AuditEntry), newest logic.AuditSize
+//	admin:words                     hash word.<word> -> mode, wordn,      logic       the edited global blocked words (words.go)
+//	                                wordver
 //	admin:sanctions                 zset kind:user:room -> end (Unix ms)  logic       every active mute and ban, for the lists (room "" for a mute everywhere)
 //	room:sanctions:{room}           zset kind:user -> end (Unix ms)       logic       the room's active mutes and bans, for the lists
 //	room:review:{room}              hash id -> item JSON; TTL review_ttl  logic       comments held for review (danmaku.ReviewItem)

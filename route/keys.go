@@ -80,6 +80,9 @@ func banKey(room, user string) string { return "room:ban:{" + room + "}:" + user
 // auditKey is the audit log of admin actions, one list for the service.
 const auditKey = "admin:audit"
 
+// globalWordsKey is the edited global blocked-word list (words.go).
+const globalWordsKey = "admin:words"
+
 // reviewKey holds a room's comments waiting for review, reviewOrderKey
 // their order and age (review.go).
 func reviewKey(room string) string      { return "room:review:{" + room + "}" }

@@ -31,6 +31,7 @@ func TestKeySchema(t *testing.T) {
 		"cometConnectionsKey": {cometConnectionsKey("cometId")},
 		"cometsIndexKey":      {cometsIndexKey},
 		"auditKey":            {auditKey},
+		"globalWordsKey":      {globalWordsKey},
 		"sanctionsKey":        {sanctionsKey},
 		"reviewKey":           {reviewKey("room")},
 		"reviewOrderKey":      {reviewOrderKey("room")},

@@ -206,6 +206,10 @@ type Room struct {
 	// Pin.Until); PinVer is the version of the last pin or unpin.
 	Pin    *danmaku.Pin
 	PinVer int64
+	// Words is the room's edited blocked words with their modes (nil when
+	// none), WordsSum their digest (route.WordsSum).
+	Words    map[string]string
+	WordsSum string
 }
 
 // HiddenUntil is when user's hide in r ends (Unix ms); 0 when not hidden
@@ -235,6 +239,8 @@ func (s *Store) ReadRoom(ctx context.Context, room string) (Room, error) {
 			r.Pin = &p
 		}
 	}
+	r.Words = wordsOf(h)
+	r.WordsSum = WordsSum(r.Words)
 	for f, v := range h {
 		if user, ok := strings.CutPrefix(f, hiddenField); ok {
 			if r.Hidden == nil {

@@ -63,6 +63,7 @@ type Path struct {
 	ids      *IDGen
 	words    *wordfilter.Filter
 	states   *roomStates
+	edited   *edited
 	m        Metrics
 	log      *zap.Logger
 }
@@ -86,6 +87,7 @@ func New(cfg Config, d Deps) *Path {
 		ids:    d.IDs,
 		words:  d.Words,
 		states: newRoomStates(),
+		edited: newEdited(),
 		m:      d.Metrics,
 		log:    log,
 	}
@@ -173,6 +175,9 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 	mod := IsModerator(claims, req.RoomID)
 	if st.Review && !mod {
 		c.Review = p.reviewWords(req)
+	}
+	if c.Review, err = p.checkEdited(ctx, req, room, mod, c.Review); err != nil {
+		return c, 0, err
 	}
 	if err := p.filterWords(req, c.Review); err != nil {
 		return c, 0, err

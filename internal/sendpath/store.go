@@ -19,6 +19,8 @@ type Store interface {
 	TakeHigh(ctx context.Context, room string, n int, b route.Bucket) (route.Verdict, error)
 	GiveBackHigh(ctx context.Context, room string, n int, b route.Bucket) error
 	ReadRoom(ctx context.Context, room string) (route.Room, error)
+	// GlobalWords reads the edited global blocked words after a change.
+	GlobalWords(ctx context.Context, known int64) (route.WordList, bool, error)
 	CheckPace(ctx context.Context, p route.Pace) (route.PaceVerdict, error)
 	// AddReview puts comments in a room's review queue and returns the id
 	// each has there.

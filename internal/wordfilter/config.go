@@ -124,3 +124,7 @@ func checkWord(w string) string {
 func foldString(s string) string {
 	return strings.Map(fold, s)
 }
+
+// CheckWord returns what is wrong with w as a list entry (empty, no
+// visible characters, not valid UTF-8, longer than MaxWordLen), or "".
+func CheckWord(w string) string { return checkWord(w) }
