@@ -118,6 +118,9 @@ func (c *conn) WriteFrame(it item) bool {
 		return false
 	}
 	c.s.metrics.wrote(it.Size)
+	if it.Live != 0 && c.seq%fanoutSample == 0 {
+		c.s.metrics.wroteLive(it.Live, it.High, time.Now())
+	}
 	return true
 }
 

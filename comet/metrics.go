@@ -26,6 +26,9 @@ type metrics struct {
 	badFrames      *prometheus.CounterVec
 	pushBatches    *prometheus.CounterVec
 	pushLatency    prometheus.Histogram
+	fanoutLag      *prometheus.HistogramVec
+	fanoutNormal   prometheus.Observer
+	fanoutHigh     prometheus.Observer
 	deliveries     prometheus.Counter
 	duplicateMsgs  prometheus.Counter
 	registryErrors prometheus.Counter
@@ -111,13 +114,18 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
 			Help:    "Time from receiving a push to having handed it to every local viewer.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
+		fanoutLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "fanout_lag_seconds",
+			Help: "Time from a live msgs frame handed to its room's viewers to its write to a viewer's socket, " +
+				"sampled (one viewer in 16), by lane (high: the frame carries a high-priority message).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"lane"}),
 	}
 	m.precreate()
 	reg.MustRegister(m.framesWritten, m.bytesWritten, m.writeErrors, m.slowConsumers, m.accepted,
 		m.rejectedConns, m.badFrames, m.pushBatches, m.pushLatency, m.deliveries, m.duplicateMsgs,
 		m.registryErrors, m.leaseErrors, m.replays, m.resumes, m.gapRepairs, m.repairedMsgs,
 		m.historyReads, m.catchUps, m.staleMsgs, m.repairs, m.repairedConns, m.events, m.deletedMsgs, m.notices,
-		m.opsLimited, m.densityKept, m.densitySkipped)
+		m.opsLimited, m.densityKept, m.densitySkipped, m.fanoutLag)
 	reg.MustRegister(gauges(h, registry)...)
 	h.density.count(m.densityKept, m.densitySkipped)
 	return m
@@ -138,6 +146,7 @@ func (m *metrics) precreate() {
 	telemetry.Precreate(m.historyReads.MetricVec, []string{"push", "check", "join", "backfill", "deletions"})
 	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow", "pin", "unpin"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"})
+	m.fanoutNormal, m.fanoutHigh = m.fanoutLag.WithLabelValues("normal"), m.fanoutLag.WithLabelValues("high")
 	for _, k := range []string{regReregister, regReconcile, regLeftover} {
 		m.repairs.WithLabelValues(k)
 	}
@@ -171,6 +180,19 @@ func gauges(h *hub, registry func() (held, registered int64)) []prometheus.Colle
 func (m *metrics) wrote(size int) {
 	m.framesWritten.Inc()
 	m.bytesWritten.Add(float64(size))
+}
+
+// fanoutSample is one viewer in how many whose writes feed fanout_lag.
+const fanoutSample = 16
+
+// wroteLive records the lag of a live frame (stamped at live, UnixNano)
+// written to a viewer at now.
+func (m *metrics) wroteLive(live int64, high bool, now time.Time) {
+	o := m.fanoutNormal
+	if high {
+		o = m.fanoutHigh
+	}
+	o.Observe(float64(now.UnixNano()-live) / 1e9)
 }
 
 func (m *metrics) writeError()            { m.writeErrors.Inc() }

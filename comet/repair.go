@@ -49,7 +49,7 @@ func (r *room) encodeItem(b danmaku.Batch) (item, bool) {
 	if err != nil {
 		return item{}, false
 	}
-	it := item{PM: pm, Size: len(data)}
+	it := item{PM: pm, Size: len(data), Live: r.live.at, High: r.live.high}
 	if n := len(b.Msgs); n > 0 && b.Epoch != "" && b.Msgs[n-1].Pos > 0 {
 		it.Pos, it.Epoch, it.Room, it.Src = b.Msgs[n-1].Pos, b.Epoch, r, &b
 	}
@@ -63,6 +63,8 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 	if len(msgs) == 0 || len(r.members) == 0 {
 		return 0, slow
 	}
+	r.live = liveStamp{at: time.Now().UnixNano(), high: normalCount(msgs) < int64(len(msgs))}
+	defer func() { r.live = liveStamp{} }()
 	if r.capped > 0 {
 		return r.deliverTiersLocked(msgs, start, slow)
 	}

@@ -59,11 +59,22 @@ type room struct {
 	lastFlush  time.Time
 	flushTimer *time.Timer
 
+	// live stamps the frames of the live delivery under way (encodeItem):
+	// when it was handed to the viewers and whether it carries a
+	// high-priority message; zero outside deliverMsgsLocked.
+	live liveStamp
+
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
 	replay     timeline.Blocks[item]   // shared replay frames (replay.go)
 	tierReplay []timeline.Blocks[item] // the same by density tier (made on first use)
 	joinFrames []joinFrameCache        // the history-on-join frame by tier (join.go)
+}
+
+// liveStamp is what a live frame records for the fan-out lag metric.
+type liveStamp struct {
+	at   int64
+	high bool
 }
 
 // joinFrameCache is a room's history-on-join frame for the range of

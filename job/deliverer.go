@@ -262,6 +262,9 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 	nowMs := time.Now().UnixMilli()
 	for _, msg := range msgs {
 		d.m.e2eLag.Observe(float64(nowMs-msg.TS) / 1000)
+		if msg.Priority.High() {
+			d.m.highLag.Observe(float64(nowMs-msg.TS) / 1000)
+		}
 	}
 	if d.hook != nil {
 		d.hook(req.room, locked, unlocked, msgs)

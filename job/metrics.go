@@ -26,7 +26,7 @@ type metrics struct {
 	// The push series by label value, resolved once.
 	pushOK, pushFailed            prometheus.Observer
 	pushUnavailable, pushRejected prometheus.Counter
-	e2eLag                        prometheus.Histogram
+	e2eLag, highLag               prometheus.Histogram
 	consumerLag                   prometheus.GaugeFunc
 	pending                       prometheus.Gauge
 	retries                       *prometheus.CounterVec
@@ -99,6 +99,8 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		Help: "High-priority messages consumed; none is dropped by overflow or the drop policy."})
 	m.highEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_early_total",
 		Help: "High-priority messages dispatched while their room's window still ran, with the messages queued before them, instead of at its end."})
+	m.highLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_high_priority_lag_seconds",
+		Help: "Time from logic accepting a high-priority message to its push to the comets (also in end_to_end_lag).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)})
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the last fetch of each reported it."}, lag)
 	m.precreate()
@@ -106,7 +108,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
 		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
-		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly)
+		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly, m.highLag)
 	m.held = newHeldCounter(reg)
 	m.canaries = newCanaryCounter(reg)
 	return m

@@ -40,6 +40,11 @@ type Item[R comparable] struct {
 	// viewer that already has its first positions gets the rest encoded
 	// for it alone (see Writer.next).
 	Src *danmaku.Batch
+	// Live is when a live msgs frame was handed to the room's viewers
+	// (UnixNano; 0 for any other frame), and High whether it carries a
+	// high-priority message: the comet measures the fan-out's lag from it.
+	Live int64
+	High bool
 }
 
 // Result is what happened to a frame handed to a writer.
@@ -288,7 +293,7 @@ func (it Item[R]) After(got int64) Item[R] {
 	}
 	rest := *b
 	rest.Msgs = b.Msgs[k:]
-	return Item[R]{Batch: &rest, Pos: it.Pos, Epoch: it.Epoch, Room: it.Room}
+	return Item[R]{Batch: &rest, Pos: it.Pos, Epoch: it.Epoch, Room: it.Room, Live: it.Live, High: it.High}
 }
 
 // SetGot records, when the viewer joins room r, the position it has in r
