@@ -337,6 +337,8 @@ scenario_S4F() {
 # wait of SS_WAITS (logic.admit_batch_wait and the comet's
 # send.admit_batch_wait alike); then S4's ramp both ways. CPU per accepted
 # message counts every server process (logic idles while sockets send).
+# SS_LOADS picks the loads (default "r1000 c32 c256", at full scale),
+# SS_RAMP=0 leaves out the ramp.
 scenario_SS() {
 	local base_logic="${LOGIC_ARGS:-}" base_comet="${COMET_ARGS:-}" w load name d
 	d="$(scale 10 3)s"
@@ -345,13 +347,14 @@ scenario_SS() {
 		COMET_ARGS="$base_comet -comet.socket_send -kafka.brokers 127.0.0.1:$KAFKA_PORT -send.rate_limit 1000000 \
 			-send.rate_burst 1000000 -send.ip_rate_limit 0 -send.admit_batch_wait $w"
 		up 1 200ms coalesce
-		for load in "r$(scale 1000 100)" c32 c256; do
+		for load in ${SS_LOADS:-"r$(scale 1000 100)" c32 c256}; do
 			name="SS-w$w-$load"
 			lt "$name-http" -warmup 5s -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d"
 			lt "$name-socket" -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d" \
 				-send-socket "ws://${COMET_ADDRS%%,*}/ws"
 		done
 	done
+	[ "${SS_RAMP:-1}" = 1 ] || { LOGIC_ARGS="$base_logic" COMET_ARGS="$base_comet"; return 0; }
 	lt SS-ramp-http -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)"
 	lt SS-ramp-socket -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)" \
 		-send-socket "ws://${COMET_ADDRS%%,*}/ws"
