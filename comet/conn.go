@@ -55,6 +55,10 @@ type conn struct {
 	// the URL or the token before the reader starts, changed by a density
 	// op without a room; only the reader uses it.
 	density int
+	// sends is set once the viewer sent a comment over the socket: the
+	// reader then reads its frames on its own stack (readLoop); only the
+	// reader uses it.
+	sends bool
 
 	// mu guards members and nextReg (see rooms.go).
 	mu sync.Mutex
@@ -230,7 +234,11 @@ func (c *conn) sendRoomError(room, code, message string) {
 // (wsframe.Conn.WaitReadable, a shallow call chain), and everything that needs
 // a deeper stack — gorilla's frame reading, JSON, joining — runs on a
 // short-lived goroutine (deep) whose stack is gone when it is done. A
-// stack that grew once is never shrunk below 4 KiB by the runtime.
+// stack that grew once is never shrunk below 4 KiB by the runtime. A
+// viewer that sent a comment over the socket (send.go) is the exception:
+// from then on its frames are read on the reader itself, which keeps the
+// grown stack, since a sender's frames come often and each would
+// otherwise start a goroutine and grow its stack again.
 func (c *conn) readLoop(u urlRooms) {
 	defer c.s.release(c)
 	if c.fc == nil {
@@ -248,6 +256,12 @@ func (c *conn) readLoop(u urlRooms) {
 		}
 		if c.fc.Text(c.heartbeatMatch()) {
 			c.answerHeartbeat()
+			continue
+		}
+		if c.sends {
+			if !c.readReady() {
+				return
+			}
 			continue
 		}
 		if !c.deep(c.readReady) {

@@ -2,10 +2,12 @@ package comet
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/danmaku/danmaku"
@@ -76,6 +78,7 @@ func (c *conn) takesSends() bool { return c.s.send != nil }
 // sendMessages serves a send frame; only the reader calls it.
 func (c *conn) sendMessages(f clientFrame) {
 	s := c.s
+	c.sends = true
 	if s.send == nil {
 		c.refuseSend(f, danmaku.Errorf(danmaku.EUNAVAILABLE, "", "this comet takes no sends: POST /logic/send"), 0)
 		return
@@ -96,8 +99,41 @@ func (c *conn) sendMessages(f clientFrame) {
 		return
 	}
 	s.sendMetrics.accepted.Add(float64(len(checked.IDs)))
-	ack := danmaku.AckFrame{Op: danmaku.OpAck, Ref: f.Ref, IDs: checked.IDs}
-	c.send(prepare(ack), 32+20*len(ack.IDs))
+	c.reply(danmaku.AckFrame{Op: danmaku.OpAck, Ref: f.Ref, IDs: checked.IDs})
+}
+
+// maxDirectReply is the largest answer to a send the reader writes
+// itself (an ack of a few ids, an error frame): small enough that a
+// socket with room takes it whole.
+const maxDirectReply = 256
+
+// reply answers a send frame with v. While nothing else is queued or
+// being written the reader writes it at once with one non-blocking send,
+// as an uncompressed text frame (allowed on a connection that negotiated
+// compression too); otherwise, or when the socket has no room, the frame
+// is queued behind the others.
+func (c *conn) reply(v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("comet: encode frame: " + err.Error()) // only fixed types reach here
+	}
+	if c.fc != nil && len(data) <= maxDirectReply {
+		wire := make([]byte, 0, 2+len(data))
+		if len(data) < 126 {
+			wire = append(wire, 0x81, byte(len(data)))
+		} else {
+			wire = append(wire, 0x81, 126, byte(len(data)>>8), byte(len(data)))
+		}
+		wire = append(wire, data...)
+		if !c.isClosed() && c.w.WriteIdle(func() bool { return c.writeNow(wire, len(data)) }) {
+			return
+		}
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	if err != nil {
+		panic("comet: prepare frame: " + err.Error())
+	}
+	c.send(pm, len(data))
 }
 
 // sender checks who sends: a token that has not expired, or with no token
@@ -125,9 +161,8 @@ func (c *conn) refuseSend(f clientFrame, err error, retry int64) {
 	if e, ok := err.(*danmaku.Error); ok {
 		msg = e.Message
 	}
-	ef := errorFrame{Op: opError, Room: f.Room, Code: code, Message: msg, Ref: f.Ref,
-		Field: frameField(danmaku.ErrorField(err)), RetryAfterMs: retry * 1000}
-	c.send(prepare(ef), len(ef.Room)+len(ef.Code)+len(ef.Message)+len(ef.Field)+80)
+	c.reply(errorFrame{Op: opError, Room: f.Room, Code: code, Message: msg, Ref: f.Ref,
+		Field: frameField(danmaku.ErrorField(err)), RetryAfterMs: retry * 1000})
 }
 
 // frameField names a send's input as the frame does: roomId is room,
