@@ -36,11 +36,11 @@ type Config struct {
 	// rooms the viewer may join.
 	Auth string `yaml:"auth" help:"off: anyone may watch; jwt: /ws requires a JWT (token=... or Authorization: Bearer), joins limited to its rooms"`
 	// SocketSend makes the comet binary take send frames (send.go): it
-	// then writes to Kafka (the kafka section) with the checks of its send
-	// section, which holds logic's keys of the send path and should hold
-	// logic's values. The all-in-one binary always takes them, through
-	// logic's own send path.
-	SocketSend bool `yaml:"socket_send" help:"take {\"op\":\"send\"} frames from viewers and write to Kafka (needs kafka.brokers; checks from the send section, keep it equal to logic's keys); all-in-one: always on"`
+	// then writes to Kafka (the kafka section) with the checks of the send
+	// path, under the rules logic writes to Redis (sendpath.Rules; its send
+	// section's until they are read). The all-in-one binary always takes
+	// them, through logic's own send path.
+	SocketSend bool `yaml:"socket_send" help:"take {\"op\":\"send\"} frames from viewers and write to Kafka (needs kafka.brokers; checks under logic's send rules, read from Redis); all-in-one: always on"`
 	// AllowedOrigins lists the Origin values a browser may connect from
 	// ("https://example.com", or "*" for any). Empty means same host only;
 	// requests without an Origin header (non-browser clients) are accepted.

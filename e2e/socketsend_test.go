@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,17 +25,21 @@ import (
 type socketStack struct {
 	*stack.Stack
 	keys   *tokens.Keys
-	comets []string // ws:// URLs of the comets that take sends
+	comets []string      // ws:// URLs of the comets that take sends
+	procs  []*stack.Proc // their processes
 }
 
+// newSocketStack's limits and blocked word are logic's: the comets apply
+// logic's rules of the send path (sendpath.Rules), which it writes to
+// Redis.
 func newSocketStack(t *testing.T) *socketStack {
 	t.Helper()
 	keys := tokens.New(t)
-	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.admin_secret", modesAdminSecret}}), keys: keys}
+	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.admin_secret", modesAdminSecret,
+		"-logic.rate_limit", "2", "-logic.rate_burst", "50", "-logic.ip_rate_limit", "0",
+		"-logic.blocked_words.mode", "reject", "-logic.blocked_words.words", "badword"}}), keys: keys}
 	for i := 0; i < 2; i++ {
-		s.comets = append(s.comets, s.socketComet(t, s.Kafka, "-auth.hmac_secret", string(keys.Secret),
-			"-send.rate_limit", "2", "-send.rate_burst", "50", "-send.ip_rate_limit", "0",
-			"-send.blocked_words.mode", "reject", "-send.blocked_words.words", "badword"))
+		s.comets = append(s.comets, s.socketComet(t, s.Kafka, "-auth.hmac_secret", string(keys.Secret)))
 	}
 	return s
 }
@@ -42,14 +49,14 @@ func newSocketStack(t *testing.T) *socketStack {
 func (s *socketStack) socketComet(t *testing.T, kafka string, flags ...string) string {
 	t.Helper()
 	var public string
-	stack.Serve(t, "comet", nil, func() []string {
+	s.procs = append(s.procs, stack.Serve(t, "comet", nil, func() []string {
 		public = testkit.FreeAddr(t)
 		internal := testkit.FreeAddr(t)
 		return append(append([]string{"-config", "configs/comet.yaml", "-redis.addrs", s.RedisAddrs(),
 			"-kafka.brokers", kafka, "-comet.id", testkit.Uniq("sockcomet-"), "-comet.socket_send",
 			"-comet.listen", public, "-comet.internal_listen", internal, "-comet.advertise", internal},
 			stack.CometFlags()...), flags...)
-	}, func() string { return "http://" + public + "/healthz" })
+	}, func() string { return "http://" + public + "/healthz" }))
 	return "ws://" + public + "/ws"
 }
 
@@ -244,5 +251,43 @@ func TestSocketSendRefusals(t *testing.T) {
 		if took := time.Since(began); took > 3*time.Second {
 			t.Fatalf("refused after %v, want about the produce timeout", took)
 		}
+	})
+}
+
+// A comet that takes sends over its sockets applies logic's rules of the
+// send path, read from Redis, not its own send section: logic's blocked
+// word and content bound are refused by a comet configured with neither.
+// After the word list file of logic changed and logic and then the comet
+// got SIGHUP, a newly blocked word is refused over the socket (the comet's
+// periodic read of the rules is an hour away here).
+func TestSocketSendFollowsLogicsRules(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "words.txt")
+	if err := os.WriteFile(list, []byte("oldword\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &socketStack{Stack: stack.New(t, stack.Options{Comets: 1, Logic: []string{"-logic.blocked_words.mode", "reject",
+		"-logic.blocked_words.file", list, "-logic.max_content_runes", "20"}})}
+	s.comets = append(s.comets, s.socketComet(t, s.Kafka, "-send.rules_refresh", "1h"))
+	room := testkit.Uniq("sockrules_")
+	c := s.dial(t, 0, room, url.Values{"uid": {"9301"}})
+	refused(t, send(t, c, room, 1, msg("an oldword here", "")), danmaku.CodeBlocked, "msgs[0].content")
+	refused(t, send(t, c, room, 2, msg(strings.Repeat("x", 21), "")), danmaku.EINVALID, "msgs[0].content")
+	if f := send(t, c, room, 3, msg("a newword here", "")); f.Ack == nil {
+		t.Fatalf("newword before it was blocked: %+v", f.Error)
+	}
+
+	if err := os.WriteFile(list, []byte("oldword\nnewword\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Logic.Reload(t)
+	ref := int64(10)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		s.procs[0].Reload(t)
+		ref++
+		f := send(t, c, room, ref, msg("a newword again", ""))
+		if f.Error == nil || f.Error.Code != danmaku.CodeBlocked {
+			return fmt.Errorf("newword after SIGHUP: %+v %+v", f.Ack, f.Error)
+		}
+		return nil
 	})
 }

@@ -44,6 +44,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.stopTopic, s.topicDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.topicDone)
+		// The send path's rules go to Redis for the comets that take
+		// sends over their sockets (sendpath.Rules).
+		rules := make(chan struct{})
+		go func() { defer close(rules); s.send.KeepRules(tctx, true) }()
+		defer func() { <-rules }()
 		if err := s.EnsureTopic(tctx); err != nil && tctx.Err() == nil {
 			s.log.Error("kafka topic not created", zap.Error(err))
 		}

@@ -1,6 +1,7 @@
 package logic
 
 import (
+	"context"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -46,11 +47,15 @@ func (s *Server) authorizeRead(r *http.Request, room string) error {
 }
 
 // ReloadWords reads the blocked-word list again (the binaries call it on
-// SIGHUP and the admin API on request). On error the list in use stays.
+// SIGHUP and the admin API on request) and writes the send path's rules
+// to Redis for the comets at once. On error the list in use stays.
 func (s *Server) ReloadWords() error {
 	if err := s.words.Reload(); err != nil {
 		return err
 	}
 	s.log.Info("blocked words reloaded", zap.String("mode", s.words.Mode()), zap.Int("words", s.words.Len()))
+	if err := s.send.PublishRules(context.Background()); err != nil {
+		s.log.Warn("send rules not written to Redis; the comets get them at the next refresh", zap.Error(err))
+	}
 	return nil
 }

@@ -16,6 +16,9 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// NewAdmitter starts the batched send check (bans, mutes, rate limits).
 	NewAdmitter(o route.AdmitOptions) *route.Admitter
+	// The send path's rules, written for the comets (sendpath.Rules).
+	SetSendRules(ctx context.Context, rules []byte) error
+	SendRules(ctx context.Context) ([]byte, error)
 	Online(ctx context.Context, room string) (int64, error)
 	// TakeHigh and GiveBackHigh are a room's high-priority bucket.
 	TakeHigh(ctx context.Context, room string, n int, b route.Bucket) (route.Verdict, error)

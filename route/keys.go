@@ -99,6 +99,10 @@ func roomSanctionsKey(room string) string { return "room:sanctions:{" + room + "
 
 const sanctionsKey = "admin:sanctions"
 
+// sendRulesKey holds logic's rules of the send path (sendrules.go), which
+// the comets that take sends over their sockets apply.
+const sendRulesKey = "send:rules"
+
 // cometsIndexKey is the set of comet ids that ever took a lease and have not
 // been removed; liveness itself is the existence of comet:{cometId}.
 const cometsIndexKey = "comets:index"

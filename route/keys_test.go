@@ -33,6 +33,7 @@ func TestKeySchema(t *testing.T) {
 		"auditKey":            {auditKey},
 		"globalWordsKey":      {globalWordsKey},
 		"sanctionsKey":        {sanctionsKey},
+		"sendRulesKey":        {sendRulesKey},
 		"reviewKey":           {reviewKey("room")},
 		"reviewOrderKey":      {reviewOrderKey("room")},
 		"reviewClaimKey":      {reviewClaimKey("room")},

@@ -52,6 +52,10 @@ type Main struct {
 	// send and producer serve comet.socket_send; nil without it.
 	send     *sendpath.Path
 	producer *kafkax.Producer
+	// stopRules ends the following of logic's send rules; rulesDone is
+	// closed when it ended.
+	stopRules context.CancelFunc
+	rulesDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -114,7 +118,29 @@ func (m *Main) openSend(c Config, log *zap.Logger) error {
 	m.producer = kafkax.NewProducer(c.Kafka.Brokers, c.Kafka.Topic, c.Send.ProducerConfig())
 	m.send = sendpath.New(c.Send, sendpath.Deps{Store: route.New(m.rdb), Producer: m.producer,
 		IDs: sendpath.NewIDGen(c.Send.NodeID), Words: words, Log: log.Named("send")})
+	// logic's rules of the send path (limits, rate limits, blocked words)
+	// replace the send section's once read, and are read again every
+	// send.rules_refresh and on SIGHUP.
+	ctx, stop := context.WithCancel(context.Background())
+	m.send.FollowRules(ctx) // before the first send
+	m.stopRules, m.rulesDone = stop, make(chan struct{})
+	go func() { defer close(m.rulesDone); m.send.KeepRules(ctx, false) }()
 	return nil
+}
+
+// Reload reads the send section's word list file again and logic's send
+// rules (SIGHUP), so a word blocked in logic is refused over the sockets
+// at once.
+func (m *Main) Reload() {
+	if m.send == nil {
+		return
+	}
+	if err := m.send.ReloadWords(); err != nil {
+		m.log.Error("send.blocked_words not reloaded; the previous list stays", zap.Error(err))
+	}
+	m.send.FollowRules(context.Background())
+	r := m.send.Rules()
+	m.log.Info("send rules reloaded", zap.String("blocked_words", r.WordsMode), zap.Int("words", len(r.Words)))
 }
 
 // Close shuts the comet down gracefully (viewers closed with 1001, routes
@@ -126,6 +152,8 @@ func (m *Main) Close() error {
 			errs = append(errs, m.Server.Shutdown(context.Background()))
 		}
 		if m.send != nil {
+			m.stopRules()
+			<-m.rulesDone
 			m.send.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), m.Config.Send.ProduceTimeout)
 			errs = append(errs, m.producer.Close(ctx))

@@ -26,9 +26,9 @@ func (p *Path) admit(ctx context.Context, ip string, req *danmaku.SendRequest) (
 	defer cancel()
 	v, err := p.admitter.Admit(ctx, route.Admission{
 		User: strconv.FormatInt(req.UserID, 10), Room: req.RoomID, N: len(req.Messages),
-		UserBucket: route.Bucket{Rate: p.cfg.RateLimit, Burst: p.cfg.RateBurst},
+		UserBucket: route.Bucket{Rate: p.conf().RateLimit, Burst: p.conf().RateBurst},
 		IP:         ip,
-		IPBucket:   route.Bucket{Rate: p.cfg.IPRateLimit, Burst: p.cfg.IPRateBurst},
+		IPBucket:   route.Bucket{Rate: p.conf().IPRateLimit, Burst: p.conf().IPRateBurst},
 	})
 	if err != nil {
 		return 0, p.redisError("rate limit", err)
@@ -50,16 +50,16 @@ func (p *Path) admit(ctx context.Context, ip string, req *danmaku.SendRequest) (
 	case v.Limit == "ip":
 		p.m.Refused("ip")
 		return secs, danmaku.Errorf(danmaku.ERATELIMIT, "",
-			"rate limit of this client address exceeded: %g messages per second, burst %d; retry in %d s", p.cfg.IPRateLimit, p.cfg.IPRateBurst, secs)
+			"rate limit of this client address exceeded: %g messages per second, burst %d; retry in %d s", p.conf().IPRateLimit, p.conf().IPRateBurst, secs)
 	}
 	p.m.Refused("user")
 	return secs, danmaku.Errorf(danmaku.ERATELIMIT, "userId",
-		"rate limit exceeded: %g messages per second, burst %d; retry in %d s", p.cfg.RateLimit, p.cfg.RateBurst, secs)
+		"rate limit exceeded: %g messages per second, burst %d; retry in %d s", p.conf().RateLimit, p.conf().RateBurst, secs)
 }
 
 // highBucket is the room's high-priority bucket.
 func (p *Path) highBucket() route.Bucket {
-	return route.Bucket{Rate: p.cfg.HighRateLimit, Burst: p.cfg.HighRateBurst}
+	return route.Bucket{Rate: p.conf().HighRateLimit, Burst: p.conf().HighRateBurst}
 }
 
 // takeHigh takes the tokens of a high-priority request from its room's
@@ -82,7 +82,7 @@ func (p *Path) takeHigh(ctx context.Context, req *danmaku.SendRequest) (retryAft
 	secs := retrySeconds(v.RetryAfter)
 	return secs, danmaku.Errorf(danmaku.ERATELIMIT, "priority",
 		"the room's high-priority rate limit is exceeded: %g messages per second, burst %d; retry in %d s",
-		p.cfg.HighRateLimit, p.cfg.HighRateBurst, secs)
+		p.conf().HighRateLimit, p.conf().HighRateBurst, secs)
 }
 
 // giveBackHigh returns what takeHigh took for a request refused by a later

@@ -62,10 +62,10 @@ func (p *Path) allowPriority(req *danmaku.SendRequest, c *auth.Claims) error {
 // (400 content_blocked), mask replaces the words in place. The comments
 // held for review (review[i] set) are left as they were written.
 func (p *Path) filterWords(req *danmaku.SendRequest, review []string) error {
-	if p.words.Mode() == wordfilter.ModeOff {
+	if p.filter().Mode() == wordfilter.ModeOff {
 		return nil
 	}
-	name, err := p.words.Apply("userName", req.UserName)
+	name, err := p.filter().Apply("userName", req.UserName)
 	if err != nil {
 		p.m.Refused("blocked")
 		return err
@@ -76,7 +76,7 @@ func (p *Path) filterWords(req *danmaku.SendRequest, review []string) error {
 			continue // held for review as it was written
 		}
 		m := &req.Messages[i]
-		content, err := p.words.Apply(fmt.Sprintf("messages[%d].content", i), m.Content)
+		content, err := p.filter().Apply(fmt.Sprintf("messages[%d].content", i), m.Content)
 		if err != nil {
 			p.m.Refused("blocked")
 			return err
@@ -90,12 +90,12 @@ func (p *Path) filterWords(req *danmaku.SendRequest, review []string) error {
 // none), nil when none does: in a room with review on, those go to its
 // review queue instead of being refused or masked.
 func (p *Path) reviewWords(req *danmaku.SendRequest) []string {
-	if p.words.Mode() == wordfilter.ModeOff {
+	if p.filter().Mode() == wordfilter.ModeOff {
 		return nil
 	}
 	var out []string
 	for i, m := range req.Messages {
-		if w, ok := p.words.Match(m.Content); ok {
+		if w, ok := p.filter().Match(m.Content); ok {
 			if out == nil {
 				out = make([]string, len(req.Messages))
 			}

@@ -47,6 +47,11 @@ type Config struct {
 
 	// BlockedWords is the blocked-word list and what to do on a match.
 	BlockedWords wordfilter.Config `yaml:"blocked_words"`
+	// RulesRefresh is how often logic writes its rules of the send path
+	// (Rules) to Redis again, and how often a comet that takes sends over
+	// its sockets reads them; both also do at start, and on SIGHUP.
+	RulesRefresh time.Duration `yaml:"rules_refresh" help:"logic: write the send rules (limits, rate limits, blocked words) to Redis this often; a comet with socket_send: read and apply logic's this often, in place of this section's (also at start and on SIGHUP; 0: only then)"`
+
 	// ReviewTTL is how long a comment waits in its room's review queue
 	// (RoomState.Review) before it expires unreviewed; ReviewMax how many
 	// a room's queue holds (beyond, a match is refused as without review).
@@ -101,6 +106,7 @@ func DefaultConfig() Config {
 		BlockedWords:    wordfilter.Config{Mode: wordfilter.ModeOff},
 		ReviewTTL:       24 * time.Hour,
 		ReviewMax:       1000,
+		RulesRefresh:    5 * time.Second,
 		RedisTimeout:    500 * time.Millisecond,
 		AdmitBatchWait:  time.Millisecond,
 		AdmitBatchMax:   256,
@@ -119,6 +125,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("max_messages", "must be at least 1")
 	case c.ReviewTTL < time.Second:
 		return config.Invalid("review_ttl", "must be at least 1s")
+	case c.RulesRefresh < 0:
+		return config.Invalid("rules_refresh", "must not be negative (0: only at start and on SIGHUP)")
 	case c.ReviewMax < 1 || c.ReviewMax > 100000:
 		return config.Invalid("review_max", "must be 1 to 100000")
 	case c.MaxContentRunes < 1:

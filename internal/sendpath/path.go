@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,11 +63,17 @@ type Path struct {
 	producer *kafkax.Producer
 	admitter *route.Admitter
 	ids      *IDGen
-	words    *wordfilter.Filter
-	states   *roomStates
-	edited   *edited
-	m        Metrics
-	log      *zap.Logger
+	// rules are the rules in use: cfg's, or those of logic the Path
+	// follows (rules.go); shared by the copies of WithMetrics.
+	rules *atomic.Pointer[ruleSet]
+	// own is the Path's own word list (cfg's); applyMu serializes
+	// LoadRules.
+	own     *wordfilter.Filter
+	applyMu *sync.Mutex
+	states  *roomStates
+	edited  *edited
+	m       Metrics
+	log     *zap.Logger
 }
 
 // New returns a Path; it starts the admitter's batching, which Close ends.
@@ -84,12 +92,14 @@ func New(cfg Config, d Deps) *Path {
 		admitter: d.Store.NewAdmitter(route.AdmitOptions{
 			Wait: cfg.AdmitBatchWait, Max: cfg.AdmitBatchMax, Timeout: cfg.RedisTimeout,
 		}),
-		ids:    d.IDs,
-		words:  d.Words,
-		states: newRoomStates(),
-		edited: newEdited(),
-		m:      d.Metrics,
-		log:    log,
+		ids:     d.IDs,
+		rules:   newRules(cfg, d.Words),
+		own:     d.Words,
+		applyMu: new(sync.Mutex),
+		states:  newRoomStates(),
+		edited:  newEdited(),
+		m:       d.Metrics,
+		log:     log,
 	}
 }
 
@@ -164,7 +174,7 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 	if err := p.allowPriority(req, claims); err != nil {
 		return c, 0, err
 	}
-	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
+	if c.IDs, err = p.conf().Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
 	room, err := p.RoomState(ctx, req.RoomID)
@@ -207,7 +217,7 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 // validation, blocked words and the room's high-priority bucket; not the
 // sender's own (rate limits, mutes, bans) nor the room's modes.
 func (p *Path) CheckAdmin(ctx context.Context, req *danmaku.SendRequest) (c Checked, retryAfter int64, err error) {
-	if c.IDs, err = p.cfg.Limits().Validate(req); err != nil {
+	if c.IDs, err = p.conf().Limits().Validate(req); err != nil {
 		return c, 0, err
 	}
 	if err := p.filterWords(req, nil); err != nil {
@@ -290,7 +300,7 @@ func (p *Path) queueReview(ctx context.Context, req *danmaku.SendRequest, items 
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
 	defer cancel()
-	queued, ok, err := p.store.AddReview(ctx, req.RoomID, items, p.cfg.ReviewTTL, p.cfg.ReviewMax)
+	queued, ok, err := p.store.AddReview(ctx, req.RoomID, items, p.conf().ReviewTTL, p.conf().ReviewMax)
 	if err != nil {
 		return p.redisError("add review", err)
 	}

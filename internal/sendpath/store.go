@@ -25,6 +25,9 @@ type Store interface {
 	// AddReview puts comments in a room's review queue and returns the id
 	// each has there.
 	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error)
+	// SetSendRules and SendRules store and read logic's rules (Rules).
+	SetSendRules(ctx context.Context, rules []byte) error
+	SendRules(ctx context.Context) ([]byte, error)
 }
 
 var _ Store = (*route.Store)(nil)

@@ -87,6 +87,14 @@ func (f *Filter) Len() int {
 	return len(f.a.Load().words)
 }
 
+// Words returns the distinct words of the list in use, spelled as listed.
+func (f *Filter) Words() []string {
+	if f == nil {
+		return nil
+	}
+	return append([]string(nil), f.a.Load().words...)
+}
+
 // Match returns the first blocked word found in s (the word ending
 // earliest, the longest of those), spelled as in the list, whatever the
 // mode.

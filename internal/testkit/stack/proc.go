@@ -262,6 +262,15 @@ func (p *Proc) Stop(tb testing.TB) {
 	}
 }
 
+// Reload sends SIGHUP: the roles read their word lists (and a comet
+// logic's send rules) again.
+func (p *Proc) Reload(tb testing.TB) {
+	tb.Helper()
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		tb.Fatalf("reload %s: %v", p.Name, err)
+	}
+}
+
 // Pause stops the process (SIGSTOP): its sockets stay open and nothing
 // is read or written, as in a long GC pause or CPU starvation.
 func (p *Proc) Pause(tb testing.TB) {
