@@ -139,6 +139,9 @@ type Config struct {
 	// comet.socket_send), sends the messages as send frames on sockets
 	// instead of POSTs to LogicURL.
 	SendSocket string
+	// CentrifugoKey makes the senders publish to a Centrifugo server at
+	// LogicURL with this HTTP API key instead (SendSpec.CentrifugoKey).
+	CentrifugoKey string
 
 	Exe      string    // this binary, for worker processes
 	Progress io.Writer // progress bar; nil: quiet
@@ -347,7 +350,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		c.Senders = min(4096, max(64, int(peak/4)))
 	}
 	snd := newSender(SendSpec{LogicURL: c.LogicURL, Senders: c.Senders, Users: c.Users, Timeout: c.Timeout, PerPost: c.PerPost, Layout: layout,
-		CometWS: c.SendSocket})
+		CometWS: c.SendSocket, CentrifugoKey: c.CentrifugoKey})
 	notices := newNoticeSenders(c, userBase)
 	var high *sender
 	if c.HighRate > 0 {

@@ -39,6 +39,12 @@ type SendSpec struct {
 	// CometWS, when set (ws://host:port/ws), sends the messages as send
 	// frames on sockets to that comet instead of POSTs (socksend.go).
 	CometWS string
+	// CentrifugoKey, when set, makes LogicURL a Centrifugo server's: each
+	// request is a publication to its HTTP API (POST /api/publish with
+	// this API key) whose channel is the room and whose data carries the
+	// messages as a send would, accepted on an answer without an error.
+	// The same client then measures both systems.
+	CentrifugoKey string
 	// High sends high-priority messages ("priority":1, contents "lh:")
 	// through POST /logic/admin/send with AdminSecret; otherwise contents
 	// are "lt:" (density.go).
@@ -93,6 +99,9 @@ func newSender(spec SendSpec) *sender {
 		if spec.High {
 			path = "/logic/admin/send"
 		}
+		if spec.CentrifugoKey != "" {
+			path = "/api/publish"
+		}
 	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -120,9 +129,16 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 	first := s.roomSeq[room].Add(k) - k
 	start := time.Now()
 	buf.Reset()
-	if s.spec.Notice != "" {
+	switch {
+	case s.spec.Notice != "":
 		s.noticeBody(buf, room)
-	} else {
+	case s.spec.CentrifugoKey != "":
+		buf.WriteString(`{"channel":"`)
+		buf.WriteString(s.spec.Layout.Rooms[room])
+		buf.WriteString(`","data":{"userId":`)
+		buf.WriteString(strconv.FormatUint(1+i%uint64(s.spec.Users), 10))
+		buf.WriteString(`,"messages":[`)
+	default:
 		buf.WriteString(`{"roomId":"`)
 		buf.WriteString(s.spec.Layout.Rooms[room])
 		buf.WriteString(`","userId":`)
@@ -145,6 +161,9 @@ func (s *sender) post(ctx context.Context, i uint64, buf *bytes.Buffer) {
 		buf.WriteString(`"}`)
 	}
 	buf.WriteString(`]}`)
+	if s.spec.CentrifugoKey != "" {
+		buf.WriteByte('}')
+	}
 	code, err := s.do(ctx, room, buf.Bytes())
 	end := time.Now()
 	s.mu.Lock()
@@ -190,12 +209,23 @@ func (s *sender) do(ctx context.Context, room int, body []byte) (int, error) {
 	if s.spec.AdminSecret != "" {
 		req.Header.Set("Authorization", "Bearer "+s.spec.AdminSecret)
 	}
+	if s.spec.CentrifugoKey != "" {
+		req.Header.Set("X-API-Key", s.spec.CentrifugoKey)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, err
 	}
+	defer resp.Body.Close()
+	if s.spec.CentrifugoKey != "" {
+		// Centrifugo answers 200, with an error object when it refused.
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK && !bytes.Contains(b, []byte(`"error"`)) {
+			return http.StatusAccepted, nil
+		}
+		return resp.StatusCode, nil
+	}
 	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	return resp.StatusCode, nil
 }
 
