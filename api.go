@@ -183,6 +183,24 @@ type AuditEntry struct {
 	Mode  string   `json:"mode,omitempty"`
 }
 
+// HeldItem is a comment a room's delay holds (RoomState.DelaySeconds):
+// the message, and when it is released to viewers (Unix ms).
+type HeldItem struct {
+	ID        string `json:"id"`
+	UID       int64  `json:"uid"`
+	Name      string `json:"name"`
+	Content   string `json:"content"`
+	TS        int64  `json:"ts"`
+	ReleaseAt int64  `json:"releaseAt"`
+}
+
+// HeldResponse is the answer of GET /logic/admin/held: the room's held
+// comments, soonest released first.
+type HeldResponse struct {
+	RoomID string     `json:"roomId"`
+	Items  []HeldItem `json:"items"`
+}
+
 // WordsResponse is the answer of GET /logic/admin/words: the edited
 // blocked words of a room (RoomID set) or the global ones, sorted, each
 // with its mode.

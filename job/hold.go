@@ -27,6 +27,9 @@ import (
 // so its partition is not committed past it until it is delivered or
 // dropped, and a job that dies while holding it redelivers it. Shutdown
 // does not wait for held messages (the next member holds them again).
+//
+// Every message held is also listed in Redis for moderators (heldlist.go),
+// who delete it there before its release.
 
 func newHeldCounter(reg prometheus.Registerer) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_held_total",
@@ -64,6 +67,9 @@ func (s *scheduler) hold(r *roomState, p pending, at time.Time) {
 	s.buffered++
 	s.heldN++
 	s.m.held.Inc()
+	if s.heldList != nil {
+		s.heldList.add(r.name, p.msg, at)
+	}
 	if i == 0 {
 		heap.Push(&s.holds, dueEntry{at: at, room: r})
 	}

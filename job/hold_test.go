@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/testkit"
 )
 
@@ -202,5 +203,77 @@ func TestStateAfterTheRoomWasEmpty(t *testing.T) {
 	})
 	if w := joined.Welcomes()[0]; w.State == nil || w.State.Ver != 2 || w.State.SlowSeconds != 2 {
 		t.Fatalf("welcome on the comet the room had left: state %+v, want version 2", w.State)
+	}
+}
+
+// heldList reads room's held comments from the harness logic.
+func (e *env) heldList(room string) []danmaku.HeldItem {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.logic.URL+"/logic/admin/held?roomId="+room, nil)
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out danmaku.HeldResponse
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		e.t.Fatalf("held: status %d", resp.StatusCode)
+	}
+	return out.Items
+}
+
+// heldIDs are the ids of items.
+func heldIDs(items []danmaku.HeldItem) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.ID
+	}
+	return out
+}
+
+// Moderators see what a room's delay holds: GET /logic/admin/held lists
+// each held comment with its release time, soonest first, from the moment
+// job holds it until its release; one deleted there leaves the list at
+// once, stays off it when a job killed meanwhile is followed by another
+// that holds the comments again, and never reaches a viewer; the list is
+// empty once the others are released.
+func TestHeldListed(t *testing.T) {
+	e, room, viewers := newRoomOnTwoComets(t)
+	cfg := jobConfig()
+	a := e.startJob(cfg, nil)
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","delaySeconds":4}`, http.StatusOK, nil)
+	ids := e.send(room, 5, "h1", "h2", "h3")
+	var items []danmaku.HeldItem
+	testkit.SucceedsSoon(t, 2*time.Second, func() error {
+		if items = e.heldList(room); !slices.Equal(heldIDs(items), ids) {
+			return fmt.Errorf("held %v, want %v", heldIDs(items), ids)
+		}
+		return nil
+	})
+	if it := items[1]; it.Content != "h2" || it.UID != 5 || it.ReleaseAt != it.TS+4000 {
+		t.Fatalf("held item %+v", it)
+	}
+	e.admin("/logic/admin/delete", `{"roomId":"`+room+`","ids":["`+ids[1]+`"]}`, http.StatusOK, nil)
+	want := []string{ids[0], ids[2]}
+	if got := heldIDs(e.heldList(room)); !slices.Equal(got, want) {
+		t.Fatalf("held after the delete %v, want %v", got, want)
+	}
+	a.Crash()
+	<-a.Done()
+	e.startJob(cfg, nil)
+	testkit.SucceedsSoon(t, 10*time.Second, func() error {
+		if n, err := e.committed(); err != nil || n < 1 {
+			return fmt.Errorf("committed %d (%v)", n, err)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got := heldIDs(e.heldList(room)); !slices.Equal(got, want) {
+		t.Fatalf("held after the next job read them again %v, want %v", got, want)
+	}
+	waitShown(t, viewers, want)
+	if got := e.heldList(room); len(got) != 0 {
+		t.Fatalf("held after the release %+v", got)
 	}
 }

@@ -111,7 +111,7 @@ func New(cfg Config, deps Deps) (*Job, error) {
 		canary:    newCanaryAges(reg, j.consumer.assigned)}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
 		commit: j.consumer.queue, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
-		offsets: newOffsets()}
+		offsets: newOffsets(), heldList: newHeldLister(cfg, deps.Store, log)}
 	return j, nil
 }
 
@@ -153,11 +153,12 @@ func (j *Job) run() {
 	fetchCtx, stopFetch := context.WithCancel(context.Background())
 	defer stopFetch()
 	var loops, workers sync.WaitGroup
-	loops.Add(4)
+	loops.Add(5)
 	go func() { defer loops.Done(); j.consumer.fetch(fetchCtx) }()
 	go func() { defer loops.Done(); j.comets.run(fetchCtx) }()
 	go func() { defer loops.Done(); j.deliverer.release.run(fetchCtx) }()
 	go func() { defer loops.Done(); j.consumer.commitLoop() }()
+	go func() { defer loops.Done(); j.sched.heldList.run(fetchCtx) }()
 	for range j.cfg.Workers {
 		workers.Add(1)
 		go func() {

@@ -32,6 +32,8 @@ type scheduler struct {
 	inflight int // deliveries sent on work and not yet back
 	draining bool
 	drainBy  time.Time
+	// heldList lists held messages for moderators (heldlist.go).
+	heldList *heldLister
 }
 
 // roomState is the scheduler's view of one room.

@@ -22,6 +22,9 @@ type Store interface {
 	EndBroadcast(ctx context.Context, l *route.Lock, ids []string, ttl time.Duration) error
 	AbortBroadcast(ctx context.Context, room, owner string, tokens, ids []string) (bool, int, error)
 
+	// PublishHeld lists a room's held messages for moderators (hold.go).
+	PublishHeld(ctx context.Context, room string, items []danmaku.HeldItem) error
+
 	// Notices to users and to everyone.
 	BeginNotices(ctx context.Context, claims []route.NoticeClaim, o route.NoticeOptions) (route.NoticeBegin, error)
 	EndNotices(ctx context.Context, claims []route.NoticeClaim, ttl time.Duration) error

@@ -44,6 +44,7 @@ const MaxMute = 365 * 24 * time.Hour
 //	POST /logic/admin/review/approve        {"roomId","ids":[...],"actor"?}
 //	POST /logic/admin/review/reject         {"roomId","ids":[...],"actor"?}
 //	GET  /logic/admin/rooms?roomId=...      rooms, viewers, timeline heads (rooms.go)
+//	GET  /logic/admin/held?roomId=&limit=   the comments the room's delay holds (held.go)
 //	GET  /logic/admin/words?roomId=         the edited blocked words of a room or global (words.go)
 //	POST /logic/admin/words/add             {"roomId"?,"words":[...],"mode"?,"actor"?}
 //	POST /logic/admin/words/remove          {"roomId"?,"words":[...],"actor"?}
@@ -73,6 +74,7 @@ func (s *Server) handleAdmin() {
 	s.handleOn(s.adminMux, "/logic/admin/review/reject", "admin", s.admin("reject", s.adminReject))
 	s.handleOn(s.adminMux, "/logic/admin/rooms", "admin", s.serveRooms)
 	s.handleOn(s.adminMux, "/logic/admin/words", "admin", s.serveWords)
+	s.handleOn(s.adminMux, "/logic/admin/held", "admin", s.serveHeld)
 	s.handleOn(s.adminMux, "/logic/admin/words/add", "admin", s.admin("words_add", s.adminAddWords))
 	s.handleOn(s.adminMux, "/logic/admin/words/remove", "admin", s.admin("words_remove", s.adminRemoveWords))
 }

@@ -30,8 +30,10 @@ type Store interface {
 	Unmute(ctx context.Context, user, room string) (bool, error)
 	Ban(ctx context.Context, user, room string, d time.Duration) error
 	Unban(ctx context.Context, user, room string) (bool, error)
-	// MarkDeleted keeps deleted ids from ever getting a position.
+	// MarkDeleted keeps deleted ids from ever getting a position (and
+	// takes them off the list of held comments, HeldList).
 	MarkDeleted(ctx context.Context, room string, ids []string, ttl time.Duration) error
+	HeldList(ctx context.Context, room string, limit int) ([]danmaku.HeldItem, error)
 	// The review queues of rooms with review on.
 	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error)
 	ReviewQueue(ctx context.Context, room string, ttl time.Duration, limit int) ([]danmaku.ReviewItem, error)

@@ -46,6 +46,9 @@
 //	send:rules                      JSON (sendpath.Rules); no TTL         logic       the send path's rules (limits, rate limits, blocked words) the comets apply
 //	room:review:{room}              hash id -> item JSON; TTL review_ttl  logic       comments held for review (danmaku.ReviewItem)
 //	room:reviewq:{room}             zset id -> accept time (ms); the same logic       their order; items older than logic.review_ttl are removed
+//	room:held:{room}                zset id -> release time (ms); TTL     job         comments the room's delay holds in job, until their release or delete
+//	                                a minute after the last release
+//	room:heldm:{room}               hash id -> item JSON; the same        job         those comments (danmaku.HeldItem), for the moderators' list
 //	room:reviewc:{room}             zset id -> claim end (ms); the same   logic       items an approval is writing (out of the queue until written or the claim ends)
 //	room:reviewk:{room}             hash <uid>:<digest> -> id, #id -> key logic       held items by sender and content, so a retry without msgId is queued once
 //	ratelimit:user:{user}           token bucket "tokens:ms"              logic       per-user send budget, on the Redis clock

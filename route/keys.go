@@ -88,6 +88,11 @@ const globalWordsKey = "admin:words"
 func reviewKey(room string) string      { return "room:review:{" + room + "}" }
 func reviewOrderKey(room string) string { return "room:reviewq:{" + room + "}" }
 
+// heldKey lists the comments a room's delay holds in job by release time,
+// heldMsgKey holds them (held.go).
+func heldKey(room string) string    { return "room:held:{" + room + "}" }
+func heldMsgKey(room string) string { return "room:heldm:{" + room + "}" }
+
 // reviewClaimKey holds the items approvals are writing, reviewRetryKey
 // the items by sender and content (review.go).
 func reviewClaimKey(room string) string { return "room:reviewc:{" + room + "}" }

@@ -37,6 +37,8 @@ func TestKeySchema(t *testing.T) {
 		"reviewKey":           {reviewKey("room")},
 		"reviewOrderKey":      {reviewOrderKey("room")},
 		"reviewClaimKey":      {reviewClaimKey("room")},
+		"heldKey":             {heldKey("room")},
+		"heldMsgKey":          {heldMsgKey("room")},
 		"reviewRetryKey":      {reviewRetryKey("room")},
 		"roomSanctionsKey":    {roomSanctionsKey("room")},
 		"processedKey":        {processedKey("room", "<msgId>")},

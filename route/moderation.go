@@ -170,6 +170,15 @@ func (s *Store) MarkDeleted(ctx context.Context, room string, ids []string, ttl 
 		for _, id := range ids {
 			p.SetNX(ctx, processedKey(room, id), "done", ttl)
 		}
+		if len(ids) > 0 {
+			// Off the list of held comments (held.go) as well.
+			members := make([]any, len(ids))
+			for i, id := range ids {
+				members[i] = id
+			}
+			p.ZRem(ctx, heldKey(room), members...)
+			p.HDel(ctx, heldMsgKey(room), ids...)
+		}
 		return nil
 	})
 	return wrap("mark deleted", err)

@@ -1,8 +1,10 @@
 /*
  * The moderator console: rooms with their viewers and messages a second,
  * a live view of one room through danmaku.js with one-click delete, mute,
- * ban, hide and pin, the room's settings, its review queue, its active
- * sanctions, the audit log and the blocked words' reload. Everything goes
+ * ban, hide and pin, the room's settings, its review queue, the comments
+ * its chat delay holds (deleted there before anyone sees them), its active
+ * sanctions, the audit log and the blocked words (edited lists and the
+ * configured list's reload). Everything goes
  * through logic's admin API on this page's origin, with the moderator
  * token or the admin secret as the Bearer credential; the credential is
  * kept in sessionStorage (this tab) and never put in the page's address.
@@ -429,8 +431,10 @@
   function refreshPanel() {
     if (!auth || !current) return;
     refreshReview();
+    refreshHeld();
     if (tab === "sanctions") refreshSanctions();
     if (tab === "audit") refreshAudit();
+    if (tab === "words") refreshWords();
   }
 
   function unavailable(err, what) {
@@ -498,6 +502,58 @@
     $("review-list").querySelectorAll("input[type=checkbox]").forEach(function (c) { c.checked = on; });
   });
 
+  // ---- held by the chat delay ----
+
+  var HELD_EVERY_MS = 1000; // a comment is held for at most 60 s: watch it closely
+
+  function refreshHeld() {
+    var room = current;
+    if (!auth || !room) return;
+    api("GET", "/logic/admin/held?roomId=" + encodeURIComponent(room)).then(function (res) {
+      if (room !== current) return;
+      renderHeld((res && res.items) || []);
+    }, function (err) {
+      if (room !== current) return;
+      renderHeld([]);
+      $("held-empty").textContent = unavailable(err, "The list of held comments");
+    });
+  }
+
+  function renderHeld(items) {
+    var ul = $("held-list");
+    clear(ul);
+    items.forEach(function (it) {
+      ul.appendChild(el("li", { class: "item", "data-id": it.id },
+        el("div", { class: "item-body" },
+          el("div", { class: "item-head" },
+            el("span", { class: "name" }, it.name || "anon"),
+            el("span", { class: "uid" }, it.uid ? "#" + it.uid : ""),
+            el("span", { class: "time", "data-release": it.releaseAt }, releaseText(it.releaseAt))),
+          el("div", { class: "text" }, it.content || "")),
+        el("div", { class: "item-acts" },
+          el("button", { type: "button", class: "bad small", "data-act": "delete", onclick: function () {
+            api("POST", "/logic/admin/delete", { roomId: current, ids: [it.id] }).then(function () {
+              toast("deleted before anyone saw it");
+              refreshHeld();
+            }, function (err) { toast("delete: " + describe(err), "bad"); });
+          } }, "Delete"))));
+    });
+    $("held-empty").hidden = items.length > 0;
+    $("held-empty").textContent = "Nothing is held.";
+    var badge = $("held-count");
+    badge.hidden = !items.length;
+    badge.textContent = String(items.length);
+  }
+
+  function releaseText(ms) {
+    var s = Math.max(0, Math.ceil((ms - Date.now()) / 1000));
+    return s ? "shown in " + s + " s" : "showing";
+  }
+  $("held-refresh").addEventListener("click", refreshHeld);
+  setInterval(function () {
+    if (tab === "held") refreshHeld();
+  }, HELD_EVERY_MS);
+
   // ---- sanctions ----
 
   var LIFT = { mutes: "unmute", bans: "unban", hidden: "unhide" };
@@ -550,6 +606,7 @@
         if (e.userId) what.push("user #" + e.userId);
         if (e.duration) what.push("for " + e.duration);
         if (e.ids && e.ids.length) what.push(e.ids.length + (e.ids.length === 1 ? " message" : " messages"));
+        if (e.words && e.words.length) what.push(e.words.join(", ") + (e.mode ? " (" + (MODE_TEXT[e.mode] || e.mode) + ")" : ""));
         if (e.state) what.push(FIELDS.filter(function (f) { return value(f, e.state); })
           .map(function (f) { return f.badge(value(f, e.state)); }).join(", ") || "modes off");
         ol.appendChild(el("li", { class: "entry" },
@@ -568,6 +625,65 @@
   $("audit-refresh").addEventListener("click", refreshAudit);
 
   // ---- blocked words ----
+
+  var MODE_TEXT = { reject: "refused", review: "held for review" };
+
+  /** The words API's query and body of the chosen list: this room's or the global one. */
+  function wordsScope() {
+    return $("words-scope").value === "global" ? {} : { roomId: current };
+  }
+
+  function refreshWords() {
+    var scope = wordsScope(), room = current;
+    var q = scope.roomId ? "?roomId=" + encodeURIComponent(scope.roomId) : "";
+    api("GET", "/logic/admin/words" + q).then(function (res) {
+      if (room !== current || wordsScope().roomId !== scope.roomId) return;
+      renderWords((res && res.words) || []);
+    }, function (err) {
+      renderWords([]);
+      $("words-empty").textContent = err.status === 403 && auth.kind === "token"
+        ? "Only the admin secret edits the list of every room." : unavailable(err, "Editing blocked words");
+    });
+  }
+
+  function renderWords(words) {
+    var ul = $("words-list");
+    clear(ul);
+    words.forEach(function (w) {
+      ul.appendChild(el("li", { class: "item", "data-word": w.word },
+        el("div", { class: "item-body" },
+          el("span", { class: "text" }, w.word),
+          el("span", { class: "dim small" }, " " + (MODE_TEXT[w.mode] || w.mode))),
+        el("button", { type: "button", class: "ghost small", "data-act": "remove", onclick: function () {
+          editWords("remove", [w.word]);
+        } }, "Remove")));
+    });
+    $("words-empty").hidden = words.length > 0;
+    $("words-empty").textContent = "No word edited here.";
+  }
+
+  function editWords(verb, words, mode) {
+    var body = wordsScope();
+    body.words = words;
+    if (mode) body.mode = mode;
+    return api("POST", "/logic/admin/words/" + verb, body).then(function () {
+      toast((verb === "add" ? "blocked: " : "unblocked: ") + words.join(", "));
+      refreshWords();
+    }, function (err) {
+      toast("words: " + (err.status === 403 && auth.kind === "token"
+        ? "only the admin secret edits the list of every room" : describe(err)), "bad");
+      throw err;
+    });
+  }
+
+  $("words-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var w = $("words-input").value.trim();
+    if (!w) return;
+    editWords("add", [w], $("words-mode").value).then(function () { $("words-input").value = ""; }, function () {});
+  });
+  $("words-scope").addEventListener("change", refreshWords);
+  $("words-refresh").addEventListener("click", refreshWords);
 
   $("words-reload").addEventListener("click", function () {
     api("POST", "/logic/admin/words/reload", {}).then(function (res) {
