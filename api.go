@@ -322,7 +322,9 @@ type VODSegmentResponse struct {
 
 // VODComment is a comment of a replay: Offset is milliseconds from the
 // stream's start; Flags has bit 1 for a high-priority comment and bit 2
-// for a moderator's.
+// for a moderator's; Pos is the position viewers saw it at in the room's
+// live timeline (absent when it is not known: a comment job did not
+// deliver).
 type VODComment struct {
 	ID      string `json:"id"`
 	UID     int64  `json:"uid"`
@@ -330,6 +332,7 @@ type VODComment struct {
 	Content string `json:"content"`
 	Offset  int64  `json:"offset"`
 	Flags   int16  `json:"flags,omitempty"`
+	Pos     int64  `json:"pos,omitempty"`
 }
 
 // VODDensityResponse is the answer of GET /logic/vod/density: the number

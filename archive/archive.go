@@ -51,10 +51,17 @@ type Archive struct {
 
 	reader *kafka.Reader
 	rooms  map[string]*room
-	// next is, per partition, the offset expected after the last record
-	// applied; lag the partition's records not yet written.
-	next map[int32]int64
+	// next is, per topic and partition, the offset expected after the
+	// last record read; lag the room partition's records not yet written.
+	next map[topicPart]int64
 	lag  sync.Map // int32 -> int64
+	// queue holds, per partition, the room records read and not yet
+	// written: comments wait there for their positions (positions.go).
+	queue map[int][]record
+	// book holds the positions read (nil: positions off); applied the
+	// Kafka time of each partition's last room record written.
+	book    *posBook
+	applied map[int]time.Time
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -76,7 +83,10 @@ func New(cfg Config, d Deps) (*Archive, error) {
 		return nil, err
 	}
 	a := &Archive{cfg: cfg, kcfg: d.Kafka, store: d.Store, log: d.Log, rooms: map[string]*room{},
-		next: map[int32]int64{}, done: make(chan struct{})}
+		next: map[topicPart]int64{}, queue: map[int][]record{}, applied: map[int]time.Time{}, done: make(chan struct{})}
+	if cfg.PositionsTopic != "" {
+		a.book = newPosBook()
+	}
 	if a.log == nil {
 		a.log = zap.NewNop()
 	}
@@ -87,10 +97,21 @@ func New(cfg Config, d Deps) (*Archive, error) {
 // Start joins the consumer group and consumes in the background until
 // Shutdown.
 func (a *Archive) Start(ctx context.Context) error {
+	topics := []string{a.kcfg.Topic}
+	if a.book != nil {
+		if err := a.ensurePositions(ctx); err != nil {
+			return err
+		}
+		topics = append(topics, a.cfg.PositionsTopic)
+	}
 	a.reader = kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           a.kcfg.Brokers,
-		GroupID:           a.cfg.Group,
-		Topic:             a.kcfg.Topic,
+		Brokers:     a.kcfg.Brokers,
+		GroupID:     a.cfg.Group,
+		GroupTopics: topics,
+		// Partition N of the room topic and of the positions topic on
+		// the same member: the range balancer gives each member the same
+		// ranges of topics of as many partitions.
+		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
 		MinBytes:          1,
 		MaxBytes:          16 << 20,
 		MaxWait:           100 * time.Millisecond,
@@ -137,19 +158,24 @@ func (a *Archive) Shutdown(ctx context.Context) error {
 	return a.reader.Close()
 }
 
-// run is the consuming loop: fetch a batch, apply it, write it, commit.
+// run is the consuming loop: fetch records, take in the positions, queue
+// the room records, write those ready, commit.
 func (a *Archive) run(ctx context.Context) {
 	defer close(a.done)
 	for ctx.Err() == nil {
 		msgs := a.fetch(ctx)
-		if len(msgs) == 0 {
-			a.idle(ctx)
+		a.take(msgs)
+		ready := a.ready(time.Now())
+		if len(ready) == 0 && (a.book == nil || len(a.book.fresh) == 0) {
+			if len(msgs) == 0 && a.queued() == 0 {
+				a.idle(ctx)
+			}
 			continue
 		}
-		if !a.process(ctx, msgs) {
+		if !a.process(ctx, ready) {
 			return // stopping before the batch was written: it is redelivered
 		}
-		a.commit(ctx, msgs)
+		a.commit(ctx, ready)
 	}
 }
 
@@ -162,6 +188,12 @@ const idleAfter = time.Second
 func (a *Archive) fetch(ctx context.Context) []kafka.Message {
 	var msgs []kafka.Message
 	deadline := time.Now().Add(idleAfter)
+	if due, ok := a.nextDue(); ok && due.Before(deadline) {
+		deadline = due
+		if soon := time.Now().Add(time.Millisecond); deadline.Before(soon) {
+			deadline = soon
+		}
+	}
 	for len(msgs) < a.cfg.BatchSize {
 		wait, cancel := context.WithDeadline(ctx, deadline)
 		m, err := a.reader.FetchMessage(wait)
@@ -183,38 +215,35 @@ func (a *Archive) fetch(ctx context.Context) []kafka.Message {
 	return msgs
 }
 
-// process applies msgs and writes the batch, retrying until it is
-// written; false when ctx ended first.
-func (a *Archive) process(ctx context.Context, msgs []kafka.Message) bool {
-	recs := make([]record, len(msgs))
+// process applies recs and writes the batch, with the positions read
+// since the last write, retrying until it is written; false when ctx
+// ended first.
+func (a *Archive) process(ctx context.Context, recs []record) bool {
 	var rooms []string
 	oldest := time.Now()
-	for i, m := range msgs {
-		env, err := danmaku.UnmarshalEnvelope(m.Value)
-		recs[i] = record{part: int32(m.Partition), off: m.Offset, env: env, err: err}
-		if want, ok := a.next[int32(m.Partition)]; ok && want != m.Offset {
-			// Another member had the partition meanwhile, or records
-			// come again: what this process knows may be stale.
-			a.rooms = map[string]*room{}
+	for _, rec := range recs {
+		if rec.err == nil && rec.env.Notice == nil && rec.env.Canary == nil {
+			rooms = append(rooms, rec.env.Room)
 		}
-		a.next[int32(m.Partition)] = m.Offset + 1
-		if err == nil && env.Notice == nil && env.Canary == nil {
-			rooms = append(rooms, env.Room)
+		if rec.m.Time.Before(oldest) {
+			oldest = rec.m.Time
 		}
-		if m.Time.Before(oldest) {
-			oldest = m.Time
+	}
+	if a.book != nil {
+		for _, k := range a.book.fresh {
+			rooms = append(rooms, k.room)
 		}
 	}
 	for {
 		err := a.load(ctx, rooms, oldest)
 		if err == nil {
-			b, aerr := a.apply(ctx, recs)
+			p, aerr := a.apply(ctx, recs)
 			if err = aerr; err == nil {
-				err = a.write(ctx, b)
+				if err = a.write(ctx, &p.batch); err == nil {
+					a.written(p, recs)
+					return true
+				}
 			}
-		}
-		if err == nil {
-			return true
 		}
 		if ctx.Err() != nil {
 			return false
@@ -262,15 +291,19 @@ func (a *Archive) load(ctx context.Context, rooms []string, oldest time.Time) er
 			return err
 		}
 		for _, c := range ids {
-			r.recent.add(c.ID, st.Start+c.Offset)
+			r.recent.add(c.ID, st.Start+c.Offset, st.Start+c.Offset)
+			if c.Pos == 0 && a.book != nil {
+				r.unpos.add(c.ID, st.Start+c.Offset, vodstore.Position{SID: st.SID, Offset: c.Offset, ID: c.ID})
+			}
 		}
 	}
 	maps.Copy(a.rooms, loaded)
 	return nil
 }
 
-// apply places every record of the batch.
-func (a *Archive) apply(ctx context.Context, recs []record) (*vodstore.Batch, error) {
+// apply places every record of the batch, and the positions read for
+// comments stored before.
+func (a *Archive) apply(ctx context.Context, recs []record) (*placer, error) {
 	p := &placer{a: a}
 	for _, rec := range recs {
 		switch {
@@ -286,7 +319,10 @@ func (a *Archive) apply(ctx context.Context, recs []record) (*vodstore.Batch, er
 			}
 		}
 	}
-	return &p.batch, nil
+	if a.book != nil {
+		p.late()
+	}
+	return p, nil
 }
 
 // write stores b in one transaction.
@@ -307,17 +343,23 @@ func (a *Archive) write(ctx context.Context, b *vodstore.Batch) error {
 	return nil
 }
 
-// commit commits the batch's last offset of each partition and updates
-// the lag.
-func (a *Archive) commit(ctx context.Context, msgs []kafka.Message) {
+// commit commits the batch's last offset of each partition and the
+// positions records settled, and updates the lag.
+func (a *Archive) commit(ctx context.Context, recs []record) {
 	last := map[int]kafka.Message{}
-	for _, m := range msgs {
-		last[m.Partition] = m
+	for _, rec := range recs {
+		last[rec.m.Partition] = rec.m
 	}
 	out := make([]kafka.Message, 0, len(last))
 	for _, m := range last {
 		out = append(out, m)
 		a.lag.Store(int32(m.Partition), max(m.HighWaterMark-m.Offset-1, 0))
+	}
+	if a.book != nil {
+		out = append(out, a.book.commits()...)
+	}
+	if len(out) == 0 {
+		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.WriteTimeout)
 	defer cancel()
@@ -338,6 +380,7 @@ func (a *Archive) lagSum() float64 {
 // their silence, and retention.
 func (a *Archive) idle(ctx context.Context) {
 	a.lag.Range(func(k, _ any) bool { a.lag.Store(k, int64(0)); return true })
+	a.settleIdle(ctx)
 	if sil := a.cfg.AutoSilence; sil > 0 {
 		a.endSilent(ctx, sil)
 	}
@@ -365,7 +408,7 @@ func (a *Archive) endSilent(ctx context.Context, sil time.Duration) {
 			continue
 		}
 		if live := r.live(); live != nil && live.Auto && r.lastTS > 0 && now-r.lastTS > sil.Milliseconds() {
-			if next, ok := a.next[live.Part]; ok {
+			if next, ok := a.next[topicPart{a.kcfg.Topic, int(live.Part)}]; ok {
 				p.end(r, r.lastTS+1, next)
 			}
 		}

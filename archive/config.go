@@ -34,6 +34,14 @@ type Config struct {
 	// Retention removes streams that ended longer ago than this (checked
 	// hourly). 0 keeps them.
 	Retention time.Duration `yaml:"retention" help:"remove streams ended longer ago than this (0: keep)"`
+	// PositionsTopic is job's positions topic (job.positions_topic): read
+	// in the archive's group to store each comment with the timeline
+	// position viewers saw. Empty: positions are not stored.
+	PositionsTopic string `yaml:"positions_topic" help:"job's positions topic, to store each comment's timeline position; empty: none stored"`
+	// PositionWait is how long a comment waits for its position after
+	// job would have released it; one that did not get it by then is
+	// written without, and given it when it comes. 0: no wait.
+	PositionWait time.Duration `yaml:"position_wait" help:"how long a comment waits for its timeline position before it is written without (then given it when it comes)"`
 	// MetricsAddr serves /metrics, /healthz and /readyz of cmd/archive.
 	MetricsAddr string `yaml:"metrics_addr" help:"cmd/archive's /metrics, /healthz and /readyz; loopback by default; all-in-one: unused"`
 
@@ -51,6 +59,8 @@ func DefaultConfig() Config {
 		BatchSize:         2000,
 		BatchWait:         100 * time.Millisecond,
 		WriteTimeout:      10 * time.Second,
+		PositionsTopic:    "danmaku-positions",
+		PositionWait:      5 * time.Second,
 		MetricsAddr:       "127.0.0.1:8083",
 		HeartbeatInterval: 500 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
@@ -75,6 +85,8 @@ func (c *Config) Validate() error {
 		return config.Invalid("auto_silence", "must be 0 (off) or at least 1s, got %v", c.AutoSilence)
 	case c.Retention != 0 && c.Retention < time.Hour:
 		return config.Invalid("retention", "must be 0 (keep) or at least 1h, got %v", c.Retention)
+	case c.PositionWait < 0 || c.PositionWait > time.Minute:
+		return config.Invalid("position_wait", "must be from 0 to 1m, got %v", c.PositionWait)
 	case c.HeartbeatInterval <= 0 || c.SessionTimeout <= c.HeartbeatInterval:
 		return config.Invalid("session_timeout", "must exceed heartbeat_interval (%v)", c.HeartbeatInterval)
 	case c.RebalanceTimeout <= 0:

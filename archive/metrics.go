@@ -16,9 +16,13 @@ type metrics struct {
 	writeErrors  prometheus.Counter
 	fetchErrors  prometheus.Counter
 	commitErrors prometheus.Counter
+	positions    *prometheus.CounterVec
 }
 
 // recordKinds are the label values of danmaku_archive_records_total.
+// positionResults are the label values of danmaku_archive_positions_total.
+var positionResults = []string{"with_comment", "late", "missing", "unmatched"}
+
 var recordKinds = []string{"comment", "event", "notice", "canary", "invalid", "outside_stream", "retry", "not_visible", "stream_id_reused"}
 
 func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
@@ -39,11 +43,14 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Kafka fetches that failed and were retried."}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_archive_commit_errors_total",
 			Help: "Offset commits that failed after the write (the batch comes again and is stored once)."}),
+		positions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_archive_positions_total",
+			Help: "Timeline positions, by result: with_comment (written with its comment), late (written to a comment stored before without it), missing (a comment stored without one: none came within archive.position_wait), unmatched (a position whose comment was not stored)."}, []string{"result"}),
 	}
 	telemetry.Precreate(m.records.MetricVec, recordKinds)
 	telemetry.Precreate(m.streams.MetricVec, []string{"start", "end"})
+	telemetry.Precreate(m.positions.MetricVec, positionResults)
 	if reg != nil {
-		reg.MustRegister(m.records, m.stored, m.duplicates, m.streams, m.writeSeconds, m.writeErrors, m.fetchErrors, m.commitErrors,
+		reg.MustRegister(m.records, m.stored, m.duplicates, m.streams, m.writeSeconds, m.writeErrors, m.fetchErrors, m.commitErrors, m.positions,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_archive_lag_messages",
 				Help: "Records of the archive's partitions not yet written, as of the last fetch (0 once it waited idle)."}, lag))
 	}

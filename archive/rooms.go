@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/vodstore"
 )
@@ -23,33 +25,44 @@ type room struct {
 	// Loading a room fills it from the database, so a retry that comes
 	// after a restart (or after a rebalance moved the partition) is
 	// judged by what was stored.
-	recent idWindow
+	recent idWindow[int64]
+	// unpos holds the comments of at least the last retryWindow stored
+	// without a timeline position, by id, with their row: where a
+	// position that comes later goes (positions.go). Loading a room
+	// fills it from the database too.
+	unpos idWindow[vodstore.Position]
 }
 
 // retryWindow is how long an id is remembered against client retries.
 const retryWindow = 2 * time.Minute
 
-// idWindow remembers ids for at least retryWindow in two generations: when
-// the newer one is retryWindow old, the older one is dropped. Each call
-// is O(1), however many comments the room gets.
-type idWindow struct {
-	cur, prev map[string]int64 // id -> time of its first record
-	since     int64            // when cur began
+// idWindow remembers values by id for at least retryWindow in two
+// generations: when the newer one is retryWindow old, the older one is
+// dropped. Each call is O(1), however many comments the room gets.
+type idWindow[V any] struct {
+	cur, prev map[string]V
+	since     int64 // when cur began
 }
 
-func (w *idWindow) get(id string) (int64, bool) {
-	if ts, ok := w.cur[id]; ok {
-		return ts, true
+func (w *idWindow[V]) get(id string) (V, bool) {
+	if v, ok := w.cur[id]; ok {
+		return v, true
 	}
-	ts, ok := w.prev[id]
-	return ts, ok
+	v, ok := w.prev[id]
+	return v, ok
 }
 
-func (w *idWindow) add(id string, ts int64) {
+// add remembers v for id, at time ts (Unix ms).
+func (w *idWindow[V]) add(id string, ts int64, v V) {
 	if w.cur == nil || ts-w.since > retryWindow.Milliseconds() {
-		w.prev, w.cur, w.since = w.cur, map[string]int64{}, ts
+		w.prev, w.cur, w.since = w.cur, map[string]V{}, ts
 	}
-	w.cur[id] = ts
+	w.cur[id] = v
+}
+
+func (w *idWindow[V]) del(id string) {
+	delete(w.cur, id)
+	delete(w.prev, id)
 }
 
 // live returns the room's live stream, or nil.
@@ -87,12 +100,13 @@ func (r *room) retry(id string, ts int64) bool {
 	if first, ok := r.recent.get(id); ok {
 		return first != ts
 	}
-	r.recent.add(id, ts)
+	r.recent.add(id, ts, ts)
 	return false
 }
 
-// record is one consumed Kafka record.
+// record is one consumed record of the room topic.
 type record struct {
+	m    kafka.Message
 	part int32
 	off  int64
 	env  danmaku.Envelope
@@ -105,6 +119,12 @@ type record struct {
 type placer struct {
 	a     *Archive
 	batch vodstore.Batch
+	// settled are the positions (positions.go) a successful write
+	// settles: written, or with nothing to go with; after runs then.
+	settled []posKey
+	after   []func()
+	// counts of danmaku_archive_positions_total, added once written.
+	withComment, lateOnes, missing int
 }
 
 // apply adds rec to the batch. Starting a stream writes it at once (its
@@ -131,6 +151,7 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 			}
 		}
 	}
+	pos, posed := p.position(env.Room, m.ID)
 	st := r.holder(rec.part, rec.off)
 	if st == nil {
 		p.a.m.records.WithLabelValues("outside_stream").Inc()
@@ -145,11 +166,72 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 	}
 	// A held comment (a room's delay) was shown HoldMs after it was
 	// accepted: it is replayed where viewers saw it.
-	p.batch.Rows = append(p.batch.Rows, vodstore.Row{SID: st.SID, Comment: vodstore.Comment{
-		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS+env.HoldMs, st.Start), Flags: flagsOf(m),
-	}})
+	row := vodstore.Row{SID: st.SID, Comment: vodstore.Comment{
+		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS+env.HoldMs, st.Start), Flags: flagsOf(m), Pos: pos,
+	}}
+	p.batch.Rows = append(p.batch.Rows, row)
+	p.placed(r, row, m.TS, posed)
 	p.a.m.records.WithLabelValues("comment").Inc()
 	return nil
+}
+
+// position returns the timeline position read for id of room, and
+// whether there is one; it is settled by this batch's write whatever
+// becomes of the comment.
+func (p *placer) position(room, id string) (int64, bool) {
+	if p.a.book == nil {
+		return 0, false
+	}
+	pos, ok := p.a.book.get(room, id)
+	if ok {
+		p.settled = append(p.settled, posKey{room, id})
+	}
+	return pos, ok
+}
+
+// placed notes what the write of row does to positions: a row stored
+// without one is remembered; a row stored before without one (a
+// redelivery after a restart) gets it.
+func (p *placer) placed(r *room, row vodstore.Row, ts int64, posed bool) {
+	if p.a.book == nil {
+		return
+	}
+	id := row.ID
+	if !posed {
+		p.missing++
+		at := vodstore.Position{SID: row.SID, Offset: row.Offset, ID: id}
+		p.after = append(p.after, func() { r.unpos.add(id, ts, at) })
+		return
+	}
+	p.withComment++
+	if at, stored := r.unpos.get(id); stored {
+		at.Pos = row.Pos
+		p.batch.Positions = append(p.batch.Positions, at)
+		p.after = append(p.after, func() { r.unpos.del(id) })
+	}
+}
+
+// late adds the positions read since the last write whose comments were
+// stored without one.
+func (p *placer) late() {
+	b := p.a.book
+	for _, k := range b.fresh {
+		r := p.a.rooms[k.room]
+		if r == nil {
+			continue
+		}
+		pos, ok := b.get(k.room, k.id)
+		at, stored := r.unpos.get(k.id)
+		if !ok || !stored {
+			continue
+		}
+		at.Pos = pos
+		p.batch.Positions = append(p.batch.Positions, at)
+		p.settled = append(p.settled, k)
+		p.lateOnes++
+		id := k.id
+		p.after = append(p.after, func() { r.unpos.del(id) })
+	}
 }
 
 // event applies a moderation or stream event in partition order.

@@ -171,6 +171,13 @@ func (s *pgStore) Write(ctx context.Context, b *Batch) (int, error) {
 			return 0, wrap("write end", err)
 		}
 	}
+	for _, p := range b.Positions {
+		if _, err := tx.Exec(ctx, `UPDATE vod_comments SET pos = $4
+			WHERE sid = $1 AND off_ms = $2 AND hashtextextended(id, 0) = hashtextextended($3, 0) AND id = $3
+			AND pos IS DISTINCT FROM $4`, int32(p.SID), clamp32(p.Offset), p.ID, int32(p.Pos)); err != nil {
+			return 0, wrap("write positions", err)
+		}
+	}
 	return n, wrap("write", tx.Commit(ctx))
 }
 
@@ -182,19 +189,21 @@ func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
 	}
 	var (
 		uids                = make([]int64, len(rows))
-		sids, offs          = make([]int32, len(rows)), make([]int32, len(rows))
+		sids, offs, pos     = make([]int32, len(rows)), make([]int32, len(rows)), make([]int32, len(rows))
 		flags               = make([]int16, len(rows))
 		ids, names, content = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 	)
 	for i, r := range rows {
-		uids[i], sids[i], offs[i], flags[i] = r.UID, int32(r.SID), int32(r.Offset), r.Flags
+		uids[i], sids[i], offs[i], flags[i], pos[i] = r.UID, int32(r.SID), int32(r.Offset), r.Flags, int32(r.Pos)
 		ids[i], names[i], content[i] = r.ID, r.Name, r.Content
 	}
 	var n int
 	err := tx.QueryRow(ctx, `
 		WITH ins AS (
-			INSERT INTO vod_comments (uid, sid, off_ms, flags, id, name, content)
-			SELECT * FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::smallint[], $5::text[], $6::text[], $7::text[])
+			INSERT INTO vod_comments (uid, sid, off_ms, flags, id, name, content, pos)
+			SELECT u, s, o, f::integer::"char", i, n, c, nullif(p, 0)
+			FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::smallint[], $5::text[], $6::text[], $7::text[], $8::integer[])
+				AS x(u, s, o, f, i, n, c, p)
 			ON CONFLICT DO NOTHING
 			RETURNING sid
 		), counts AS (
@@ -203,7 +212,7 @@ func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
 			UPDATE vod_streams s SET n = s.n + counts.c FROM counts WHERE s.sid = counts.sid
 		)
 		SELECT coalesce(sum(c), 0)::int FROM counts`,
-		uids, sids, offs, flags, ids, names, content).Scan(&n)
+		uids, sids, offs, flags, ids, names, content, pos).Scan(&n)
 	return n, wrap("write comments", err)
 }
 
@@ -245,7 +254,7 @@ func (s *pgStore) Stream(ctx context.Context, room, id string) (Stream, error) {
 }
 
 func (s *pgStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, uid, name, content, off_ms, flags FROM vod_comments c
+	rows, err := s.pool.Query(ctx, `SELECT id, uid, name, content, off_ms, flags::integer::smallint, coalesce(pos, 0) FROM vod_comments c
 		WHERE sid = $1 AND off_ms >= $2 AND off_ms < $3
 		AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = $4 AND t.id = c.id)
 		ORDER BY off_ms, id`, st.SID, clamp32(from), clamp32(to), st.Room)
@@ -257,7 +266,7 @@ func (s *pgStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Co
 }
 
 func (s *pgStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, off_ms FROM vod_comments WHERE sid = $1 AND off_ms >= $2 ORDER BY off_ms`, st.SID, clamp32(from))
+	rows, err := s.pool.Query(ctx, `SELECT id, off_ms, coalesce(pos, 0) FROM vod_comments WHERE sid = $1 AND off_ms >= $2 ORDER BY off_ms`, st.SID, clamp32(from))
 	if err != nil {
 		return nil, wrap("ids", err)
 	}

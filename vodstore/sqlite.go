@@ -155,6 +155,12 @@ func (s *sqliteStore) Write(ctx context.Context, b *Batch) (int, error) {
 			return 0, wrap("write end", err)
 		}
 	}
+	for _, p := range b.Positions {
+		if _, err := tx.ExecContext(ctx, `UPDATE vod_comments SET pos = ? WHERE sid = ? AND off_ms = ? AND h = ? AND id = ?`,
+			p.Pos, p.SID, p.Offset, int64(idHash(p.ID)), p.ID); err != nil {
+			return 0, wrap("write positions", err)
+		}
+	}
 	return n, wrap("write", tx.Commit())
 }
 
@@ -165,8 +171,8 @@ func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row) (int, error) 
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO vod_comments (sid, off_ms, h, uid, flags, id, name, content)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO vod_comments (sid, off_ms, h, uid, flags, id, name, content, pos)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, nullif(?, 0)) ON CONFLICT DO NOTHING`)
 	if err != nil {
 		return 0, wrap("write comments", err)
 	}
@@ -174,7 +180,7 @@ func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row) (int, error) 
 	added := map[int64]int64{}
 	total := 0
 	for _, r := range rows {
-		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, r.Flags, r.ID, r.Name, r.Content)
+		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, r.Flags, r.ID, r.Name, r.Content, r.Pos)
 		if err != nil {
 			return 0, wrap("write comments", err)
 		}
@@ -237,7 +243,7 @@ func (s *sqliteStore) Stream(ctx context.Context, room, id string) (Stream, erro
 }
 
 func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, uid, name, content, off_ms, flags FROM vod_comments c
+	rows, err := s.db.QueryContext(ctx, `SELECT id, uid, name, content, off_ms, flags, coalesce(pos, 0) FROM vod_comments c
 		WHERE sid = ? AND off_ms >= ? AND off_ms < ?
 		AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = ? AND t.id = c.id)
 		ORDER BY off_ms, id`, st.SID, from, to, st.Room)
@@ -249,7 +255,7 @@ func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) (
 }
 
 func (s *sqliteStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, off_ms FROM vod_comments WHERE sid = ? AND off_ms >= ? ORDER BY off_ms`, st.SID, from)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, off_ms, coalesce(pos, 0) FROM vod_comments WHERE sid = ? AND off_ms >= ? ORDER BY off_ms`, st.SID, from)
 	if err != nil {
 		return nil, wrap("ids", err)
 	}

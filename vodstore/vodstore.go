@@ -111,15 +111,28 @@ type End struct {
 	EndOff int64
 }
 
+// Position gives the stored comment ID of stream SID at Offset its
+// timeline position Pos: for a comment stored before its position was
+// known.
+type Position struct {
+	SID    int64
+	Offset int64
+	ID     string
+	Pos    int64
+}
+
 // Batch is one atomic write of the archive.
 type Batch struct {
 	Rows       []Row
 	Tombstones []Tombstone
 	Ends       []End
+	Positions  []Position
 }
 
 // Empty reports whether b writes nothing.
-func (b *Batch) Empty() bool { return len(b.Rows)+len(b.Tombstones)+len(b.Ends) == 0 }
+func (b *Batch) Empty() bool {
+	return len(b.Rows)+len(b.Tombstones)+len(b.Ends)+len(b.Positions) == 0
+}
 
 // Store is the archive's database. Every method honours ctx.
 type Store interface {
@@ -142,12 +155,13 @@ type Store interface {
 	// Stream returns stream id of room, or an ENOTFOUND error.
 	Stream(ctx context.Context, room, id string) (Stream, error)
 	// Comments returns the visible comments of st with offsets in
-	// [from, to), ordered by offset then id.
+	// [from, to), ordered by offset then id, with their positions.
 	Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error)
-	// IDsSince returns the ids and offsets (only those fields) of the
-	// comments of st with offsets from from on, deleted ones included:
-	// what the archive remembers again after a restart, so that a
-	// client's retry of a comment stored before it is not stored twice.
+	// IDsSince returns the ids, offsets and positions (only those fields)
+	// of the comments of st with offsets from from on, deleted ones
+	// included: what the archive remembers again after a restart, so that
+	// a client's retry of a comment stored before it is not stored twice
+	// and a position that comes after its comment finds it.
 	IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error)
 	// Density returns the number of visible comments of st per bucket of
 	// bucketMS milliseconds of offset, from offset 0 to the last comment.
@@ -258,12 +272,12 @@ type rows interface {
 }
 
 // scanComments reads the rows of a comments query (id, uid, name,
-// content, off_ms, flags).
+// content, off_ms, flags, pos with 0 for none).
 func scanComments(rs rows) ([]Comment, error) {
 	out := []Comment{}
 	for rs.Next() {
 		var c Comment
-		if err := rs.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags); err != nil {
+		if err := rs.Scan(&c.ID, &c.UID, &c.Name, &c.Content, &c.Offset, &c.Flags, &c.Pos); err != nil {
 			return nil, wrap("comments", err)
 		}
 		out = append(out, c)
@@ -271,12 +285,13 @@ func scanComments(rs rows) ([]Comment, error) {
 	return out, wrap("comments", rs.Err())
 }
 
-// scanIDs reads the rows of an ids query (id, off_ms).
+// scanIDs reads the rows of an ids query (id, off_ms, pos with 0 for
+// none).
 func scanIDs(rs rows) ([]Comment, error) {
 	out := []Comment{}
 	for rs.Next() {
 		var c Comment
-		if err := rs.Scan(&c.ID, &c.Offset); err != nil {
+		if err := rs.Scan(&c.ID, &c.Offset, &c.Pos); err != nil {
 			return nil, wrap("ids", err)
 		}
 		out = append(out, c)

@@ -45,6 +45,7 @@ func Run(t *testing.T, open Open) {
 		{"RecentAndStreams", testRecent},
 		{"Density", testDensity},
 		{"IDsSince", testIDsSince},
+		{"Positions", testPositions},
 		{"Prune", testPrune},
 		{"Unicode", testUnicode},
 	} {
@@ -272,6 +273,33 @@ func testIDsSince(t *testing.T, s vodstore.Store) {
 	sort.Slice(got, func(i, j int) bool { return got[i].Offset < got[j].Offset })
 	if want := []vodstore.Comment{{ID: "b", Offset: 20}, {ID: "c", Offset: 30}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ids since 20: %+v, want %+v (deleted ones too, one stream only)", got, want)
+	}
+}
+
+// A comment is stored with its timeline position, or without one that a
+// later write gives it; a redelivered row does not take it away, and
+// reads and IDsSince return it.
+func testPositions(t *testing.T, s vodstore.Store) {
+	st := MustStart(t, s, "r1", "s1", base)
+	a, b := row(st, "a", 10), row(st, "b", 20)
+	a.Pos = 41
+	a.Flags = vodstore.FlagHigh | vodstore.FlagModerator
+	MustWrite(t, s, vodstore.Batch{Rows: []vodstore.Row{a, b}})
+	MustWrite(t, s, vodstore.Batch{Rows: []vodstore.Row{row(st, "a", 10)}, // a redelivery without it
+		Positions: []vodstore.Position{{SID: st.SID, Offset: 20, ID: "b", Pos: 42}, {SID: st.SID, Offset: 30, ID: "nowhere", Pos: 43}}})
+	got, err := s.Comments(ctx(t), st, 0, vodstore.SegmentMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Pos != 41 || got[1].Pos != 42 || got[0].Flags != a.Flags {
+		t.Fatalf("comments %+v, want a at 41 (flags %d) and b at 42", got, a.Flags)
+	}
+	since, err := s.IDsSince(ctx(t), st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []vodstore.Comment{{ID: "a", Offset: 10, Pos: 41}, {ID: "b", Offset: 20, Pos: 42}}; !reflect.DeepEqual(since, want) {
+		t.Errorf("ids since 0: %+v, want %+v", since, want)
 	}
 }
 
