@@ -120,6 +120,7 @@ func answerPings(c *websocket.Conn) {
 	for {
 		_, m, err := c.ReadMessage()
 		if err != nil {
+			dropped.Add(1)
 			return
 		}
 		for _, line := range bytes.Split(m, []byte("\n")) {

@@ -221,8 +221,13 @@ func clients(addr, room string, rooms, n int, compress bool, proto string) error
 	}
 	fmt.Printf("CONNECTED %d FAILED %d\n", connected.Load(), failed.Load())
 	io.Copy(io.Discard, os.Stdin)
+	fmt.Printf("DROPPED %d\n", dropped.Load())
 	return nil
 }
+
+// dropped counts the viewers whose connection ended while they idled (the
+// server closed them: a ping not answered in time, for one).
+var dropped atomic.Int64
 
 // join opens a viewer of room and returns it with the comet's welcome
 // (Centrifugo's replies to connect and subscribe for proto centrifugo).
@@ -274,6 +279,7 @@ func drain(c *websocket.Conn, pongs chan<- struct{}) {
 	for {
 		_, r, err := c.NextReader()
 		if err != nil {
+			dropped.Add(1)
 			return
 		}
 		n, _ := io.ReadFull(r, buf[:])
@@ -496,11 +502,15 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	srv.ask("gc", "OK")
 	afterGC := rss(pid)
 	statsGC := srv.ask("stats", "STATS")
+	cl.in.Close()
+	line, _ = cl.expect("DROPPED")
+	var lost int
+	fmt.Sscanf(line, "DROPPED %d", &lost)
 	if srv.external {
 		afterGC = idle // no way to force a collection
 	}
 
-	fmt.Printf("viewers=%d (connected in %v, %d rooms)\n", got, took.Round(time.Millisecond), rooms)
+	fmt.Printf("viewers=%d (connected in %v, %d rooms; %d closed by the server while idle)\n", got, took.Round(time.Millisecond), rooms, lost)
 	fmt.Printf("  rss cold=%d KiB (%.0f bytes/viewer against it)\n", cold>>10, float64(idle-cold)/float64(got))
 	fmt.Printf("  rss warm=%d KiB idle=%d KiB -> %.0f bytes/viewer (%.2f KiB)\n",
 		base>>10, idle>>10, float64(idle-base)/float64(got), float64(idle-base)/float64(got)/1024)
