@@ -240,7 +240,8 @@ func (c *countingVOD) Comments(ctx context.Context, st vodstore.Stream, from, to
 // logic.vod_live_cache: requests meanwhile are answered from memory, the
 // first past it gets the answer held while one background read brings it
 // up to date, and requests for an answer nobody holds share one read.
-// With vod_live_cache 0 every request reads.
+// With vod_live_cache 0 nothing is kept, but requests that come while a
+// read is in flight share it.
 func TestVODLiveCache(t *testing.T) {
 	const fresh = 200 * time.Millisecond
 	for _, c := range []struct {
@@ -273,8 +274,10 @@ func TestVODLiveCache(t *testing.T) {
 			}
 			wg.Wait()
 			if c.fresh == 0 {
-				if n := db.reads.Load(); n != 20 {
-					t.Errorf("%d database reads for 20 requests, want 20 with the cache off", n)
+				// Nothing is kept, but requests share the read in flight:
+				// a miss storm is not one read per request.
+				if n := db.reads.Load(); n > 2 {
+					t.Errorf("%d database reads for 20 requests at once, want 1 or 2 with the cache off", n)
 				}
 				mustWriteRow(t, st, s, comment("b", 20))
 				if got := read(); !reflect.DeepEqual(got, []string{"a", "b"}) {

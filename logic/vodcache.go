@@ -16,8 +16,11 @@ import (
 //     rate, and no request waits for that read;
 //   - requests for an answer nobody holds share one database read.
 //
-// With fresh 0 live answers are not kept and every request for one reads
-// the database.
+// With fresh 0 live answers are not kept: a request for one reads the
+// database, or, while a read of the same answer is in flight, waits for
+// that read and gets its answer (at most one read behind). A burst of
+// requests for one answer (a miss storm) then costs one read at a time,
+// not one each: their number cannot pile reads up on the database.
 //
 // The answers held are bounded by vodCacheBytes, evicted at random.
 type vodCache struct {
@@ -79,16 +82,6 @@ func (c *vodCache) get(ctx context.Context, key string, read func(context.Contex
 			return e, true, nil
 		}
 	}
-	if c.fresh == 0 { // every request reads for itself
-		c.mu.Unlock()
-		e, err := read(ctx)
-		if err == nil && e.final {
-			c.mu.Lock()
-			c.putLocked(key, e)
-			c.mu.Unlock()
-		}
-		return e, false, err
-	}
 	l := c.loading[key]
 	if l == nil {
 		l = c.startLocked(key)
@@ -134,7 +127,7 @@ func (c *vodCache) finish(key string, l *vodLoad, read func(context.Context) (*v
 	if old := c.entries[key]; old != nil {
 		old.refreshing = false
 	}
-	if l.err == nil {
+	if l.err == nil && (l.e.final || c.fresh > 0) {
 		l.e.at = time.Now()
 		c.putLocked(key, l.e)
 	}

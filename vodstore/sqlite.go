@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
@@ -17,7 +18,15 @@ import (
 // the all-in-one binary and development.
 type sqliteStore struct {
 	db *sql.DB
+
+	mu    sync.Mutex // guards stmts
+	stmts map[string]*sql.Stmt
 }
+
+// sqliteConns is how many connections the store keeps open and idle: a
+// connection costs opening the file and reading the schema, so reads
+// from many requests at once do not close and open them again.
+const sqliteConns = 8
 
 var _ Store = (*sqliteStore)(nil)
 
@@ -38,15 +47,47 @@ func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
 	if err != nil {
 		return nil, wrap("open sqlite", err)
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(sqliteConns)
+	db.SetMaxIdleConns(sqliteConns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, wrap("open sqlite", err)
 	}
-	return &sqliteStore{db: db}, nil
+	return &sqliteStore{db: db, stmts: map[string]*sql.Stmt{}}, nil
 }
 
-func (s *sqliteStore) Close() error { return s.db.Close() }
+func (s *sqliteStore) Close() error {
+	s.mu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// query runs one of the reads with a statement prepared once (per
+// connection, by database/sql) instead of parsing its SQL every time.
+func (s *sqliteStore) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *sqliteStore) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.stmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[q] = st
+	return st, nil
+}
 
 func (s *sqliteStore) Migrate(ctx context.Context) error { return s.migrate(ctx, 0) }
 
@@ -212,7 +253,7 @@ func (s *sqliteStore) Recent(ctx context.Context, rooms []string, since int64) (
 }
 
 func (s *sqliteStore) Streams(ctx context.Context, room string, limit int) ([]Stream, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
+	rows, err := s.query(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
 		WHERE room = ? ORDER BY sid DESC LIMIT ?`, room, limit)
 	return collectSQLiteStreams(rows, err, "streams")
 }
@@ -234,8 +275,11 @@ func collectSQLiteStreams(rows *sql.Rows, err error, verb string) ([]Stream, err
 }
 
 func (s *sqliteStore) Stream(ctx context.Context, room, id string) (Stream, error) {
-	st, err := scanSQLiteStream(s.db.QueryRowContext(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams
-		WHERE room = ? AND id = ?`, room, id))
+	q, err := s.stmt(ctx, `SELECT `+sqliteStreamCols+` FROM vod_streams WHERE room = ? AND id = ?`)
+	if err != nil {
+		return Stream{}, wrap("stream", err)
+	}
+	st, err := scanSQLiteStream(q.QueryRowContext(ctx, room, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Stream{}, errNotFound(room, id)
 	}
@@ -243,7 +287,7 @@ func (s *sqliteStore) Stream(ctx context.Context, room, id string) (Stream, erro
 }
 
 func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, uid, name, content, off_ms, flags, coalesce(pos, 0) FROM vod_comments c
+	rows, err := s.query(ctx, `SELECT id, uid, name, content, off_ms, flags, coalesce(pos, 0) FROM vod_comments c
 		WHERE sid = ? AND off_ms >= ? AND off_ms < ?
 		AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = ? AND t.id = c.id)
 		ORDER BY off_ms, id`, st.SID, from, to, st.Room)
@@ -264,7 +308,7 @@ func (s *sqliteStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Co
 }
 
 func (s *sqliteStore) Density(ctx context.Context, st Stream, bucketMS int64) ([]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT off_ms / ? AS b, count(*) FROM vod_comments c
+	rows, err := s.query(ctx, `SELECT off_ms / ? AS b, count(*) FROM vod_comments c
 		WHERE sid = ? AND NOT EXISTS (SELECT 1 FROM vod_tombstones t WHERE t.room = ? AND t.id = c.id)
 		GROUP BY b ORDER BY b`, bucketMS, st.SID, st.Room)
 	if err != nil {
