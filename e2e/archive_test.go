@@ -371,3 +371,70 @@ func TestArchiveDelayedComments(t *testing.T) {
 		t.Errorf("offset %d, want where it was shown: [%d, %d] (accepted time plus the 3 s delay)", off, lo, hi)
 	}
 }
+
+// A comment held for review is not in the replay while it waits, and
+// comes in once approved, once, with its original id at its original
+// offset (before a comment sent after it); a rejected one never does.
+func TestArchiveReview(t *testing.T) {
+	a := newArchiveStack(t)
+	room := testkit.Uniq("vod")
+	stream := a.startStream(t, room)
+	a.admin(t, "/logic/admin/words/add", fmt.Sprintf(`{"roomId":%q,"words":["leak"],"mode":"review"}`, room))
+	held := func(content string) string {
+		var r danmaku.SendResponse
+		b := postJSON(t, a.logicURL+"/logic/send", fmt.Sprintf(`{"roomId":%q,"userId":7,"userName":"ann","messages":[{"content":%q}]}`, room, content))
+		if err := json.Unmarshal(b, &r); err != nil || len(r.Held) != 1 || r.Held[0] != r.MsgIDs[0] {
+			t.Fatalf("send %q: %s, want it held", content, b)
+		}
+		return r.Held[0]
+	}
+	var approved string
+	testkit.SucceedsSoon(t, 10*time.Second, func() error { // the room's words reach the send path within a second
+		b := postJSON(t, a.logicURL+"/logic/send", fmt.Sprintf(`{"roomId":%q,"userId":7,"userName":"ann","messages":[{"content":"a leak"}]}`, room))
+		var r danmaku.SendResponse
+		if json.Unmarshal(b, &r) != nil || len(r.Held) != 1 {
+			a.admin(t, "/logic/admin/delete", fmt.Sprintf(`{"roomId":%q,"ids":[%q]}`, room, r.MsgIDs[0]))
+			return fmt.Errorf("not held yet: %s", b)
+		}
+		approved = r.Held[0]
+		return nil
+	})
+	rejected := held("another leak")
+	before, err := sendUnkeyed(a.logicURL, room, 8, "sent while they wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the comment sent after them is in the replay, they are not.
+	testkit.SucceedsSoon(t, 30*time.Second, func() error {
+		seg := a.segment(t, room, stream)
+		if !slices.Contains(segIDs(seg), before[0]) {
+			return fmt.Errorf("replay %v, waiting for %s", segIDs(seg), before[0])
+		}
+		if slices.Contains(segIDs(seg), approved) || slices.Contains(segIDs(seg), rejected) {
+			t.Fatalf("replay %v holds a comment waiting for review (%s, %s)", segIDs(seg), approved, rejected)
+		}
+		return nil
+	})
+	for range 2 { // approved twice: written once
+		a.admin(t, "/logic/admin/review/approve", fmt.Sprintf(`{"roomId":%q,"ids":[%q]}`, room, approved))
+	}
+	a.admin(t, "/logic/admin/review/reject", fmt.Sprintf(`{"roomId":%q,"ids":[%q]}`, room, rejected))
+	after, err := sendUnkeyed(a.logicURL, room, 8, "sent after the approval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := a.endedSegment(t, room, stream)
+	if got, want := segIDs(seg), []string{approved, before[0], after[0]}; !slices.Equal(got, want) {
+		t.Fatalf("replay %v, want %v: the approved comment once, at its original offset; the rejected %s never", got, want, rejected)
+	}
+}
+
+// segment returns the room's first segment of stream as it is now.
+func (a *archiveStack) segment(t *testing.T, room, stream string) danmaku.VODSegmentResponse {
+	t.Helper()
+	var seg danmaku.VODSegmentResponse
+	if err := json.Unmarshal(getOK(t, fmt.Sprintf("%s/logic/vod/segment?roomId=%s&streamId=%s&seg=0", a.logicURL, room, stream)), &seg); err != nil {
+		t.Fatal(err)
+	}
+	return seg
+}
