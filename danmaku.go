@@ -216,6 +216,12 @@ type Batch struct {
 	// reads the rest of the room's deletion log. Comets leave it out of
 	// viewers' frames.
 	Dels int64 `json:"dels,omitempty"`
+	// Sv is set in a push from job only: the version of the room's
+	// settings (RoomState.Ver, which pins share) when job positioned the
+	// batch, so a comet that missed a state or pin event (its push failed,
+	// the comet was away) reads the settings again. Comets leave it out of
+	// viewers' frames.
+	Sv int64 `json:"sv,omitempty"`
 }
 
 // OpMsgs is the op of a frame carrying messages.
@@ -292,6 +298,10 @@ func AppendBatchJSON(dst []byte, b Batch, msgs [][]byte, pos []int64) []byte {
 	if b.Dels != 0 {
 		dst = append(dst, `,"dels":`...)
 		dst = strconv.AppendInt(dst, b.Dels, 10)
+	}
+	if b.Sv != 0 {
+		dst = append(dst, `,"sv":`...)
+		dst = strconv.AppendInt(dst, b.Sv, 10)
 	}
 	return append(dst, '}')
 }

@@ -71,6 +71,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		var dups int
 		n, dups = s.broadcast(*b.Batch)
 		s.metrics.observePush("ok", time.Since(start), n, dups)
+		s.settingsBehind(b.Batch.Room, b.Batch.Sv)
 	}
 	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
 }

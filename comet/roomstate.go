@@ -18,7 +18,11 @@ import (
 // have; a welcome carries them. A comet learns the settings of a room
 // from Redis when its first viewer there joins (it was not registered in
 // the room before, so job did not push it the room's events), and from
-// state events while it holds viewers there.
+// state events while it holds viewers there. A state or pin event this
+// comet missed (its push failed, the comet was away) is caught by the
+// next batch job pushes: each carries the room's settings version
+// (Batch.Sv), and one above what the room has makes the comet read the
+// settings again (settingsBehind).
 
 // stateFrame is the frame of a settings change.
 type stateFrame = danmaku.StateFrame
@@ -175,4 +179,58 @@ func frameItem(v any) (item, bool) {
 		return item{}, false
 	}
 	return item{PM: pm, Size: len(data)}, true
+}
+
+// settingsBehind reads room's settings and pin again when sv, the
+// settings version of a batch job pushed, is above the versions the room
+// has: a state or pin event was missed. What changed goes to the room's
+// viewers as its frame, as the event would have. One read at a time per
+// room (the room's sync lock); a read that fails waits for the next batch.
+func (s *Server) settingsBehind(room string, sv int64) {
+	r := s.hub.room(room)
+	if r == nil || sv == 0 {
+		return
+	}
+	behind := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return !r.dead && sv > max(r.state.Ver, r.pinVer)
+	}
+	if !behind() {
+		return
+	}
+	r.sync.Lock()
+	defer r.sync.Unlock()
+	if !behind() {
+		return // another push's read caught up
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+	defer cancel()
+	rd, err := s.rt.ReadRoom(ctx, room)
+	if err != nil {
+		s.metrics.registryError()
+		s.log.Warn("read room state after a missed change", zap.String("room", room), zap.Error(err))
+		return
+	}
+	s.log.Info("room settings read again: a push carried a newer version", zap.String("room", room),
+		zap.Int64("version", sv), zap.Int64("read", rd.State.Ver))
+	if rd.State.Ver > 0 {
+		s.applyState(danmaku.Event{Op: danmaku.OpState, Room: room, State: &rd.State})
+	}
+	r.mu.Lock()
+	old, pinVer := r.pin, r.pinVer
+	r.mu.Unlock()
+	switch {
+	case rd.PinVer <= pinVer:
+	case rd.Pin != nil && rd.Pin.Until > time.Now().UnixMilli():
+		s.applyPin(danmaku.Event{Op: danmaku.OpPin, Room: room, Pin: rd.Pin})
+	case old != nil:
+		gone := *old
+		gone.Ver = rd.PinVer
+		s.applyPin(danmaku.Event{Op: danmaku.OpUnpin, Room: room, Pin: &gone})
+	default: // no pin before nor now: nothing to tell the viewers
+		r.mu.Lock()
+		r.pinVer = max(r.pinVer, rd.PinVer)
+		r.mu.Unlock()
+	}
 }

@@ -244,7 +244,7 @@ func (d *deliverer) pushAndEnd(ctx context.Context, req *delivery, b route.Begin
 	}
 	locked := time.Now()
 	batch := danmaku.NewBatch(req.room, nil)
-	batch.Epoch, batch.Dels = b.Epoch, b.Dels
+	batch.Epoch, batch.Dels, batch.Sv = b.Epoch, b.Dels, b.Sv
 	body := danmaku.AppendBatchJSON(nil, batch, encoded, pos)
 	ok := d.push(ctx, b.Lock, body, len(msgs), b.Comets, req.giveUp)
 	unlocked := time.Now()

@@ -443,7 +443,7 @@ func batchLen(q []pending, budget, maxBytes int) int {
 }
 
 // What a push body adds to its messages' JSON: the frame's fields (op,
-// room, epoch, dels) and, per message, its position and a comma.
+// room, epoch, dels, sv) and, per message, its position and a comma.
 const (
 	batchOverhead = 256
 	msgOverhead   = len(`,"pos":9223372036854775807,`)

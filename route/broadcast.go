@@ -147,6 +147,9 @@ type Begin struct {
 	// epoch so far (after this call for a del event); see Deletions. A
 	// BeginEvent of a room without a timeline leaves it 0 with Epoch "".
 	Dels int64
+	// Sv is, with Acquired from BeginBroadcast, the version of the room's
+	// settings (danmaku.Batch.Sv).
+	Sv int64
 }
 
 // Head is the timeline head after this batch: its epoch and its last
@@ -196,7 +199,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		b.Lock = &Lock{Room: room, Token: token}
 		return b, wrap("begin broadcast", err)
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -213,15 +216,7 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 	switch b.Status {
 	case Acquired:
 		b.Lock = &Lock{Room: room, Token: token}
-		b.Comets = parseCounts(res[3])
-		b.Epoch, _ = res[4].(string)
-		pos, _ := res[5].([]any)
-		b.Pos = make([]int64, len(b.States))
-		for i := range min(len(pos), len(b.Pos)) {
-			b.Pos[i], _ = pos[i].(int64)
-		}
-		b.Dels, _ = res[6].(int64)
-		b.Last, _ = res[7].(int64)
+		b.acquired(res)
 	case InWindow:
 		ms, _ := res[1].(int64)
 		b.Wait = time.Duration(ms) * time.Millisecond
@@ -230,6 +225,20 @@ func (s *Store) BeginBroadcast(ctx context.Context, room string, msgs []danmaku.
 		return Begin{}, danmaku.Errorf(danmaku.EINTERNAL, "", "begin broadcast returned status %d", status)
 	}
 	return b, nil
+}
+
+// acquired reads the answer of a BeginBroadcast that took the lock.
+func (b *Begin) acquired(res []any) {
+	b.Comets = parseCounts(res[3])
+	b.Epoch, _ = res[4].(string)
+	pos, _ := res[5].([]any)
+	b.Pos = make([]int64, len(b.States))
+	for i := range min(len(pos), len(b.Pos)) {
+		b.Pos[i], _ = pos[i].(int64)
+	}
+	b.Dels, _ = res[6].(int64)
+	b.Last, _ = res[7].(int64)
+	b.Sv, _ = res[8].(int64)
 }
 
 // beginArgs checks room, msgs and o, fills o's defaults, and returns the
@@ -274,7 +283,8 @@ func beginArgs(room string, msgs []danmaku.Message, o *BeginOptions) (keys []str
 		}
 		args[i] = js
 	}
-	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room), timelineKey(room), historyKey(room), delsKey(room)}, pk...)
+	keys = append([]string{lockKey(room), cooldownKey(room), roomCometsKey(room), timelineKey(room), historyKey(room), delsKey(room),
+		roomStateKey(room)}, pk...)
 	return keys, args, nil
 }
 

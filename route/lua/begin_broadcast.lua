@@ -4,17 +4,18 @@
 -- KEYS[1] lock:broadcast:{room}  KEYS[2] room:cooldown:{room}
 -- KEYS[3] room:comets:{room}     KEYS[4] room:timeline:{room}
 -- KEYS[5] room:history:{room}    KEYS[6] room:dels:{room}
--- KEYS[7..] msg:processed:{room}:{msgId}
+-- KEYS[7] room:state:{room}      KEYS[8..] msg:processed:{room}:{msgId}
 -- ARGV[1] window ms (0: no cooldown check)  ARGV[2] owner  ARGV[3] claim TTL ms
 -- ARGV[4] lock token  ARGV[5] lock TTL ms
 -- ARGV[6] history size  ARGV[7] history TTL ms  ARGV[8] epoch to start if needed
 -- ARGV[9] the caller's known epoch ('' if none)  ARGV[10] its known last position
--- ARGV[11..] message JSON, one per KEYS[7..], in batch order
--- Returns {status, ms, states, comets, epoch, pos, dels, last}:
+-- ARGV[11..] message JSON, one per KEYS[8..], in batch order
+-- Returns {status, ms, states, comets, epoch, pos, dels, last, sv}:
 --   status 0: locked by the caller; states and pos per id (state 0: claimed
 --             now at pos; 3: claimed before in this epoch at pos); comets =
 --             HGETALL room:comets; last = the timeline's seq after the call;
---             dels = message ids deleted in the epoch so far
+--             dels = message ids deleted in the epoch so far; sv = the
+--             room's settings version (its state hash's ver, 0 for none)
 --   status 1: window still running for ms (nothing claimed, no lock)
 --   status 2: lock held by another owner (nothing claimed, window untouched)
 --   status 3: no id claimable; states per id (no lock taken)
@@ -26,7 +27,7 @@
 -- or beyond the stored seq, is claimed again. 'done' (1) and 'claim:<owner>' (2) are the values of
 -- events and of earlier versions.
 if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
-  return {2, 0, {}, {}, '', {}, 0, 0}
+  return {2, 0, {}, {}, '', {}, 0, 0, 0}
 end
 local window = tonumber(ARGV[1])
 if window > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', window) then
@@ -36,7 +37,7 @@ if window > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', window) then
     redis.call('PEXPIRE', KEYS[2], window)
     t = window
   end
-  return {1, math.max(t, 1), {}, {}, '', {}, 0, 0}
+  return {1, math.max(t, 1), {}, {}, '', {}, 0, 0, 0}
 end
 
 -- Timeline: the history list holds the last LLEN positions, ending at seq.
@@ -53,7 +54,7 @@ end
 local prefix = 'pos:' .. epoch .. ':'
 local states, pos, claimed = {}, {}, {}
 local known = 0
-for i = 7, #KEYS do
+for i = 8, #KEYS do
   local k = KEYS[i]
   local p = seq + #claimed + 1
   local s = 0
@@ -74,13 +75,13 @@ for i = 7, #KEYS do
       s, p = 2, 0
     end
   end
-  if s == 0 then claimed[#claimed + 1] = ARGV[i + 4] end
+  if s == 0 then claimed[#claimed + 1] = ARGV[i + 3] end
   states[#states + 1] = s
   pos[#pos + 1] = p
 end
 if #claimed == 0 and known == 0 then
   redis.call('DEL', KEYS[1])
-  return {3, 0, states, {}, '', {}, 0, 0}
+  return {3, 0, states, {}, '', {}, 0, 0, 0}
 end
 
 if #claimed > 0 then
@@ -107,4 +108,5 @@ if #claimed > 0 then
     redis.call('PEXPIRE', KEYS[6], ARGV[7])
   end
 end
-return {0, 0, states, redis.call('HGETALL', KEYS[3]), epoch, pos, dels, seq}
+return {0, 0, states, redis.call('HGETALL', KEYS[3]), epoch, pos, dels, seq,
+  tonumber(redis.call('HGET', KEYS[7], 'ver') or '0')}
