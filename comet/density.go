@@ -379,11 +379,8 @@ func (f *fanOut) ownItem(m *member, slot int) item {
 		m.mark = mark{slot: slot, gen: c.gen, skipped: c.skipped + skipped}
 	}
 	b.Skipped = max(b.Skipped, 0)
-	it := item{Batch: &b, Src: &b}
-	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
-		it.Pos, it.Epoch, it.Room = last, b.Epoch, r
-		it.EpochStart = f.start || c.start
-	}
+	it := r.soloItem(&b)
+	it.EpochStart = it.Pos > 0 && (f.start || c.start)
 	return it
 }
 

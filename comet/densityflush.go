@@ -195,11 +195,17 @@ func (r *room) handOverLocked(m *member, old int) (slow bool) {
 	if m.mark.slot == old && m.mark.gen == c.gen {
 		b.Skipped = max(b.Skipped-m.mark.skipped, 0)
 	}
-	it := item{Batch: &b, Src: &b}
+	return m.c.enqueue(r.soloItem(&b)) == queueFull
+}
+
+// soloItem is b, a frame of r for one viewer, encoded by its writer, with
+// its last position when it has one.
+func (r *room) soloItem(b *danmaku.Batch) item {
+	it := item{Batch: b, Src: b}
 	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
 		it.Pos, it.Epoch, it.Room = last, b.Epoch, r
 	}
-	return m.c.enqueue(it) == queueFull
+	return it
 }
 
 // markLocked records in m what its tier (slot) left out so far, as m
