@@ -439,7 +439,10 @@ scenario_SC() {
 # exactly once) and its p99, the all tier's loss and duplicates, comet CPU
 # and bytes on the wire per delivered comment. D1_NAME names a variant
 # (e.g. D1_NAME=D1-10k D1_VIEWERS=10000 D1_COMETS=1), D1_COMPRESS=1 makes
-# viewers offer permessage-deflate.
+# viewers offer permessage-deflate. Capped tiers hold their frames for
+# comet.density_flush (1 s) unless a push carries a high-priority message:
+# D1_HIGH=0.5 shows the held frames, COMET_ARGS=-comet.density_flush=0 a
+# frame per batch.
 scenario_D1() {
 	local comets viewers
 	comets=$(val D1_COMETS 4)
