@@ -29,7 +29,7 @@ import (
 // compressed once (a PreparedMessage, as the comet's fan-out makes one per
 // tier and batch) and written to wireViewers sockets whose far ends only
 // count the bytes. Frame sizes: 6 comments (a 30/s tier's frame of a
-// 200 ms window), 40, and 200 (every message of a 1,000 a second room in a
+// 200 ms window), 30 (its held frame of a second, density_flush), 40, and 200 (every message of a 1,000 a second room in a
 // 200 ms window). The comments look like the load tool's (logic's ids,
 // "lt:<seq>:<unix ns>" contents), so the figures compare with
 // scripts/bench.sh runs. ns/delivery includes the frame's encoding and
@@ -37,7 +37,7 @@ import (
 // counted in CPU time of the writing thread (user and system), which the
 // rest of a busy machine does not inflate.
 func BenchmarkWire(b *testing.B) {
-	for _, n := range []int{6, 40, 200} {
+	for _, n := range []int{6, 30, 40, 200} {
 		for _, deflate := range []bool{false, true} {
 			b.Run(fmt.Sprintf("comments=%d/deflate=%v", n, deflate), func(b *testing.B) { benchWire(b, n, deflate) })
 		}
