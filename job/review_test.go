@@ -116,6 +116,23 @@ func TestReviewQueue(t *testing.T) {
 	}
 }
 
+// queueForReview turns review on in room and sends n comments with the
+// blocked word, from users uid, uid+1, ...; it returns their ids, each
+// held for review.
+func (e *env) queueForReview(room string, n int, uid int64) []string {
+	e.t.Helper()
+	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
+	var ids []string
+	for i := range n {
+		_, r := e.sendOne(room, uid+int64(i), fmt.Sprintf("%s %d", blockedWord, i))
+		if len(r.Held) != 1 {
+			e.t.Fatalf("send %d not held: %+v", i, r)
+		}
+		ids = append(ids, r.Held[0])
+	}
+	return ids
+}
+
 // waitShown waits until every viewer showed want, exactly, in order.
 func waitShown(t *testing.T, viewers []*viewer, want []string) {
 	t.Helper()
@@ -136,15 +153,7 @@ func waitShown(t *testing.T, viewers []*viewer, want []string) {
 func TestApprovedSurviveACrash(t *testing.T) {
 	e, room, viewers := newRoomOnTwoComets(t)
 	cfg := jobConfig()
-	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
-	var ids []string
-	for i := range 40 {
-		_, r := e.sendOne(room, int64(10+i), fmt.Sprintf("%s %d", blockedWord, i))
-		if len(r.Held) != 1 {
-			t.Fatalf("send %d not held: %+v", i, r)
-		}
-		ids = append(ids, r.Held[0])
-	}
+	ids := e.queueForReview(room, 40, 10)
 	a := e.startJob(cfg, nil)
 	for i := 0; i < 20; i += 2 {
 		if n := e.decide("approve", room, ids[i], ids[i+1]); n != 2 {
@@ -208,15 +217,7 @@ func (e *env) records(id string) int {
 func TestConcurrentApprovalsWriteOnce(t *testing.T) {
 	e, room, viewers := newRoomOnTwoComets(t)
 	e.startJob(jobConfig(), nil)
-	e.admin("/logic/admin/room", `{"roomId":"`+room+`","review":true}`, http.StatusOK, nil)
-	var ids []string
-	for i := range 10 {
-		_, r := e.sendOne(room, int64(20+i), fmt.Sprintf("%s %d", blockedWord, i))
-		if len(r.Held) != 1 {
-			t.Fatalf("send %d not held: %+v", i, r)
-		}
-		ids = append(ids, r.Held[0])
-	}
+	ids := e.queueForReview(room, 10, 20)
 	for _, id := range ids {
 		var counts [2]int
 		var wg sync.WaitGroup

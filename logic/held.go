@@ -2,7 +2,6 @@ package logic
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/danmaku/danmaku"
 	"github.com/danmaku/danmaku/internal/httpx"
@@ -23,35 +22,15 @@ const maxHeldRead = 500
 // at most 500) comments the room holds, soonest released first. A
 // moderator names one of its rooms.
 func (s *Server) serveHeld(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) {
-		return
-	}
-	mod, ok := s.adminOrModerator(w, r, "held")
+	room, limit, ok := s.adminRead(w, r, readQuery{Name: "held", Action: "delete", Room: true, Limit: 100, Max: maxHeldRead})
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	room, limit := q.Get("roomId"), 100
-	err := danmaku.CheckID("roomId", room)
-	if v := q.Get("limit"); err == nil && v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxHeldRead {
-			err = danmaku.Errorf(danmaku.EINVALID, "limit", "want 1 to %d", maxHeldRead)
-		}
-	}
-	if err == nil && mod != nil {
-		err = moderates(mod, "delete", room)
-	}
-	var items []danmaku.HeldItem
-	if err == nil {
-		ctx, cancel := s.redisCtx(r)
-		items, err = s.store.HeldList(ctx, room, limit)
-		cancel()
-		if err != nil {
-			err = s.redisError("held list", err)
-		}
-	}
+	ctx, cancel := s.redisCtx(r)
+	items, err := s.store.HeldList(ctx, room, limit)
+	cancel()
 	if err != nil {
-		httpx.WriteError(w, err)
+		httpx.WriteError(w, s.redisError("held list", err))
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, danmaku.HeldResponse{RoomID: room, Items: items})

@@ -21,25 +21,11 @@ type ListsResponse = danmaku.ListsResponse
 // one of its rooms. Two reads: the room's settings hash and its sanction
 // set (route.Sanctions).
 func (s *Server) serveLists(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) {
-		return
-	}
-	mod, ok := s.adminOrModerator(w, r, "lists")
+	room, _, ok := s.adminRead(w, r, readQuery{Name: "lists", Action: "room"})
 	if !ok {
 		return
 	}
-	room := r.URL.Query().Get("roomId")
-	var err error
-	if room != "" {
-		err = danmaku.CheckID("roomId", room)
-	}
-	if err == nil && mod != nil {
-		err = moderates(mod, "room", room)
-	}
-	var resp ListsResponse
-	if err == nil {
-		resp, err = s.lists(r, room)
-	}
+	resp, err := s.lists(r, room)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return

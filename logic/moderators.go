@@ -101,6 +101,47 @@ func (s *Server) audit(ctx context.Context, actor string, req *AdminRequest, res
 	}
 }
 
+// readQuery is what an admin GET reads of its query: its roomId (Room
+// required, or "" for everywhere) and its limit (Limit by default, 1 to
+// Max; none read when Max is 0), checked against a moderator's right to
+// Action on the room.
+type readQuery struct {
+	Name, Action string
+	Room         bool
+	Limit, Max   int
+}
+
+// adminRead starts an admin GET of q: the method, the secret or a
+// moderator token, and the query. A refusal is answered; ok is false then.
+func (s *Server) adminRead(w http.ResponseWriter, r *http.Request, q readQuery) (room string, limit int, ok bool) {
+	if !allowMethod(w, r, http.MethodGet) {
+		return "", 0, false
+	}
+	mod, ok := s.adminOrModerator(w, r, q.Name)
+	if !ok {
+		return "", 0, false
+	}
+	v := r.URL.Query()
+	room, limit = v.Get("roomId"), q.Limit
+	var err error
+	if room != "" || q.Room {
+		err = danmaku.CheckID("roomId", room)
+	}
+	if l := v.Get("limit"); err == nil && l != "" && q.Max > 0 {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > q.Max {
+			err = danmaku.Errorf(danmaku.EINVALID, "limit", "want 1 to %d", q.Max)
+		}
+	}
+	if err == nil && mod != nil {
+		err = moderates(mod, q.Action, room)
+	}
+	if err != nil {
+		httpx.WriteError(w, err)
+		return "", 0, false
+	}
+	return room, limit, true
+}
+
 // maxAuditRead is the most entries one GET /logic/admin/audit answers.
 const maxAuditRead = 500
 
@@ -108,31 +149,11 @@ const maxAuditRead = 500
 // N (100, at most 500) entries of the audit log, newest first, of room R
 // when given. A moderator names one of its rooms.
 func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) {
-		return
-	}
-	mod, ok := s.adminOrModerator(w, r, "audit")
+	room, limit, ok := s.adminRead(w, r, readQuery{Name: "audit", Action: "room", Limit: 100, Max: maxAuditRead})
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	room, limit := q.Get("roomId"), 100
-	var err error
-	if room != "" {
-		err = danmaku.CheckID("roomId", room)
-	}
-	if v := q.Get("limit"); err == nil && v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxAuditRead {
-			err = danmaku.Errorf(danmaku.EINVALID, "limit", "want 1 to %d", maxAuditRead)
-		}
-	}
-	if err == nil && mod != nil {
-		err = moderates(mod, "room", room)
-	}
-	var entries []danmaku.AuditEntry
-	if err == nil {
-		entries, err = s.readAudit(r, room, limit)
-	}
+	entries, err := s.readAudit(r, room, limit)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return

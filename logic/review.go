@@ -57,35 +57,15 @@ func (m *metrics) observeReview(result string, n int) {
 // serveReview is GET /logic/admin/review?roomId=R[&limit=N]: the oldest N
 // (100, at most 500) comments of the room's review queue.
 func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) {
-		return
-	}
-	mod, ok := s.adminOrModerator(w, r, "review")
+	room, limit, ok := s.adminRead(w, r, readQuery{Name: "review", Action: "approve", Room: true, Limit: 100, Max: maxReviewRead})
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	room, limit := q.Get("roomId"), 100
-	err := danmaku.CheckID("roomId", room)
-	if v := q.Get("limit"); err == nil && v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxReviewRead {
-			err = danmaku.Errorf(danmaku.EINVALID, "limit", "want 1 to %d", maxReviewRead)
-		}
-	}
-	if err == nil && mod != nil {
-		err = moderates(mod, "approve", room)
-	}
-	var items []danmaku.ReviewItem
-	if err == nil {
-		ctx, cancel := s.redisCtx(r)
-		items, err = s.store.ReviewQueue(ctx, room, s.cfg.ReviewTTL, limit)
-		cancel()
-		if err != nil {
-			err = s.redisError("review queue", err)
-		}
-	}
+	ctx, cancel := s.redisCtx(r)
+	items, err := s.store.ReviewQueue(ctx, room, s.cfg.ReviewTTL, limit)
+	cancel()
 	if err != nil {
-		httpx.WriteError(w, err)
+		httpx.WriteError(w, s.redisError("review queue", err))
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, danmaku.ReviewResponse{RoomID: room, Items: items})

@@ -104,40 +104,25 @@ func (s *Server) wordsChanged(r *http.Request, room string) {
 // serveWords is GET /logic/admin/words[?roomId=R]: the room's edited
 // words, or the global ones (admin secret).
 func (s *Server) serveWords(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) {
-		return
-	}
-	mod, ok := s.adminOrModerator(w, r, "words")
+	room, _, ok := s.adminRead(w, r, readQuery{Name: "words", Action: "words_add"})
 	if !ok {
 		return
 	}
-	room := r.URL.Query().Get("roomId")
-	var err error
-	if room != "" {
-		err = danmaku.CheckID("roomId", room)
-	}
-	if err == nil && mod != nil {
-		err = moderates(mod, "words_add", room)
-	}
 	var words map[string]string
-	if err == nil {
-		ctx, cancel := s.redisCtx(r)
-		if room == "" {
-			var l route.WordList
-			l, _, err = s.store.GlobalWords(ctx, -1)
-			words = l.Words
-		} else {
-			var rd route.Room
-			rd, err = s.store.ReadRoom(ctx, room)
-			words = rd.Words
-		}
-		cancel()
-		if err != nil {
-			err = s.redisError("words", err)
-		}
+	ctx, cancel := s.redisCtx(r)
+	var err error
+	if room == "" {
+		var l route.WordList
+		l, _, err = s.store.GlobalWords(ctx, -1)
+		words = l.Words
+	} else {
+		var rd route.Room
+		rd, err = s.store.ReadRoom(ctx, room)
+		words = rd.Words
 	}
+	cancel()
 	if err != nil {
-		httpx.WriteError(w, err)
+		httpx.WriteError(w, s.redisError("words", err))
 		return
 	}
 	out := danmaku.WordsResponse{RoomID: room, Words: []danmaku.WordEntry{}}
