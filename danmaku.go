@@ -45,6 +45,10 @@ type Message struct {
 	// JSON, so a normal message's wire form is unchanged) or PriorityHigh,
 	// which only trusted senders may set (see docs/protocol.md).
 	Priority Priority `json:"priority,omitempty"`
+	// Mod marks a message sent by a moderator of its room (a token with
+	// the moderator role that allows the room); false, left out of the
+	// JSON, for everybody else.
+	Mod bool `json:"mod,omitempty"`
 	// Pos is the message's position in its room's timeline: 1 for the first
 	// message of an epoch, one more for each message after it, in the order
 	// viewers are meant to see them. Zero (left out of the JSON) where the

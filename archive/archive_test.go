@@ -304,3 +304,42 @@ func TestArchiveSkipsCanaries(t *testing.T) {
 		t.Fatalf("%v records invalid", n)
 	}
 }
+
+// A moderator's comment and a high-priority one are stored with their
+// flags, which sampling over a segment's cap always keeps.
+func TestArchiveFlags(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn)
+		room := testkit.Uniq("r")
+		t0 := time.Now().UnixMilli()
+		record := func(m danmaku.Message) kafka.Message {
+			v, err := danmaku.MarshalEnvelope(room, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kafka.Message{Key: []byte(room), Value: v}
+		}
+		e.write(event(t, danmaku.Event{Op: danmaku.OpStreamStart, Room: room, Stream: "s1", At: t0}),
+			record(danmaku.Message{ID: "plain", UID: 1, Content: "a", TS: t0 + 1}),
+			record(danmaku.Message{ID: "mod", UID: 2, Content: "b", TS: t0 + 2, Mod: true}),
+			record(danmaku.Message{ID: "high", UID: 3, Content: "c", TS: t0 + 3, Priority: danmaku.PriorityHigh}),
+			event(t, danmaku.Event{Op: danmaku.OpStreamEnd, Room: room, At: t0 + 10}))
+		e.start("g1", nil)
+		want := map[string]int16{"plain": 0, "mod": vodstore.FlagModerator, "high": vodstore.FlagHigh}
+		testkit.SucceedsSoon(t, 20*time.Second, func() error {
+			st, err := e.store.Stream(context.Background(), room, "s1")
+			if err != nil || st.Live() {
+				return fmt.Errorf("stream %+v %v", st, err)
+			}
+			cs, err := e.store.Comments(context.Background(), st, 0, vodstore.SegmentMS)
+			got := map[string]int16{}
+			for _, c := range cs {
+				got[c.ID] = c.Flags
+			}
+			if err != nil || !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("flags %v (%v), want %v", got, err, want)
+			}
+			return nil
+		})
+	})
+}

@@ -308,12 +308,13 @@ func hiddenIDs(ev *danmaku.Event) []string {
 }
 
 // flagsOf returns the comment flags of m: what Sample always keeps.
-// A moderator's message is flagged here once messages carry their
-// sender's role.
 func flagsOf(m danmaku.Message) int16 {
 	var f int16
 	if m.Priority.High() {
 		f |= vodstore.FlagHigh
+	}
+	if m.Mod {
+		f |= vodstore.FlagModerator
 	}
 	return f
 }

@@ -38,7 +38,7 @@ func highBody(t *testing.T, room string, uid int64, n int) []byte {
 // Who may send high priority: a token with the moderator or the priority
 // role, and the admin API; a plain sender, with or without a token, gets
 // 403 priority_denied. The records carry the lane; a normal one leaves it
-// out.
+// out. The moderator's is marked as a moderator's (mod).
 func TestHighPriorityWho(t *testing.T) {
 	keys := tokens.New(t)
 	e := newEnv(t, withAuth(keys.Verifier(t)), func(c *Config, _ *testEnv) { c.AdminSecret = prioAdminSecret })
@@ -79,6 +79,9 @@ func TestHighPriorityWho(t *testing.T) {
 		}
 		if env.Msg.Priority != want {
 			t.Errorf("record %d: priority %v, want %v (%s)", i, env.Msg.Priority, want, recs[i].Value)
+		}
+		if mod := i == 0; env.Msg.Mod != mod { // the moderator's, only
+			t.Errorf("record %d: mod %v, want %v (%s)", i, env.Msg.Mod, mod, recs[i].Value)
 		}
 		if i == 2 && env.Msg.UID != 1 {
 			t.Errorf("admin send: uid %d, want the body's 1", env.Msg.UID)

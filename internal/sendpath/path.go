@@ -136,6 +136,8 @@ type Checked struct {
 	// review on (it goes to the room's review queue, not to Kafka); ""
 	// for the others, nil when none matched.
 	Review []string
+	// Mod: the sender moderates the room (danmaku.Message.Mod).
+	Mod bool
 }
 
 // Held returns the ids of the messages held for review.
@@ -183,6 +185,7 @@ func (p *Path) Check(ctx context.Context, claims *auth.Claims, ip string, req *d
 	}
 	st := room.State
 	mod := IsModerator(claims, req.RoomID)
+	c.Mod = mod
 	if st.Review && !mod {
 		c.Review = p.reviewWords(req)
 	}
@@ -248,7 +251,7 @@ func (p *Path) Produce(ctx context.Context, req *danmaku.SendRequest, c Checked)
 		if ids[i] == "" {
 			ids[i] = p.ids.Next()
 		}
-		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority}
+		msg := danmaku.Message{ID: ids[i], UID: req.UserID, Name: req.UserName, Content: m.Content, TS: tsMs, Priority: req.Priority, Mod: c.Mod}
 		if i < len(c.Review) && c.Review[i] != "" && !c.Shadow {
 			review = append(review, danmaku.ReviewItem{ID: msg.ID, UID: msg.UID, Name: msg.Name, Content: msg.Content, TS: tsMs, Word: c.Review[i]})
 			continue
