@@ -19,7 +19,8 @@
 # hot room (its viewers resume on another), U1 notices (pushes to users and
 # broadcasts), D1 one room of 50,000 viewers with density caps and
 # high-priority messages over 4 comets (not in the default list), SS sends
-# over sockets against HTTP (not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
+# over sockets against HTTP (not in the default list), CF POST /logic/send
+# against Centrifugo (CENTRIFUGO=binary; not in the default list), SC scale-out at fixed load (comets 1 -> 2 -> 3, jobs 1 -> 2,
 # on a 3-shard Redis Cluster; not in the default list), T1 the transports (WebSocket
 # plain and deflate, SSE) side by side (not in the default list).
 # Environment: OUT (results directory, default /tmp/danmaku-bench; FRESH=1 empties it),
@@ -359,6 +360,42 @@ scenario_SS() {
 	lt SS-ramp-socket -warmup 0 -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$(s4_steps)" \
 		-send-socket "ws://${COMET_ADDRS%%,*}/ws"
 	LOGIC_ARGS="$base_logic" COMET_ARGS="$base_comet"
+}
+
+# CF: POST /logic/send against Centrifugo with its Redis engine and history
+# (100 publications and 300 s per channel), the same loadtest and steps:
+# closed loops of CF_LOADS (default "c32 c256", 10 s each), one message per
+# request, first on a fresh stack, then on a redis-server of Centrifugo's
+# own and Centrifugo's HTTP API (loadtest -centrifugo-key). CENTRIFUGO is
+# the path of a centrifugo v6 binary built outside the repository (not in
+# the default list).
+scenario_CF() {
+	local load d cport=$((PB + 800))
+	d="$(scale 10 3)s"
+	up 1 200ms coalesce
+	for load in ${CF_LOADS:-c32 c256}; do
+		lt "CF-http-$load" -warmup 5s -viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d"
+	done
+	cleanup
+	PROCS=()
+	COMET_ADDRS=""
+	JOB_METRICS=""
+	start_redis
+	cat >"$OUT/centrifugo.json" <<-JSON
+	{"http_api": {"key": "bench-api-key"}, "http_server": {"address": "127.0.0.1", "port": $cport},
+	 "health": {"enabled": true}, "log": {"level": "error"},
+	 "engine": {"type": "redis", "redis": {"address": ["redis://127.0.0.1:$REDIS_PORT"]}},
+	 "channel": {"without_namespace": {"history_size": 100, "history_ttl": "300s"}}}
+	JSON
+	env ${SERVER_ENV:-} "${CENTRIFUGO:?CENTRIFUGO: path of a centrifugo v6 binary}" -c "$OUT/centrifugo.json" \
+		2>"$LOGS/centrifugo.log" >&2 &
+	PIDS+=($!)
+	PROCS+=("centrifugo=$!")
+	wait_http "http://127.0.0.1:$cport/health"
+	for load in ${CF_LOADS:-c32 c256}; do
+		lt "CF-centrifugo-$load" -logic "http://127.0.0.1:$cport" -centrifugo-key bench-api-key -warmup 0 \
+			-viewers 0 -rooms 64 -hot 0.1 -senders 4000 -users 100000 -drain 2s -ingest "$load:$d"
+	done
 }
 
 scenario_S5() {
