@@ -4,5 +4,5 @@ package redisserver
 
 import "syscall"
 
-// childAttr: only Linux can tie a child's life to its parent's.
-func childAttr() *syscall.SysProcAttr { return nil }
+// ChildAttr: only Linux can tie a child's life to its parent's.
+func ChildAttr() *syscall.SysProcAttr { return nil }

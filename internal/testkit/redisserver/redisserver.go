@@ -232,7 +232,7 @@ func (s *Server) start() error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = ChildAttr()
 	// The parent of a child with a death signal is the thread that
 	// started it: keep this goroutine on it while it does.
 	runtime.LockOSThread()

@@ -9,12 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // Proc is one running binary of cmd/. Its output (the roles log JSON
@@ -73,9 +76,15 @@ func (p *Proc) start() error {
 		cmd = exec.Command(p.wrap[0], append(append(p.wrap[1:len(p.wrap):len(p.wrap)], p.bin), p.args...)...)
 	}
 	cmd.Dir = p.dir
+	cmd.SysProcAttr = redisserver.ChildAttr() // dies with the test binary
 	cmd.Stdout, cmd.Stderr = p, p
 	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), p.env...)
-	if err := cmd.Start(); err != nil {
+	// The parent of a child with a death signal is the thread that
+	// started it: keep this goroutine on it while it does.
+	runtime.LockOSThread()
+	err := cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		return err
 	}
 	done := make(chan struct{})
@@ -217,6 +226,13 @@ func (p *Proc) Logged(msg string) bool {
 		}
 	}
 	return false
+}
+
+// pid is the current process's id.
+func (p *Proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
 }
 
 // Done is closed when the current process exits; Err is then its exit
