@@ -95,12 +95,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_notices_total",
 			Help: "Notices finished, by op (user, all) and result (delivered, no_route: the user had no connection, duplicate)."}, []string{"op", "result"}),
 	}
-	m.highConsumed = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_total",
-		Help: "High-priority messages consumed; none is dropped by overflow or the drop policy."})
-	m.highEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_early_total",
-		Help: "High-priority messages dispatched while their room's window still ran, with the messages queued before them, instead of at its end."})
-	m.highLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_high_priority_lag_seconds",
-		Help: "Time from logic accepting a high-priority message to its push to the comets (also in end_to_end_lag).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)})
+	m.highLane()
 	m.consumerLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "danmaku_job_consumer_lag",
 		Help: "Records behind the end of the assigned partitions, as the last fetch of each reported it."}, lag)
 	m.precreate()
@@ -112,6 +107,16 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.held = newHeldCounter(reg)
 	m.canaries = newCanaryCounter(reg)
 	return m
+}
+
+// highLane creates the high-priority lane's series.
+func (m *metrics) highLane() {
+	m.highConsumed = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_total",
+		Help: "High-priority messages consumed; none is dropped by overflow or the drop policy."})
+	m.highEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_high_priority_early_total",
+		Help: "High-priority messages dispatched while their room's window still ran, with the messages queued before them, instead of at its end."})
+	m.highLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "danmaku_job_high_priority_lag_seconds",
+		Help: "Time from logic accepting a high-priority message to its push to the comets (also in end_to_end_lag).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)})
 }
 
 // precreate creates every labelled series a dashboard or alert reads, so
