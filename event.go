@@ -50,6 +50,9 @@ type Event struct {
 	// Batch.Dels).
 	Epoch string `json:"epoch,omitempty"`
 	Dels  int64  `json:"dels,omitempty"`
+	// Sv is set by job on every event it pushes: the version of the
+	// room's settings (see Batch.Sv).
+	Sv int64 `json:"sv,omitempty"`
 	// Stream is the stream a stream event starts or ends (an end without
 	// it ends the room's live stream), At when (Unix milliseconds).
 	Stream string `json:"stream,omitempty"`

@@ -73,6 +73,9 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observePush("ok", time.Since(start), n, dups)
 		s.settingsBehind(b.Batch.Room, b.Batch.Sv)
 	}
+	if b.Event != nil {
+		s.settingsBehind(b.Event.Room, b.Event.Sv)
+	}
 	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
 }
 

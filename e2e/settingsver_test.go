@@ -21,7 +21,8 @@ import (
 // them sees it) reach the viewers of both comets with the room's next
 // comment: job's push carries the settings' version, and a comet behind it
 // reads the settings and the pin again, sends the state and pin frames and
-// welcomes later viewers with them. Without the version the comets kept the
+// welcomes later viewers with them; a change missed again is caught by the
+// next event job pushes (a delete). Without the version the comets kept the
 // old settings for as long as the room had viewers.
 func TestMissedSettingsCaughtByTheNextPush(t *testing.T) {
 	s := newModesStack(t)
@@ -70,6 +71,21 @@ func TestMissedSettingsCaughtByTheNextPush(t *testing.T) {
 		}
 		return nil
 	})
+	unique := 60
+	again, err := store.SetRoomState(ctx, room, route.StatePatch{UniqueSeconds: &unique})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modesAdmin(t, s.LogicURL, "/logic/admin/delete", `{"roomId":"`+room+`","ids":["`+first[0]+`"]}`, nil)
+	testkit.SucceedsSoon(t, 5*time.Second, func() error {
+		for i, v := range views {
+			if sts := v.States(); len(sts) != 2 || sts[1].State != again {
+				return fmt.Errorf("viewer %d: states %+v, want %+v last", i, sts, again)
+			}
+		}
+		return nil
+	})
+	want = again
 	for i, c := range s.Comets {
 		late := wsviewer.Once(t, c.WS(), room, nil)
 		late.WaitWelcomes(t, 1, 5*time.Second)

@@ -45,7 +45,7 @@ func (d *deliverer) deliverEvent(ctx context.Context, req *delivery, ev *danmaku
 		return req.result(v, d.cfg.RetryMin, false)
 	}
 	pushed := *ev
-	pushed.Epoch, pushed.Dels = b.Epoch, b.Dels
+	pushed.Epoch, pushed.Dels, pushed.Sv = b.Epoch, b.Dels, b.Sv
 	body, err := json.Marshal(pushed)
 	ok := err == nil && d.push(ctx, b.Lock, body, 0, b.Comets, req.giveUp)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RedisTimeout)

@@ -147,8 +147,8 @@ type Begin struct {
 	// epoch so far (after this call for a del event); see Deletions. A
 	// BeginEvent of a room without a timeline leaves it 0 with Epoch "".
 	Dels int64
-	// Sv is, with Acquired from BeginBroadcast, the version of the room's
-	// settings (danmaku.Batch.Sv).
+	// Sv is, with Acquired, the version of the room's settings
+	// (danmaku.Batch.Sv).
 	Sv int64
 }
 

@@ -85,7 +85,7 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 	}
 	token := newToken()
 	keys := []string{lockKey(ev.Room), roomCometsKey(ev.Room), historyKey(ev.Room), processedKey(ev.Room, ev.ID),
-		timelineKey(ev.Room), delsKey(ev.Room)}
+		timelineKey(ev.Room), delsKey(ev.Room), roomStateKey(ev.Room)}
 	args := []any{o.Owner, o.ClaimTTL.Milliseconds(), token, o.LockTTL.Milliseconds(), DelLogSize}
 	if ev.Op == danmaku.OpDel {
 		for _, id := range ev.IDs {
@@ -98,7 +98,7 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 		b.Lock = &Lock{Room: ev.Room, Token: token}
 		return b, wrap("begin event", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return b, danmaku.Errorf(danmaku.EINTERNAL, "", "begin event returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
@@ -113,6 +113,7 @@ func (s *Store) BeginEvent(ctx context.Context, ev danmaku.Event, o EventOptions
 		b.Tombstoned = int(n)
 		b.Epoch, _ = res[4].(string)
 		b.Dels, _ = res[5].(int64)
+		b.Sv, _ = res[6].(int64)
 	case NoneClaimable:
 		b.States = []ClaimState{ClaimState(state)}
 	case LockedElsewhere:
