@@ -59,9 +59,10 @@ type Config struct {
 	VODRateBurst int     `yaml:"vod_rate_burst" help:"VOD requests a client address may make at once"`
 	// VODLiveCache is how long an answer about a live stream is served
 	// from memory before the database is read again (answers about ended
-	// streams never change and are kept). 0: every such request reads the
-	// database.
-	VODLiveCache time.Duration `yaml:"vod_live_cache" help:"how long logic serves a live stream's VOD answer from memory before reading it again (one database read per period, whatever the request rate); 0: every request reads"`
+	// streams never change and are kept). 0: nothing is kept, and each
+	// request reads the database or shares the read of the same answer in
+	// flight.
+	VODLiveCache time.Duration `yaml:"vod_live_cache" help:"how long logic serves a live stream's VOD answer from memory before reading it again (one database read per period, whatever the request rate); 0: not kept, a request reads or shares the read in flight"`
 
 	// Auth is off (the body says who sends) or jwt: /logic/send needs
 	// Authorization: Bearer <JWT>, checked with the auth section, and the
