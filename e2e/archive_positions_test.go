@@ -102,7 +102,7 @@ func TestArchivePositions(t *testing.T) {
 	}
 	t.Logf("%d accepted, %d replayed; stored without a position and given it later: %v", len(accepted), len(seg.Comments),
 		scrape(a.arcMetrics, `danmaku_archive_positions_total{result="late"}`))
-	if len(accepted) < 200 || len(missing)+len(twice)+len(wrong) > 0 || len(seg.Comments) != len(accepted) {
+	if len(accepted) < 100 || len(missing)+len(twice)+len(wrong) > 0 || len(seg.Comments) != len(accepted) {
 		t.Fatalf("%d accepted, %d replayed\nmissing %v\ntwice %v\nwrong positions %v", len(accepted), len(seg.Comments), missing, twice, wrong)
 	}
 }
