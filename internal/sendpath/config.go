@@ -69,8 +69,13 @@ type Config struct {
 	// send back to back (each waits for its answer). Measured back to back
 	// (BENCHMARKS.md, scenario SS), all servers' CPU per message at 1,000
 	// single-message sends a second / accepted sends a second of 32
-	// clients: 3 ms 506 µs / 4,478; 1 ms (the default) 638 µs / 6,579; 0
-	// 711 µs / 6,327. 0 sends at once.
+	// clients: 3 ms 506 µs / 4,478; 1 ms 638 µs / 6,579; 0 711 µs /
+	// 6,327. With BatchTimeout 0 too (scenario CF), 0 (the default) gave
+	// 4 clients a p50 of 1.0 ms against 3.7 ms with 1 ms and 500 µs, and 32
+	// and 256 clients 6,073 and 6,979 sends a second against 4,648 and
+	// 6,405: the batches that form while one is in flight are enough under
+	// load, and a wait only delays sends when there is none. 0 sends at
+	// once.
 	AdmitBatchWait time.Duration `yaml:"admit_batch_wait" help:"gather send checks this long into one Redis call (0: no wait)"`
 	// AdmitBatchMax is the most requests in one batch of send checks.
 	AdmitBatchMax int `yaml:"admit_batch_max" help:"most send checks per Redis call"`
@@ -83,7 +88,8 @@ type Config struct {
 	// concurrent requests that arrive while a produce request is in flight
 	// go out together in the next one whatever this value, so a linger
 	// only trades a lone request's latency for fewer produce requests at
-	// low load. 0 sends at once.
+	// low load (with AdmitBatchWait above). 0 (the default) sends at
+	// once.
 	BatchTimeout time.Duration `yaml:"batch_timeout" help:"producer linger before a produce request when none is in flight (0: send at once)"`
 	// BatchSize is the most messages in one produce request (all
 	// partitions together); one request's messages always go whole.
@@ -108,10 +114,10 @@ func DefaultConfig() Config {
 		ReviewMax:       1000,
 		RulesRefresh:    5 * time.Second,
 		RedisTimeout:    500 * time.Millisecond,
-		AdmitBatchWait:  time.Millisecond,
+		AdmitBatchWait:  0,
 		AdmitBatchMax:   256,
 		ProduceTimeout:  3 * time.Second,
-		BatchTimeout:    500 * time.Microsecond,
+		BatchTimeout:    0,
 		BatchSize:       1000,
 	}
 }
