@@ -2,11 +2,8 @@ package redisserver
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,31 +137,11 @@ func TestClusterFailover(t *testing.T) {
 // -timeout kill) takes them with it: the orphan test starts one in a
 // child process of the test binary and exits at once.
 func TestServerDiesWithTestProcess(t *testing.T) {
-	if os.Getenv("REDISSERVER_ORPHAN") == "1" {
+	DiesWithTestProcess(t, func(t *testing.T) int {
 		s, err := StartServer()
 		if err != nil {
-			fmt.Println("ERR", err)
-			os.Exit(1)
+			t.Fatal(err)
 		}
-		fmt.Println("PID", s.proc().Process.Pid)
-		os.Exit(0) // no StopAll
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestServerDiesWithTestProcess$")
-	cmd.Env = append(os.Environ(), "REDISSERVER_ORPHAN=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("orphan test: %v\n%s", err, out)
-	}
-	var pid int
-	if _, err := fmt.Sscanf(string(out), "PID %d", &pid); err != nil || pid <= 0 {
-		t.Fatalf("orphan test said %q", out)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("redis-server %d outlived the test process that started it", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return s.proc().Process.Pid
+	})
 }

@@ -1,14 +1,11 @@
 package stack
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/danmaku/danmaku/internal/testkit/redisserver"
 )
 
 // Runs of lines that differ only in their time stamps become one line
@@ -43,27 +40,7 @@ func TestCollapse(t *testing.T) {
 // runs wait on among them. The orphan test starts one in a child process
 // of the test binary and exits at once.
 func TestProcDiesWithTestProcess(t *testing.T) {
-	if os.Getenv("STACK_ORPHAN") == "1" {
-		p := StartWrapped(t, nil, "/bin/sleep", nil, "60")
-		fmt.Println("PID", p.pid())
-		os.Exit(0) // no cleanup
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestProcDiesWithTestProcess$")
-	cmd.Env = append(os.Environ(), "STACK_ORPHAN=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("orphan test: %v\n%s", err, out)
-	}
-	var pid int
-	if _, err := fmt.Sscanf(string(out), "PID %d", &pid); err != nil || pid <= 0 {
-		t.Fatalf("orphan test said %q", out)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d outlived the test process that started it", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redisserver.DiesWithTestProcess(t, func(t *testing.T) int {
+		return StartWrapped(t, nil, "/bin/sleep", nil, "60").pid()
+	})
 }
