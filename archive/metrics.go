@@ -21,7 +21,7 @@ type metrics struct {
 
 // recordKinds are the label values of danmaku_archive_records_total.
 // positionResults are the label values of danmaku_archive_positions_total.
-var positionResults = []string{"with_comment", "late", "missing", "unmatched"}
+var positionResults = []string{"with_comment", "late", "missing", "unmatched", "dropped"}
 
 var recordKinds = []string{"comment", "event", "notice", "canary", "invalid", "outside_stream", "retry", "not_visible", "stream_id_reused"}
 
@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_archive_commit_errors_total",
 			Help: "Offset commits that failed after the write (the batch comes again and is stored once)."}),
 		positions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_archive_positions_total",
-			Help: "Timeline positions, by result: with_comment (written with its comment), late (written to a comment stored before without it), missing (a comment stored without one: none came within archive.position_wait), unmatched (a position whose comment was not stored)."}, []string{"result"}),
+			Help: "Timeline positions, by result: with_comment (written with its comment), late (written to a comment stored before without it), missing (a comment stored without one: none came within archive.position_wait), unmatched (a position whose comment was not stored), dropped (over the most positions held waiting for their comments, 100,000)."}, []string{"result"}),
 	}
 	telemetry.Precreate(m.records.MetricVec, recordKinds)
 	telemetry.Precreate(m.streams.MetricVec, []string{"start", "end"})

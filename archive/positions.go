@@ -55,18 +55,29 @@ type posEntry struct {
 type posBook struct {
 	entries map[posKey]posEntry
 	recs    map[int][]*posRec
+	// max bounds len(entries) (posMax): past it the oldest records'
+	// positions are dropped.
+	max int
 	// fresh are the keys added since the last write: each is looked up
 	// among the rows stored without a position.
 	fresh []posKey
 }
 
+// posMax is how many positions the archive holds at most while they wait
+// for their comments (a few hundred bytes each): a room topic far behind
+// the positions topic would otherwise grow the book without bound. Past
+// it the positions of the oldest records are dropped (their comments, if
+// they come, are stored without, as when job was down).
+const posMax = 100_000
+
 func newPosBook() *posBook {
-	return &posBook{entries: map[posKey]posEntry{}, recs: map[int][]*posRec{}}
+	return &posBook{entries: map[posKey]posEntry{}, recs: map[int][]*posRec{}, max: posMax}
 }
 
 // add takes in a positions record; a position given again (a batch
-// delivered twice) replaces the one held.
-func (b *posBook) add(m kafka.Message, p danmaku.Positions) {
+// delivered twice) replaces the one held. It returns how many positions
+// held were dropped to stay within b.max.
+func (b *posBook) add(m kafka.Message, p danmaku.Positions) int {
 	rec := &posRec{msg: m, readAt: time.Now()}
 	for i, id := range p.IDs {
 		k := posKey{p.Room, id}
@@ -79,6 +90,44 @@ func (b *posBook) add(m kafka.Message, p danmaku.Positions) {
 		b.fresh = append(b.fresh, k)
 	}
 	b.recs[m.Partition] = append(b.recs[m.Partition], rec)
+	n := 0
+	for len(b.entries) > b.max {
+		old := b.oldest()
+		if old == nil || old == rec {
+			break
+		}
+		n += b.drop(old)
+	}
+	return n
+}
+
+// oldest returns the record read first among those with positions held.
+func (b *posBook) oldest() *posRec {
+	var first *posRec
+	for _, recs := range b.recs {
+		for _, rec := range recs {
+			if rec.left > 0 {
+				if first == nil || rec.readAt.Before(first.readAt) {
+					first = rec
+				}
+				break
+			}
+		}
+	}
+	return first
+}
+
+// drop settles the positions held of rec and returns how many.
+func (b *posBook) drop(rec *posRec) int {
+	n := 0
+	for _, k := range rec.keys {
+		if e, ok := b.entries[k]; ok && e.rec == rec {
+			b.settle(k)
+			n++
+		}
+	}
+	rec.left = 0
+	return n
 }
 
 // get returns the position of id of room, if read.
@@ -117,12 +166,7 @@ func (b *posBook) expire(part int, readBefore, writtenBefore time.Time) int {
 	n := 0
 	for _, rec := range b.recs[part] {
 		if rec.left > 0 && (rec.readAt.Before(readBefore) || rec.msg.Time.Before(writtenBefore)) {
-			for _, k := range rec.keys {
-				if e, ok := b.entries[k]; ok && e.rec == rec {
-					b.settle(k)
-					n++
-				}
-			}
+			n += b.drop(rec)
 		}
 	}
 	return n
@@ -211,7 +255,9 @@ func (a *Archive) take(msgs []kafka.Message) {
 				a.m.records.WithLabelValues("invalid").Inc()
 				p = danmaku.Positions{} // nothing to hold: committed with the others
 			}
-			a.book.add(m, p)
+			if n := a.book.add(m, p); n > 0 {
+				a.m.positions.WithLabelValues("dropped").Add(float64(n))
+			}
 			continue
 		}
 		env, err := danmaku.UnmarshalEnvelope(m.Value)
