@@ -98,9 +98,7 @@ func (c *conn) TryWriteFrame(it item) sendq.Try {
 	if c.fc == nil || it.PM == nil || it.Batch != nil || it.Ping || it.Pong != nil || it.Close != nil {
 		return sendq.NotTried
 	}
-	c.fc.BeginNonBlocking()
-	err := c.ws.WritePreparedMessage(it.PM)
-	blocked := c.fc.EndNonBlocking()
+	blocked, err := c.fc.WriteNonBlocking(func() error { return c.ws.WritePreparedMessage(it.PM) })
 	if err != nil {
 		c.s.metrics.writeError()
 		c.ws.Close()

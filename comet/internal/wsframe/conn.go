@@ -52,19 +52,12 @@ type Conn struct {
 	// true. It runs inside WaitReadable's receive: it must not block.
 	OnText func(payload []byte, compressed bool) bool
 
-	// The write side (write.go): wmu serializes writes to the socket and
-	// guards rest and the send fields, nonblock is set between
-	// BeginNonBlocking and EndNonBlocking, and rest holds the end of a
-	// frame a non-blocking write could not send. sendFn is the socket
-	// Control function of send, made on the first send; sendBuf, sendN
-	// and sendErr are its argument and results.
+	// The write side (write.go): wmu serializes writes to the socket,
+	// nonblock is set while WriteNonBlocking runs, and rest holds the end
+	// of a frame a non-blocking write could not send.
 	wmu      sync.Mutex
 	nonblock atomic.Bool
 	rest     []byte
-	sendFn   func(fd uintptr)
-	sendBuf  []byte
-	sendN    int
-	sendErr  error
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control

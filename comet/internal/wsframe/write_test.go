@@ -8,23 +8,27 @@ import (
 	"time"
 )
 
-// A write between BeginNonBlocking and EndNonBlocking sends what the socket takes at once and
+// A write inside WriteNonBlocking sends what the socket takes at once and
 // keeps the rest; the rest goes out before the next Write's bytes (or by
 // Finish), so the reader gets every byte in order.
-func TestNonBlockingWriteKeepsTheRest(t *testing.T) {
+func TestWriteNonBlockingKeepsTheRest(t *testing.T) {
 	fc, client := tcpPair(t)
 	fc.Conn.(*net.TCPConn).SetWriteBuffer(4096)
 	// Far more than the socket buffers hold while the client reads nothing.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 	start := time.Now()
-	fc.BeginNonBlocking()
-	n, err := fc.Write(big)
-	blocked := fc.EndNonBlocking()
-	if n != len(big) || err != nil || !blocked {
-		t.Fatalf("non-blocking Write = %d of %d, %v, blocked %v; want all, blocked", n, len(big), err, blocked)
+	blocked, err := fc.WriteNonBlocking(func() error {
+		n, err := fc.Write(big)
+		if n != len(big) {
+			t.Errorf("Write inside WriteNonBlocking = %d of %d", n, len(big))
+		}
+		return err
+	})
+	if err != nil || !blocked {
+		t.Fatalf("WriteNonBlocking = blocked %v, %v; want blocked", blocked, err)
 	}
 	if d := time.Since(start); d > time.Second {
-		t.Fatalf("the non-blocking Write waited %v", d)
+		t.Fatalf("WriteNonBlocking waited %v", d)
 	}
 	if n, _ := fc.TryWrite([]byte{0x89, 0}); n != 0 {
 		t.Fatal("TryWrite wrote before the rest of a frame")
@@ -42,10 +46,9 @@ func TestNonBlockingWriteKeepsTheRest(t *testing.T) {
 	}
 
 	// Finish writes the rest alone, with the deadline it is given.
-	fc.BeginNonBlocking()
-	_, err = fc.Write(big)
-	if blocked := fc.EndNonBlocking(); err != nil || !blocked {
-		t.Fatalf("second non-blocking Write = blocked %v, %v", blocked, err)
+	blocked, err = fc.WriteNonBlocking(func() error { _, err := fc.Write(big); return err })
+	if err != nil || !blocked {
+		t.Fatalf("second WriteNonBlocking = blocked %v, %v", blocked, err)
 	}
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(client, int64(len(big))))
@@ -62,22 +65,24 @@ func TestNonBlockingWriteKeepsTheRest(t *testing.T) {
 	}
 }
 
-// A frame the socket takes whole is not kept, and a non-blocking write leaves
+// A frame the socket takes whole is not kept, and WriteNonBlocking leaves
 // no deadline of its own on the socket: it ignores gorilla's, set before
 // every frame, even one long passed.
-func TestNonBlockingWriteIgnoresDeadlines(t *testing.T) {
+func TestWriteNonBlockingIgnoresDeadlines(t *testing.T) {
 	fc, client := tcpPair(t)
-	fc.BeginNonBlocking()
-	fc.SetWriteDeadline(time.Now().Add(-time.Second))
-	_, err := fc.Write([]byte("frame"))
-	if blocked := fc.EndNonBlocking(); err != nil || blocked {
-		t.Fatalf("non-blocking Write = blocked %v, %v", blocked, err)
+	blocked, err := fc.WriteNonBlocking(func() error {
+		fc.SetWriteDeadline(time.Now().Add(-time.Second))
+		_, err := fc.Write([]byte("frame"))
+		return err
+	})
+	if err != nil || blocked {
+		t.Fatalf("WriteNonBlocking = blocked %v, %v", blocked, err)
 	}
 	b := make([]byte, 5)
 	if _, err := io.ReadFull(client, b); err != nil || string(b) != "frame" {
 		t.Fatalf("read %q, %v", b, err)
 	}
 	if _, err := fc.Write([]byte("next")); err != nil {
-		t.Fatalf("a Write after the non-blocking one: %v", err)
+		t.Fatalf("a Write after WriteNonBlocking: %v", err)
 	}
 }
