@@ -82,51 +82,9 @@ type conn struct {
 }
 
 // enqueue hands it to the viewer's writer without blocking. A full queue
-// closes the writer; the caller disconnects the viewer (slowConsumer). A
-// live msgs frame is staged: the room's fan-out (fanout.go) writes it.
+// closes the writer; the caller disconnects the viewer (slowConsumer).
 func (c *conn) enqueue(it item) sendq.Result {
-	if it.Live != 0 {
-		return c.w.Stage(it, c.s.cfg.QueueSize)
-	}
 	return c.w.Enqueue(it, c.s.cfg.QueueSize, c)
-}
-
-// TryWriteFrame writes a prepared frame with one send that does not wait
-// (sendq.Sink); any other frame, or a connection that is not a socket,
-// is left to WriteFrame.
-func (c *conn) TryWriteFrame(it item) sendq.Try {
-	if c.fc == nil || it.PM == nil || it.Batch != nil || it.Ping || it.Pong != nil || it.Close != nil {
-		return sendq.NotTried
-	}
-	blocked, err := c.fc.WriteNonBlocking(func() error { return c.ws.WritePreparedMessage(it.PM) })
-	if err != nil {
-		c.s.metrics.writeError()
-		c.ws.Close()
-		return sendq.Failed
-	}
-	c.wrote(it)
-	if blocked {
-		return sendq.Blocked
-	}
-	return sendq.Written
-}
-
-// FinishFrame writes the rest of a frame TryWriteFrame began (sendq.Sink).
-func (c *conn) FinishFrame() bool {
-	if err := c.fc.Finish(time.Now().Add(c.s.cfg.WriteWait)); err != nil {
-		c.s.metrics.writeError()
-		c.ws.Close()
-		return false
-	}
-	return true
-}
-
-// wrote counts a frame written to the socket.
-func (c *conn) wrote(it item) {
-	c.s.metrics.wrote(it.Size)
-	if it.Live != 0 && c.seq%fanoutSample == 0 {
-		c.s.metrics.wroteLive(it.Live, it.High, time.Now())
-	}
 }
 
 // WriteFrame writes one queued frame to the socket; the writer calls it
@@ -163,7 +121,10 @@ func (c *conn) WriteFrame(it item) bool {
 		c.ws.Close()
 		return false
 	}
-	c.wrote(it)
+	c.s.metrics.wrote(it.Size)
+	if it.Live != 0 && c.seq%fanoutSample == 0 {
+		c.s.metrics.wroteLive(it.Live, it.High, time.Now())
+	}
 	return true
 }
 

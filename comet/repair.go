@@ -64,7 +64,7 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 		return 0, slow
 	}
 	r.live = liveStamp{at: time.Now().UnixNano(), high: normalCount(msgs) < int64(len(msgs))}
-	defer r.fanOutLocked()
+	defer func() { r.live = liveStamp{} }()
 	if r.capped > 0 {
 		return r.deliverTiersLocked(msgs, start, slow)
 	}
@@ -77,13 +77,6 @@ func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*con
 	}
 	it.EpochStart = start && it.Pos > 0
 	return r.deliverLocked(it, slow)
-}
-
-// fanOutLocked has the live frame just staged for the room's viewers
-// written by the fan-out workers (fanout.go); r.mu is held.
-func (r *room) fanOutLocked() {
-	fanout.flush(append([]*conn(nil), r.conns...), r.live.high)
-	r.live = liveStamp{}
 }
 
 // pushNeedsRead reports whether push b needs the room's history read

@@ -66,27 +66,7 @@ type Sink[R comparable] interface {
 	// writer is behind: it queues the missed messages (Writer.CatchUpRoom) or
 	// disconnects the viewer.
 	CatchUp()
-	// TryWriteFrame writes it without waiting for the socket (Flush): it
-	// reports Written, Blocked when the socket took part of it (the rest
-	// is kept for FinishFrame), Failed when the write failed (nothing
-	// more is to be written), or NotTried when it needs a write that may
-	// wait (WriteFrame).
-	TryWriteFrame(it Item[R]) Try
-	// FinishFrame writes, waiting for the socket, what TryWriteFrame left
-	// of a Blocked frame. It reports false when the write failed.
-	FinishFrame() bool
 }
-
-// Try is what TryWriteFrame did with a frame.
-type Try uint8
-
-// Outcomes of TryWriteFrame.
-const (
-	NotTried Try = iota // nothing written: it needs WriteFrame
-	Written             // the whole frame is written
-	Blocked             // part of it is written; FinishFrame writes the rest
-	Failed              // the write failed
-)
 
 // Writer is a viewer's bounded send queue. Any goroutine hands it frames
 // without blocking (Enqueue); a drain writes them to the sink on a worker
@@ -133,99 +113,32 @@ type roomPos[R comparable] struct {
 // reports QueueFull, unless the viewer can be caught up (see Writer).
 func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
 	w.mu.Lock()
-	res := w.queueLocked(it, limit)
-	start := res == Enqueued && !w.draining && (len(w.queue) > 0 || w.behind)
-	if start {
-		w.draining = true
-	}
-	w.mu.Unlock()
-	if start {
-		drains.run(func() { w.drain(sink) })
-	}
-	return res
-}
-
-// Stage queues it as Enqueue does but starts no drain: the caller has the
-// queue written soon by Flush, from a goroutine of its own (a fan-out
-// writes a frame to many viewers so, without a goroutine per viewer).
-// Until then an Enqueue, or a drain that runs, writes it too.
-func (w *Writer[R]) Stage(it Item[R], limit int) Result {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.queueLocked(it, limit)
-}
-
-// queueLocked queues it, or closes the writer when its queue is full and
-// the viewer cannot be caught up; w.mu is held.
-func (w *Writer[R]) queueLocked(it Item[R], limit int) Result {
 	if w.closed {
+		w.mu.Unlock()
 		return ConnClosed
 	}
 	if len(w.queue) >= limit && !w.overflowLocked() {
 		w.markClosedLocked()
+		w.mu.Unlock()
 		return QueueFull
 	}
 	if w.behind && it.Pos > 0 && w.behindIn(it.Room) {
+		w.mu.Unlock()
 		return Enqueued // the catch-up carries it
 	}
 	if len(w.queue) >= limit {
 		w.markClosedLocked()
+		w.mu.Unlock()
 		return QueueFull
 	}
 	w.queue = append(w.queue, it)
-	return Enqueued
-}
-
-// Flush writes the queue from the caller's goroutine when no drain runs:
-// each frame with one send that does not wait (sink.TryWriteFrame), in
-// order, until the queue is empty. At the first frame the socket does not
-// take whole, or that needs a write that may wait, a drain takes over the
-// rest of the queue (that frame first), so Flush never waits for a slow
-// viewer.
-func (w *Writer[R]) Flush(sink Sink[R]) {
-	w.mu.Lock()
-	if w.draining || w.closed || len(w.queue) == 0 && !w.behind {
-		w.mu.Unlock()
-		return
-	}
+	start := !w.draining
 	w.draining = true
 	w.mu.Unlock()
-	for {
-		it, ok, catchUp := w.next()
-		if !ok && !catchUp {
-			return
-		}
-		var first func() bool
-		if !catchUp {
-			switch sink.TryWriteFrame(it) {
-			case Written:
-				continue
-			case Failed:
-				w.end()
-				return
-			case Blocked:
-				first = sink.FinishFrame
-			default:
-				first = func() bool { return sink.WriteFrame(it) }
-			}
-		}
-		drains.run(func() {
-			if first != nil && !first() {
-				w.end()
-				return
-			}
-			w.drain(sink)
-		})
-		return
+	if start {
+		drains.run(func() { w.drain(sink) })
 	}
-}
-
-// end closes the writer after a write failed and ends its drain.
-func (w *Writer[R]) end() {
-	w.mu.Lock()
-	w.markClosedLocked()
-	w.draining = false
-	w.mu.Unlock()
+	return Enqueued
 }
 
 // WriteIdle lets the caller write a small frame itself, in place of a
@@ -305,7 +218,10 @@ func (w *Writer[R]) drain(sink Sink[R]) {
 			return
 		}
 		if !sink.WriteFrame(it) {
-			w.end()
+			w.mu.Lock()
+			w.markClosedLocked()
+			w.draining = false
+			w.mu.Unlock()
 			return
 		}
 	}

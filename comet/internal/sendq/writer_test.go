@@ -28,19 +28,12 @@ const (
 // set, every write waits for a value on it; stopAt makes the write of the
 // frame with that size report the end.
 type recordSink struct {
-	waitingWrites
 	mu      sync.Mutex
 	written []int
 	gate    chan struct{}
 	stopAt  int
 	started chan struct{} // receives once per write, when it begins
 }
-
-// waitingWrites makes a test sink write every frame with WriteFrame.
-type waitingWrites struct{}
-
-func (waitingWrites) TryWriteFrame(item) Try { return NotTried }
-func (waitingWrites) FinishFrame() bool      { return true }
 
 func newRecordSink() *recordSink {
 	return &recordSink{stopAt: -1, started: make(chan struct{}, 1024)}
@@ -230,7 +223,6 @@ func TestWriterConcurrentEnqueue(t *testing.T) {
 
 // concurrencySink records frames and notices overlapping writes.
 type concurrencySink struct {
-	waitingWrites
 	mu      sync.Mutex
 	busy    bool
 	overlap bool
@@ -287,10 +279,7 @@ func TestWriterSkipsPositionsTheViewerHas(t *testing.T) {
 }
 
 // posSink records the positions of each msgs frame written.
-type posSink struct {
-	waitingWrites
-	frames [][]int64
-}
+type posSink struct{ frames [][]int64 }
 
 func (s *posSink) CatchUp() {}
 

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -51,13 +50,6 @@ type Conn struct {
 	// as Text offers one (match); the frame is consumed when it reports
 	// true. It runs inside WaitReadable's receive: it must not block.
 	OnText func(payload []byte, compressed bool) bool
-
-	// The write side (write.go): wmu serializes writes to the socket,
-	// nonblock is set while WriteNonBlocking runs, and rest holds the end
-	// of a frame a non-blocking write could not send.
-	wmu      sync.Mutex
-	nonblock atomic.Bool
-	rest     []byte
 }
 
 // frameBufSize holds any frame header (14 bytes) plus a whole control
@@ -408,12 +400,18 @@ func matchText(b []byte, match func(payload []byte, compressed bool) bool) bool 
 // passed on an idle connection) and takes no lock of the net package: the
 // caller makes sure no other frame is being written.
 func (f *Conn) TryWrite(b []byte) (int, error) {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	if len(f.rest) > 0 {
-		return 0, nil // the end of a frame goes first
+	var n int
+	var err error
+	cerr := f.raw.Control(func(fd uintptr) {
+		n, err = syscall.Write(int(fd), b)
+	})
+	if err == syscall.EAGAIN || err == syscall.EWOULDBLOCK {
+		return 0, nil
 	}
-	return f.send(b)
+	if cerr != nil {
+		err = cerr
+	}
+	return max(n, 0), err
 }
 
 // Hijacker hands gorilla a Conn instead of the raw connection; Frames is
