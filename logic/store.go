@@ -17,7 +17,7 @@ type Store interface {
 	// NewAdmitter starts the batched send check (bans, mutes, rate limits).
 	NewAdmitter(o route.AdmitOptions) *route.Admitter
 	// The send path's rules, written for the comets (sendpath.Rules).
-	SetSendRules(ctx context.Context, rules []byte) error
+	SetSendRules(ctx context.Context, rules []byte, ttl time.Duration) error
 	SendRules(ctx context.Context) ([]byte, error)
 	Online(ctx context.Context, room string) (int64, error)
 	// TakeHigh and GiveBackHigh are a room's high-priority bucket.

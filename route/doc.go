@@ -43,7 +43,7 @@
 //	                                wordver
 //	admin:sanctions                 zset kind:user:room -> end (Unix ms)  logic       every active mute and ban, for the lists (room "" for a mute everywhere)
 //	room:sanctions:{room}           zset kind:user -> end (Unix ms)       logic       the room's active mutes and bans, for the lists
-//	send:rules                      JSON (sendpath.Rules); no TTL         logic       the send path's rules (limits, rate limits, blocked words) the comets apply
+//	send:rules                      JSON (sendpath.Rules); TTL 10 min+    logic       the send path's rules (limits, rate limits, blocked words) the comets apply
 //	room:review:{room}              hash id -> item JSON; TTL review_ttl  logic       comments held for review (danmaku.ReviewItem)
 //	room:reviewq:{room}             zset id -> accept time (ms); the same logic       their order; items older than logic.review_ttl are removed
 //	room:held:{room}                zset id -> release time (ms); TTL     job         comments the room's delay holds in job, until their release or delete

@@ -81,6 +81,11 @@ func (p *Path) Rules() Rules {
 // own list is in use again only if it did not.
 func (p *Path) ReloadWords() error { return p.own.Reload() }
 
+// rulesTTL is how long the rules PublishRules writes stay in Redis
+// unless written again: 10 minutes, or three refresh periods when those
+// are longer. A comet keeps the rules it applies when they are gone.
+func (p *Path) rulesTTL() time.Duration { return max(10*time.Minute, 3*p.cfg.RulesRefresh) }
+
 // PublishRules writes the Path's rules to Redis for the comets.
 func (p *Path) PublishRules(ctx context.Context) error {
 	b, err := json.Marshal(p.Rules())
@@ -89,7 +94,7 @@ func (p *Path) PublishRules(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
 	defer cancel()
-	return p.store.SetSendRules(ctx, b)
+	return p.store.SetSendRules(ctx, b, p.rulesTTL())
 }
 
 // LoadRules reads the rules logic published and applies them in place of

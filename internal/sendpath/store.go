@@ -26,7 +26,7 @@ type Store interface {
 	// each has there.
 	AddReview(ctx context.Context, room string, items []danmaku.ReviewItem, ttl time.Duration, max int) ([]string, bool, error)
 	// SetSendRules and SendRules store and read logic's rules (Rules).
-	SetSendRules(ctx context.Context, rules []byte) error
+	SetSendRules(ctx context.Context, rules []byte, ttl time.Duration) error
 	SendRules(ctx context.Context) ([]byte, error)
 }
 
