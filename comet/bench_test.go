@@ -157,6 +157,13 @@ func benchPeer(b *testing.B, n int, deflate bool) {
 	if deflate {
 		args = append(args, "-compress")
 	}
+	defer peerViewers(b, s, room, n, args...)()
+	runFanOut(b, s, room, n)
+}
+
+// peerViewers runs idleload with args in a process of its own, waits
+// until its n viewers are in room and returns what stops it.
+func peerViewers(b *testing.B, s *Server, room string, n int, args ...string) (stop func()) {
 	cmd := exec.Command(buildIdleload(b), args...)
 	cmd.Stderr = os.Stderr
 	stdin, _ := cmd.StdinPipe()
@@ -164,14 +171,15 @@ func benchPeer(b *testing.B, n int, deflate bool) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Wait() }()
+	stop = func() { stdin.Close(); cmd.Wait() }
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "CONNECTED") {
 	}
 	if got := s.hub.local(room); got != n {
+		stop()
 		b.Fatalf("%d viewers in the room, want %d (%s)", got, n, sc.Text())
 	}
-	runFanOut(b, s, room, n)
+	return stop
 }
 
 func benchInProc(b *testing.B, n int) {

@@ -1,12 +1,8 @@
 package comet
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,20 +33,7 @@ func benchFlush(b *testing.B, n int, flush time.Duration, high bool) {
 	s, _ := mustStart(b, func(c *Config) { c.DensityFlush = flush })
 	room := testkit.Uniq("held-")
 	// idleload puts -room in the URL as is: the viewers ask for 30 a second.
-	cmd := exec.Command(buildIdleload(b), "-mode", "clients", "-addr", s.PublicAddr(), "-n", strconv.Itoa(n), "-room", room+"&density=30")
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.HasPrefix(sc.Text(), "CONNECTED") {
-	}
-	if got := s.hub.local(room); got != n {
-		b.Fatalf("%d viewers in the room, want %d (%s)", got, n, sc.Text())
-	}
+	defer peerViewers(b, s, room, n, "-mode", "clients", "-addr", s.PublicAddr(), "-n", strconv.Itoa(n), "-room", room+"&density=30")()
 	const perBatch = 400 // 2,000 a second in 200 ms batches
 	pos := int64(0)
 	next := func(hi bool) danmaku.Batch {
