@@ -237,7 +237,8 @@ func (f *fanOut) item(slot int) item {
 	if len(c.msgs) > 0 {
 		b.Epoch = c.epoch
 	}
-	if cp := r.dc.tiers.Cap(slot); cp > 0 {
+	cp := r.dc.tiers.Cap(slot)
+	if cp > 0 {
 		var skipped int64
 		b.Msgs, skipped = density.Thin(c.msgs, f.msgs, f.needs, cp)
 		b.Skipped = c.skipped + skipped
@@ -247,6 +248,9 @@ func (f *fanOut) item(slot int) item {
 		return item{}
 	}
 	it, ok := r.encodeItem(b)
+	if ok && cp > 0 && it.Pos > 0 {
+		it.Pos = r.through(b.Epoch, it.Pos)
+	}
 	if ok {
 		it.EpochStart = (f.start || c.start) && it.Pos > 0
 		*c = carry{gen: c.gen + 1}

@@ -30,8 +30,11 @@ import (
 // in the room), so a viewer that joined, resumed or got a frame of its own
 // meanwhile is not sent a position twice. Skipped counts stay exact: a
 // viewer brought up to date on its own (a join, a change of tier, its own
-// message) is marked with what its tier had left out by then, and its next
-// frame of the tier counts only the rest. The tier a viewer leaves hands it
+// message, a catch-up from the ring after its queue overflowed) is marked
+// with what its tier had left out by then, and its next frame of the tier
+// counts only the rest; a tier's frame takes the room's last position as
+// its own (through), so the writer and a catch-up start after every
+// position its skipped count took in. The tier a viewer leaves hands it
 // what it held for it.
 
 // carry is what a tier left out and holds back since its last live
@@ -199,13 +202,27 @@ func (r *room) handOverLocked(m *member, old int) (slow bool) {
 }
 
 // soloItem is b, a frame of r for one viewer, encoded by its writer, with
-// its last position when it has one.
+// the last position it accounts for when it has positions (through).
 func (r *room) soloItem(b *danmaku.Batch) item {
 	it := item{Batch: b, Src: b}
 	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
-		it.Pos, it.Epoch, it.Room = last, b.Epoch, r
+		it.Pos, it.Epoch, it.Room = r.through(b.Epoch, last), b.Epoch, r
 	}
 	return it
+}
+
+// through is the last position a capped tier's frame of epoch whose last
+// message is at last accounts for; r.mu is held. Its skipped count takes
+// in every position the tier was handed up to the room's last (those left
+// out after its last kept message too), so that is the frame's position:
+// the writer records it as the viewer's position in the room, a later
+// frame is cut to the positions after it, and a catch-up replays from it,
+// and none of them counts a left-out message the frame counted again.
+func (r *room) through(epoch string, last int64) int64 {
+	if epoch == r.tl.Epoch {
+		return max(last, r.tl.Last)
+	}
+	return last
 }
 
 // markLocked records in m what its tier (slot) left out so far, as m

@@ -268,8 +268,11 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 	m := c.member(r.id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if m != nil && m.r.Load() != r {
+		m = nil
+	}
 	slot := r.dc.tiers.All()
-	if m != nil && m.r.Load() == r {
+	if m != nil {
 		slot = r.slotLocked(m)
 	}
 	return c.w.CatchUpRoom(r, func(epoch string, got int64) ([]item, bool) {
@@ -284,6 +287,11 @@ func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 		items := r.replayLocked(got, slot, nil)
 		if len(items) > 0 && epoch != t.Epoch {
 			items[0].EpochStart = true
+		}
+		if m != nil {
+			// The replay's skipped counts took in what the viewer's tier
+			// left out and holds so far: its next frame counts the rest.
+			r.markLocked(m, slot)
 		}
 		return items, true
 	})
