@@ -41,7 +41,7 @@ type consumer struct {
 	group     *kafka.ConsumerGroup // set by open
 	transport *kafka.Transport
 	client    *kafka.Client
-	gen       atomic.Pointer[kafka.Generation] // the latest generation: commits go to it
+	gen       atomic.Pointer[kafka.Generation] // the latest generation: commits go to it (set under mu)
 	parts     atomic.Pointer[[]*partition]     // the partitions it fetches, for lag
 	out       chan []record                    // one slice per fetch response; closed when fetch returns
 	// abandoned is set by a crash: nothing more is committed.
@@ -50,11 +50,18 @@ type consumer struct {
 	mu       sync.Mutex
 	toCommit map[int]int64 // partition -> next offset to commit
 	wake     chan struct{} // a commit is queued; closed for the last one
+	// finishing is set when wake is closed (finishCommits).
+	finishing bool
+	// from is, per partition of the current generation, the offset the
+	// group had committed when it was assigned: commits at or below it
+	// are not sent, and partitions not in it are another member's.
+	from map[int]int64
 }
 
 func newConsumer(cfg Config, kcfg config.Kafka, log *zap.Logger, m *metrics) *consumer {
 	return &consumer{cfg: cfg, kcfg: kcfg, log: log, m: m,
-		out: make(chan []record, 4), toCommit: map[int]int64{}, wake: make(chan struct{}, 1)}
+		out: make(chan []record, 4), toCommit: map[int]int64{}, wake: make(chan struct{}, 1),
+		from: map[int]int64{}}
 }
 
 // open creates the group member, which joins the group in the background;
@@ -127,7 +134,6 @@ func (c *consumer) fetch(ctx context.Context) {
 			c.log.Warn("kafka consumer group join failed; retrying", zap.Error(err))
 			continue
 		}
-		c.gen.Store(gen)
 		c.consumeGeneration(ctx, gen)
 		if ctx.Err() != nil {
 			return
@@ -144,10 +150,11 @@ func (c *consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation)
 	gen.Start(func(g context.Context) { <-g.Done(); cancel() })
 
 	assigned := gen.Assignments[c.kcfg.Topic]
+	starts := c.resumeAt(gen, assigned)
 	parts := make([]*partition, 0, len(assigned))
 	ids := make([]int, 0, len(assigned))
 	for _, a := range assigned {
-		parts = append(parts, &partition{id: int32(a.ID), next: a.Offset, sent: a.Offset})
+		parts = append(parts, &partition{id: int32(a.ID), next: starts[a.ID], sent: starts[a.ID]})
 		ids = append(ids, a.ID)
 	}
 	slices.Sort(ids)
@@ -170,6 +177,55 @@ func (c *consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation)
 			return
 		}
 		backoff = min(backoff*2, c.cfg.RetryMax)
+	}
+}
+
+// resumeAt returns where each partition of a new generation is fetched
+// from: the group's committed offset, or past it the offset this member
+// queued to commit in an earlier generation and could not (the broker was
+// away, the generation ended). The records below that offset were
+// finished here: fetching them again would deliver them again, and when
+// Redis lost their claims meanwhile (a restart) they would get new
+// positions and reach every viewer a second time; the offset stays queued
+// and is committed in this generation. A partition the group has no
+// commit for (a log that started over) starts at its committed offset,
+// and its queued commit is dropped. So are queued commits of partitions
+// this generation did not assign, or at or below the group's committed
+// offset: sent now, they would move another member's position back.
+func (c *consumer) resumeAt(gen *kafka.Generation, assigned []kafka.PartitionAssignment) map[int]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen.Store(gen)
+	starts := make(map[int]int64, len(assigned))
+	c.from = make(map[int]int64, len(assigned))
+	for _, a := range assigned {
+		starts[a.ID], c.from[a.ID] = a.Offset, a.Offset
+		if off, ok := c.toCommit[a.ID]; ok && a.Offset >= 0 && off > a.Offset {
+			starts[a.ID] = off
+		}
+	}
+	for p, off := range c.toCommit {
+		if committed, ok := c.from[p]; !ok || committed < 0 || off <= committed {
+			delete(c.toCommit, p)
+		}
+	}
+	if len(c.toCommit) > 0 && !c.finishing {
+		select { // commit them now, not with the next finished record
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	return starts
+}
+
+// dropStale removes from pending the commits the current generation must
+// not send: of partitions it did not assign, or at or below the offset the
+// group had committed when it assigned them. c.mu is held.
+func (c *consumer) dropStale(pending map[int]int64) {
+	for p, off := range pending {
+		if committed, ok := c.from[p]; !ok || off <= committed {
+			delete(pending, p)
+		}
 	}
 }
 
@@ -208,7 +264,12 @@ func (c *consumer) commitLoop() {
 
 // finishCommits makes commitLoop send the last queued positions and
 // return. queue must not be called afterwards.
-func (c *consumer) finishCommits() { close(c.wake) }
+func (c *consumer) finishCommits() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finishing = true
+	close(c.wake)
+}
 
 func (c *consumer) commitQueued() {
 	if c.abandoned.Load() {
@@ -217,11 +278,12 @@ func (c *consumer) commitQueued() {
 	c.mu.Lock()
 	pending := c.toCommit
 	c.toCommit = map[int]int64{}
+	c.dropStale(pending)
+	gen := c.gen.Load()
 	c.mu.Unlock()
 	if len(pending) == 0 {
 		return
 	}
-	gen := c.gen.Load()
 	var err error
 	if gen == nil {
 		err = errors.New("no generation of the group yet")

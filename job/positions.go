@@ -18,18 +18,24 @@ import (
 // Config.PositionsTopic, keyed by the room, for the consumers of the room
 // topic that keep comments with the position viewers saw (the archive).
 //
-// A batch counts as delivered only once its record is acknowledged: when
-// the write fails the delivery is retried like a failed push, finds its
-// messages positioned and pushes and publishes them again at the same
-// positions. A job killed between the push and the record leaves the
-// batch's offsets uncommitted, so the next member does the same. Readers
-// therefore see a position at least once, and may see it twice.
+// A batch counts as delivered only once its record is acknowledged, and a
+// pushed batch owes only its record: a failed write is retried where it
+// failed, with backoff, never by delivering the batch again. A delivery
+// again would run the room's guards again, and when Redis lost the room's
+// timeline meanwhile (a restart, a failover) its messages would get new
+// positions in a new epoch and every viewer would receive them twice. A
+// job killed between the push and the record leaves the batch's offsets
+// uncommitted, so the next member delivers it at the same positions (the
+// claims hold them) and publishes the record. Readers therefore see a
+// position at least once, and may see it twice.
 type positions struct {
 	topic    string
 	kafka    config.Kafka
 	producer *kafkax.Producer
 	timeout  time.Duration
-	errors   prometheus.Counter
+	// retryMin and retryMax bound the backoff between failed writes.
+	retryMin, retryMax time.Duration
+	errors             prometheus.Counter
 	// ensured is when the topic was last ensured; only the workers that
 	// failed a write touch it, one at a time (mu).
 	mu      sync.Mutex
@@ -43,9 +49,10 @@ func newPositions(cfg Config, k config.Kafka, reg prometheus.Registerer) *positi
 		return nil
 	}
 	p := &positions{topic: cfg.PositionsTopic, kafka: k, timeout: cfg.PushTimeout,
+		retryMin: cfg.RetryMin, retryMax: cfg.RetryMax,
 		producer: kafkax.NewProducer(k.Brokers, cfg.PositionsTopic, kafkax.ProducerConfig{}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_positions_errors_total",
-			Help: "Positions records (job.positions_topic) that could not be written; the batch was delivered again."})}
+			Help: "Failed writes of positions records (job.positions_topic); each is written again until acknowledged."})}
 	reg.MustRegister(p.errors)
 	return p
 }
@@ -72,7 +79,9 @@ func (p *positions) ensure(ctx context.Context) error {
 const ensureEvery = 5 * time.Second
 
 // publish writes the positions of msgs, a delivered batch of room whose
-// positions follow each other, and reports whether it was acknowledged.
+// positions follow each other, again and again until the record is
+// acknowledged, and reports whether it was: false only when ctx ended (a
+// crash or an abandoned drain), which leaves the batch to the next member.
 func (p *positions) publish(ctx context.Context, room, epoch string, msgs []danmaku.Message) bool {
 	if p == nil || len(msgs) == 0 {
 		return true
@@ -82,17 +91,31 @@ func (p *positions) publish(ctx context.Context, room, epoch string, msgs []danm
 		rec.IDs[i] = m.ID
 	}
 	b, err := danmaku.MarshalPositions(rec)
-	if err == nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
-		err = p.producer.Write(wctx, []byte(room), time.Now(), b)
-		cancel()
-	}
 	if err != nil {
 		p.errors.Inc()
-		p.ensure(ctx)
 		return false
 	}
+	wait := p.retryMin
+	for !p.write(ctx, room, b) {
+		p.errors.Inc()
+		p.ensure(ctx)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, p.retryMax)
+	}
 	return true
+}
+
+// write writes one record, bounded by the push timeout.
+func (p *positions) write(ctx context.Context, room string, b []byte) bool {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+	defer cancel()
+	return p.producer.Write(wctx, []byte(room), time.Now(), b) == nil
 }
 
 // close flushes and closes the producer.

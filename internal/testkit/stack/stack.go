@@ -47,13 +47,15 @@ type Options struct {
 // Stack is one running service: its own redis-server (or Redis Cluster)
 // and devkafka, one logic, Options.Jobs jobs and Options.Comets comets.
 type Stack struct {
-	Redis    *redisserver.Server  // nil on a cluster
-	Cluster  *redisserver.Cluster // nil on a standalone server
-	Kafka    string
-	Logic    *Proc
-	LogicURL string
-	Jobs     []*Job
-	Comets   []*Comet
+	Redis   *redisserver.Server  // nil on a cluster
+	Cluster *redisserver.Cluster // nil on a standalone server
+	Kafka   string
+	// KafkaProc is the devkafka process serving Kafka (to pause or kill).
+	KafkaProc *Proc
+	Logic     *Proc
+	LogicURL  string
+	Jobs      []*Job
+	Comets    []*Comet
 
 	rdb redis.UniversalClient
 }
@@ -104,7 +106,7 @@ func New(tb testing.TB, o Options) *Stack {
 	began := time.Now()
 	s := &Stack{}
 	s.startRedis(tb, o)
-	s.Kafka = DevKafka(tb)
+	s.KafkaProc, s.Kafka = StartDevKafka(tb)
 	logic := launch(tb, "logic", nil, func() []string {
 		addr := testkit.FreeAddr(tb)
 		s.LogicURL = "http://" + addr
@@ -327,6 +329,14 @@ func Metric(addr, series string) (float64, error) {
 // DevKafka starts cmd/devkafka on a free port and returns its address.
 func DevKafka(tb testing.TB) string {
 	tb.Helper()
+	_, addr := StartDevKafka(tb)
+	return addr
+}
+
+// StartDevKafka starts cmd/devkafka on a free port and returns the
+// process and its address.
+func StartDevKafka(tb testing.TB) (*Proc, string) {
+	tb.Helper()
 	p := Start(tb, "devkafka", nil, "-addr", "127.0.0.1:0")
 	re := regexp.MustCompile(`listening on (\S+)`)
 	var addr string
@@ -338,7 +348,7 @@ func DevKafka(tb testing.TB) string {
 		addr = m[1]
 		return nil
 	})
-	return addr
+	return p, addr
 }
 
 // healthClient polls health URLs: a port another socket took may accept
