@@ -57,6 +57,9 @@ func StartWrapped(tb testing.TB, wrap []string, name string, env []string, args 
 	if !filepath.IsAbs(name) {
 		bin = filepath.Join(Binaries(tb), name)
 	}
+	// Temporary files of the process (the all-in-one's archive database)
+	// go away with the test, also when it was killed.
+	env = append([]string{"TMPDIR=" + tb.TempDir()}, env...)
 	p := &Proc{Name: filepath.Base(name), args: args, env: env, dir: Root(tb), bin: bin, wrap: wrap}
 	if err := p.start(); err != nil {
 		tb.Fatalf("start %s: %v", name, err)
