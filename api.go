@@ -324,7 +324,11 @@ type VODSegmentResponse struct {
 // stream's start; Flags has bit 1 for a high-priority comment and bit 2
 // for a moderator's; Pos is the position viewers saw it at in the room's
 // live timeline (absent when it is not known: a comment job did not
-// deliver).
+// deliver) and Epoch the timeline epoch that position belongs to: a
+// timeline that started over (Redis emptied, the room silent past its
+// history's TTL) numbers its positions from 1 again in a new epoch, so a
+// position names a comment only together with its epoch (absent with the
+// position, and for positions stored before epochs were).
 type VODComment struct {
 	ID      string `json:"id"`
 	UID     int64  `json:"uid"`
@@ -333,6 +337,7 @@ type VODComment struct {
 	Offset  int64  `json:"offset"`
 	Flags   int16  `json:"flags,omitempty"`
 	Pos     int64  `json:"pos,omitempty"`
+	Epoch   string `json:"epoch,omitempty"`
 }
 
 // VODDensityResponse is the answer of GET /logic/vod/density: the number

@@ -46,8 +46,9 @@ type posRec struct {
 }
 
 type posEntry struct {
-	pos int64
-	rec *posRec
+	pos   int64
+	epoch string // the timeline epoch of pos
+	rec   *posRec
 }
 
 // posBook holds the positions read and not yet settled, and the records
@@ -84,7 +85,7 @@ func (b *posBook) add(m kafka.Message, p danmaku.Positions) int {
 		if old, ok := b.entries[k]; ok {
 			old.rec.left--
 		}
-		b.entries[k] = posEntry{pos: p.Pos + int64(i), rec: rec}
+		b.entries[k] = posEntry{pos: p.Pos + int64(i), epoch: p.Epoch, rec: rec}
 		rec.keys = append(rec.keys, k)
 		rec.left++
 		b.fresh = append(b.fresh, k)
@@ -130,10 +131,10 @@ func (b *posBook) drop(rec *posRec) int {
 	return n
 }
 
-// get returns the position of id of room, if read.
-func (b *posBook) get(room, id string) (int64, bool) {
+// get returns the position of id of room and its epoch, if read.
+func (b *posBook) get(room, id string) (int64, string, bool) {
 	e, ok := b.entries[posKey{room, id}]
-	return e.pos, ok
+	return e.pos, e.epoch, ok
 }
 
 // settle forgets the position of k: it was written, or has nothing to go
@@ -291,7 +292,7 @@ func (a *Archive) isReady(rec record, now time.Time) bool {
 	if a.book == nil || rec.err != nil || env.Event != nil || env.Notice != nil || env.Canary != nil || !visible(env) {
 		return true
 	}
-	if _, ok := a.book.get(env.Room, env.Msg.ID); ok {
+	if _, _, ok := a.book.get(env.Room, env.Msg.ID); ok {
 		return true
 	}
 	return !now.Before(a.due(rec))

@@ -28,12 +28,12 @@ func TestPosBookCap(t *testing.T) {
 		t.Fatalf("dropped %d, held %d; want 6 and 10", dropped, len(b.entries))
 	}
 	for i := range 8 {
-		_, ok := b.get("r", fmt.Sprintf("m%da", i))
+		_, _, ok := b.get("r", fmt.Sprintf("m%da", i))
 		if want := i >= 3; ok != want {
 			t.Errorf("position of record %d held: %v, want %v", i, ok, want)
 		}
 	}
-	if pos, ok := b.get("r", "m7b"); !ok || pos != 16 {
+	if pos, _, ok := b.get("r", "m7b"); !ok || pos != 16 {
 		t.Errorf("newest position %d %v, want 16", pos, ok)
 	}
 	// The dropped records are settled: committed up to the first held.

@@ -151,7 +151,7 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 			}
 		}
 	}
-	pos, posed := p.position(env.Room, m.ID)
+	pos, epoch, posed := p.position(env.Room, m.ID)
 	st := r.holder(rec.part, rec.off)
 	if st == nil {
 		p.a.m.records.WithLabelValues("outside_stream").Inc()
@@ -167,7 +167,8 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 	// A held comment (a room's delay) was shown HoldMs after it was
 	// accepted: it is replayed where viewers saw it.
 	row := vodstore.Row{SID: st.SID, Comment: vodstore.Comment{
-		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS+env.HoldMs, st.Start), Flags: flagsOf(m), Pos: pos,
+		ID: m.ID, UID: m.UID, Name: m.Name, Content: m.Content, Offset: vodstore.OffsetOf(m.TS+env.HoldMs, st.Start), Flags: flagsOf(m),
+		Pos: pos, Epoch: epoch,
 	}}
 	p.batch.Rows = append(p.batch.Rows, row)
 	p.placed(r, row, m.TS, posed)
@@ -175,18 +176,18 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 	return nil
 }
 
-// position returns the timeline position read for id of room, and
-// whether there is one; it is settled by this batch's write whatever
-// becomes of the comment.
-func (p *placer) position(room, id string) (int64, bool) {
+// position returns the timeline position read for id of room, its
+// epoch, and whether there is one; it is settled by this batch's write
+// whatever becomes of the comment.
+func (p *placer) position(room, id string) (int64, string, bool) {
 	if p.a.book == nil {
-		return 0, false
+		return 0, "", false
 	}
-	pos, ok := p.a.book.get(room, id)
+	pos, epoch, ok := p.a.book.get(room, id)
 	if ok {
 		p.settled = append(p.settled, posKey{room, id})
 	}
-	return pos, ok
+	return pos, epoch, ok
 }
 
 // placed notes what the write of row does to positions: a row stored
@@ -205,7 +206,7 @@ func (p *placer) placed(r *room, row vodstore.Row, ts int64, posed bool) {
 	}
 	p.withComment++
 	if at, stored := r.unpos.get(id); stored {
-		at.Pos = row.Pos
+		at.Pos, at.Epoch = row.Pos, row.Epoch
 		p.batch.Positions = append(p.batch.Positions, at)
 		p.after = append(p.after, func() { r.unpos.del(id) })
 	}
@@ -220,12 +221,12 @@ func (p *placer) late() {
 		if r == nil {
 			continue
 		}
-		pos, ok := b.get(k.room, k.id)
+		pos, epoch, ok := b.get(k.room, k.id)
 		at, stored := r.unpos.get(k.id)
 		if !ok || !stored {
 			continue
 		}
-		at.Pos = pos
+		at.Pos, at.Epoch = pos, epoch
 		p.batch.Positions = append(p.batch.Positions, at)
 		p.settled = append(p.settled, k)
 		p.lateOnes++

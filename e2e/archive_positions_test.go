@@ -106,3 +106,74 @@ func TestArchivePositions(t *testing.T) {
 		t.Fatalf("%d accepted, %d replayed\nmissing %v\ntwice %v\nwrong positions %v", len(accepted), len(seg.Comments), missing, twice, wrong)
 	}
 }
+
+// TestArchiveEpochs: the room's timeline starts over in the middle of a
+// stream (its redis-server is killed and restarted empty between two
+// batches of comments, so positions count from 1 again in a new epoch).
+// The archive binary stores both batches in PostgreSQL, each comment with
+// the position and the epoch the viewer received it at: the two epochs'
+// positions overlap and stay apart.
+func TestArchiveEpochs(t *testing.T) {
+	pg := pgserver.Start(t)
+	dsn := pg.DSN(t, "archive")
+	s := stack.New(t, stack.Options{Comets: 1,
+		Logic: []string{"-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn}})
+	arcAddr := testkit.FreeAddr(t)
+	arc := start(t, "archive", "-config", "configs/archive.yaml", "-kafka.brokers", s.Kafka, "-archive.dsn", dsn,
+		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
+		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s")
+	a := &archiveStack{logicURL: s.LogicURL, arcMetrics: "http://" + arcAddr + "/metrics", arc: arc, pg: pg}
+	a.waitReady(t)
+
+	room := testkit.Uniq("vod")
+	v := s.Viewer(t, room, s.Comets[0])
+	defer v.Close()
+	stream := a.startStream(t, room)
+	var accepted []string
+	batch := func(name string) {
+		var ids []string
+		for i := range 20 {
+			testkit.SucceedsSoon(t, 20*time.Second, func() error {
+				got, err := stack.Post(s.LogicURL, room, int64(1+i), "viewer", []string{fmt.Sprint(name, " ", i)})
+				ids = append(ids, got...)
+				return err
+			})
+		}
+		accepted = append(accepted, ids...)
+		testkit.SucceedsSoon(t, 30*time.Second, func() error {
+			if miss := v.Missing(ids); len(miss) > 0 {
+				return fmt.Errorf("the viewer has not shown %d of batch %s", len(miss), name)
+			}
+			return nil
+		})
+	}
+	batch("before")
+	if err := s.Redis.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	batch("after")
+
+	shown := map[string]string{}
+	epochs := map[string]bool{}
+	for _, m := range v.Shown() {
+		shown[m.ID] = fmt.Sprintf("%s/%d", m.Epoch, m.Pos)
+		epochs[m.Epoch] = true
+	}
+	if len(epochs) != 2 {
+		t.Fatalf("the viewer saw %d epochs, want 2 (the timeline started over once)", len(epochs))
+	}
+	seg := a.endedSegment(t, room, stream)
+	got := map[string]string{}
+	for _, c := range seg.Comments {
+		got[c.ID] = fmt.Sprintf("%s/%d", c.Epoch, c.Pos)
+	}
+	var wrong []string
+	for _, id := range accepted {
+		if got[id] != shown[id] || shown[id] == "" {
+			wrong = append(wrong, fmt.Sprintf("%s stored at %q, shown at %q", id, got[id], shown[id]))
+		}
+	}
+	if len(seg.Comments) != len(accepted) || len(wrong) > 0 {
+		t.Fatalf("%d accepted, %d replayed; wrong epoch/position: %v", len(accepted), len(seg.Comments), wrong)
+	}
+}

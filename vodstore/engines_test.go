@@ -27,8 +27,8 @@ func TestPostgres(t *testing.T) { vodstoretest.Run(t, openPostgres) }
 func TestSQLite(t *testing.T) { vodstoretest.Run(t, openSQLite) }
 
 // The bytes a comment of 30 characters takes on disk, table and index
-// together, its timeline position included, stay within the archive's
-// budget: 150 on PostgreSQL. 50,000
+// together, its timeline position and epoch included (two epochs per
+// stream), stay within the archive's budget: 150 on PostgreSQL. 50,000
 // comments of 20 streams written in batches of 1,000, interleaved as the
 // archive writes a partition's rooms.
 func TestBytesPerComment(t *testing.T) {
@@ -54,7 +54,7 @@ func TestBytesPerComment(t *testing.T) {
 				for j := i; j < i+1000; j++ {
 					b.Rows = append(b.Rows, vodstore.Row{SID: sts[j%20].SID, Comment: vodstore.Comment{ID: fmt.Sprintf("06h%013d", j),
 						UID: int64(1000 + j%5000), Name: fmt.Sprint("viewer", j%5000), Content: fmt.Sprintf("comment number %014d!", j), Offset: int64(j / 10),
-						Pos: int64(j/20 + 1)}})
+						Pos: int64(j/20 + 1), Epoch: fmt.Sprintf("%016x", uint64(0x9e3779b97f4a7c15)+uint64(j/25000))}})
 				}
 				if _, err := s.Write(ctx, &b); err != nil {
 					t.Fatal(err)

@@ -17,6 +17,8 @@ type pgStore struct {
 
 	mu     sync.Mutex     // guards blocks
 	blocks map[int64]bool // partitions known to exist, by block number
+
+	epochs epochNumbers
 }
 
 var _ Store = (*pgStore)(nil)
@@ -150,7 +152,11 @@ func (s *pgStore) Write(ctx context.Context, b *Batch) (int, error) {
 		return 0, wrap("write", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	n, err := pgInsertRows(ctx, tx, b.Rows)
+	nums, err := s.epochs.numbers(b, pgEpochSQL, pgEpochTx(ctx, tx))
+	if err != nil {
+		return 0, err
+	}
+	n, err := pgInsertRows(ctx, tx, b.Rows, nums)
 	if err != nil {
 		return 0, err
 	}
@@ -172,18 +178,49 @@ func (s *pgStore) Write(ctx context.Context, b *Batch) (int, error) {
 		}
 	}
 	for _, p := range b.Positions {
-		if _, err := tx.Exec(ctx, `UPDATE vod_comments SET pos = $4
+		pos, ep := stored(p.SID, &Comment{Pos: p.Pos, Epoch: p.Epoch}, nums)
+		if pos == 0 {
+			continue
+		}
+		// The flags byte is a signed "char": (flags & 3) + the epoch's
+		// bits as a signed byte is the byte with both.
+		if _, err := tx.Exec(ctx, `UPDATE vod_comments SET pos = $4, flags = ((flags::integer & 3) + $5)::"char"
 			WHERE sid = $1 AND off_ms = $2 AND hashtextextended(id, 0) = hashtextextended($3, 0) AND id = $3
-			AND pos IS DISTINCT FROM $4`, int32(p.SID), clamp32(p.Offset), p.ID, int32(p.Pos)); err != nil {
+			AND (pos IS DISTINCT FROM $4 OR flags::integer <> (flags::integer & 3) + $5)`,
+			int32(p.SID), clamp32(p.Offset), p.ID, int32(pos), int32(int8(ep))); err != nil {
 			return 0, wrap("write positions", err)
 		}
 	}
-	return n, wrap("write", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return 0, wrap("write", err)
+	}
+	s.epochs.learn(nums)
+	return n, nil
+}
+
+var pgEpochSQL = epochSQL{
+	find: `SELECT n FROM vod_epochs WHERE sid = $1 AND epoch = $2`,
+	last: `SELECT coalesce(max(n), 0) FROM vod_epochs WHERE sid = $1`,
+	add:  `INSERT INTO vod_epochs (sid, n, epoch) VALUES ($1, $2, $3)`,
+}
+
+func pgEpochTx(ctx context.Context, tx pgx.Tx) epochTx {
+	return epochTx{
+		one: func(q string, args ...any) (int64, bool, error) {
+			var n int64
+			err := tx.QueryRow(ctx, q, args...).Scan(&n)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, false, nil
+			}
+			return n, err == nil, err
+		},
+		exec: func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err },
+	}
 }
 
 // pgInsertRows inserts rows in one statement, skipping those stored
 // before, and adds the new ones to their streams' counts.
-func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
+func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row, nums map[epochKey]int) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -194,7 +231,9 @@ func pgInsertRows(ctx context.Context, tx pgx.Tx, rows []Row) (int, error) {
 		ids, names, content = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 	)
 	for i, r := range rows {
-		uids[i], sids[i], offs[i], flags[i], pos[i] = r.UID, int32(r.SID), int32(r.Offset), r.Flags, int32(r.Pos)
+		p, f := stored(r.SID, &r.Comment, nums)
+		// flags go to a signed "char" column.
+		uids[i], sids[i], offs[i], flags[i], pos[i] = r.UID, int32(r.SID), int32(r.Offset), int16(int8(f)), int32(p)
 		ids[i], names[i], content[i] = r.ID, r.Name, r.Content
 	}
 	var n int
@@ -262,7 +301,16 @@ func (s *pgStore) Comments(ctx context.Context, st Stream, from, to int64) ([]Co
 		return nil, wrap("comments", err)
 	}
 	defer rows.Close()
-	return scanComments(rows)
+	cs, err := scanComments(rows)
+	if err != nil || !anyEpoch(cs) {
+		return cs, err
+	}
+	names, err := s.pool.Query(ctx, `SELECT n, epoch FROM vod_epochs WHERE sid = $1`, st.SID)
+	if err != nil {
+		return nil, wrap("epochs", err)
+	}
+	defer names.Close()
+	return cs, withEpochs(names, cs)
 }
 
 func (s *pgStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
@@ -330,6 +378,9 @@ func (s *pgStore) Prune(ctx context.Context, before time.Time) (int, error) {
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM vod_comments WHERE sid = ANY($1)`, sids); err != nil {
 		return 0, wrap("prune comments", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM vod_epochs WHERE sid = ANY($1)`, sids); err != nil {
+		return 0, wrap("prune epochs", err)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM vod_tombstones WHERE at_ms < $1`, cut); err != nil {
 		return 0, wrap("prune tombstones", err)

@@ -21,6 +21,8 @@ type sqliteStore struct {
 
 	mu    sync.Mutex // guards stmts
 	stmts map[string]*sql.Stmt
+
+	epochs epochNumbers
 }
 
 // sqliteConns is how many connections the store keeps open and idle: a
@@ -181,7 +183,11 @@ func (s *sqliteStore) Write(ctx context.Context, b *Batch) (int, error) {
 		return 0, wrap("write", err)
 	}
 	defer tx.Rollback()
-	n, err := sqliteInsertRows(ctx, tx, b.Rows)
+	nums, err := s.epochs.numbers(b, sqliteEpochSQL, sqliteEpochTx(ctx, tx))
+	if err != nil {
+		return 0, err
+	}
+	n, err := sqliteInsertRows(ctx, tx, b.Rows, nums)
 	if err != nil {
 		return 0, err
 	}
@@ -197,18 +203,57 @@ func (s *sqliteStore) Write(ctx context.Context, b *Batch) (int, error) {
 		}
 	}
 	for _, p := range b.Positions {
-		if _, err := tx.ExecContext(ctx, `UPDATE vod_comments SET pos = ? WHERE sid = ? AND off_ms = ? AND h = ? AND id = ?`,
-			p.Pos, p.SID, p.Offset, int64(idHash(p.ID)), p.ID); err != nil {
+		pos, ep := stored(p.SID, &Comment{Pos: p.Pos, Epoch: p.Epoch}, nums)
+		if pos == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE vod_comments SET pos = ?, flags = (flags & 3) | ? WHERE sid = ? AND off_ms = ? AND h = ? AND id = ?`,
+			pos, ep, p.SID, p.Offset, int64(idHash(p.ID)), p.ID); err != nil {
 			return 0, wrap("write positions", err)
 		}
 	}
-	return n, wrap("write", tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return 0, wrap("write", err)
+	}
+	s.epochs.learn(nums)
+	return n, nil
+}
+
+var sqliteEpochSQL = epochSQL{
+	find: `SELECT n FROM vod_epochs WHERE sid = ? AND epoch = ?`,
+	last: `SELECT coalesce(max(n), 0) FROM vod_epochs WHERE sid = ?`,
+	add:  `INSERT INTO vod_epochs (sid, n, epoch) VALUES (?, ?, ?)`,
+}
+
+func sqliteEpochTx(ctx context.Context, tx *sql.Tx) epochTx {
+	return epochTx{
+		one: func(q string, args ...any) (int64, bool, error) {
+			var n int64
+			err := tx.QueryRowContext(ctx, q, args...).Scan(&n)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return n, err == nil, err
+		},
+		exec: func(q string, args ...any) error { _, err := tx.ExecContext(ctx, q, args...); return err },
+	}
+}
+
+// epochNames returns the epochs of stream sid by number, when cs (as
+// scanned) name any, and gives cs their flags and epochs.
+func (s *sqliteStore) epochNames(ctx context.Context, sid int64, cs []Comment) error {
+	rows, err := s.query(ctx, `SELECT n, epoch FROM vod_epochs WHERE sid = ?`, sid)
+	if err != nil {
+		return wrap("epochs", err)
+	}
+	defer rows.Close()
+	return withEpochs(rows, cs)
 }
 
 // sqliteInsertRows inserts rows one statement each (SQLite statements are
 // calls within the process), skipping those stored before, and adds the
 // new ones to their streams' counts.
-func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row) (int, error) {
+func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row, nums map[epochKey]int) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -221,7 +266,8 @@ func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row) (int, error) 
 	added := map[int64]int64{}
 	total := 0
 	for _, r := range rows {
-		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, r.Flags, r.ID, r.Name, r.Content, r.Pos)
+		pos, flags := stored(r.SID, &r.Comment, nums)
+		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, flags, r.ID, r.Name, r.Content, pos)
 		if err != nil {
 			return 0, wrap("write comments", err)
 		}
@@ -295,7 +341,11 @@ func (s *sqliteStore) Comments(ctx context.Context, st Stream, from, to int64) (
 		return nil, wrap("comments", err)
 	}
 	defer rows.Close()
-	return scanComments(rows)
+	cs, err := scanComments(rows)
+	if err != nil || !anyEpoch(cs) {
+		return cs, err
+	}
+	return cs, s.epochNames(ctx, st.SID, cs)
 }
 
 func (s *sqliteStore) IDsSince(ctx context.Context, st Stream, from int64) ([]Comment, error) {
@@ -325,6 +375,10 @@ func (s *sqliteStore) Prune(ctx context.Context, before time.Time) (int, error) 
 		return 0, wrap("prune", err)
 	}
 	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM vod_epochs WHERE sid IN
+		(SELECT sid FROM vod_streams WHERE end_ms IS NOT NULL AND end_ms < ?)`, cut); err != nil {
+		return 0, wrap("prune epochs", err)
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM vod_comments WHERE sid IN
 		(SELECT sid FROM vod_streams WHERE end_ms IS NOT NULL AND end_ms < ?)`, cut); err != nil {
 		return 0, wrap("prune comments", err)

@@ -112,13 +112,14 @@ type End struct {
 }
 
 // Position gives the stored comment ID of stream SID at Offset its
-// timeline position Pos: for a comment stored before its position was
-// known.
+// timeline position Pos in epoch Epoch: for a comment stored before its
+// position was known.
 type Position struct {
 	SID    int64
 	Offset int64
 	ID     string
 	Pos    int64
+	Epoch  string
 }
 
 // Batch is one atomic write of the archive.
@@ -143,7 +144,9 @@ type Store interface {
 	// way.
 	StartStream(ctx context.Context, st Stream) (Stream, error)
 	// Write applies b in one transaction and returns how many rows were
-	// new.
+	// new. A row's or a position's epoch is kept with its position; a
+	// stream keeps at most 63 epochs, and a position in a later one is
+	// not stored (the comment is, without it).
 	Write(ctx context.Context, b *Batch) (int, error)
 	// Recent returns the streams of rooms that are live or ended after
 	// since (Unix ms), oldest first: what the archive needs to place
@@ -155,7 +158,8 @@ type Store interface {
 	// Stream returns stream id of room, or an ENOTFOUND error.
 	Stream(ctx context.Context, room, id string) (Stream, error)
 	// Comments returns the visible comments of st with offsets in
-	// [from, to), ordered by offset then id, with their positions.
+	// [from, to), ordered by offset then id, with their positions and
+	// the positions' epochs.
 	Comments(ctx context.Context, st Stream, from, to int64) ([]Comment, error)
 	// IDsSince returns the ids, offsets and positions (only those fields)
 	// of the comments of st with offsets from from on, deleted ones

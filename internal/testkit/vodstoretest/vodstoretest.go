@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,8 @@ func Run(t *testing.T, open Open) {
 		{"Density", testDensity},
 		{"IDsSince", testIDsSince},
 		{"Positions", testPositions},
+		{"Epochs", testEpochs},
+		{"EpochsPerStream", testEpochsPerStream},
 		{"Prune", testPrune},
 		{"Unicode", testUnicode},
 	} {
@@ -300,6 +303,77 @@ func testPositions(t *testing.T, s vodstore.Store) {
 	}
 	if want := []vodstore.Comment{{ID: "a", Offset: 10, Pos: 41}, {ID: "b", Offset: 20, Pos: 42}}; !reflect.DeepEqual(since, want) {
 		t.Errorf("ids since 0: %+v, want %+v", since, want)
+	}
+}
+
+// Positions of two epochs of one stream (the room's timeline started
+// over, so positions count from 1 again) are stored and read each with
+// its epoch, whether written with the comment or later; a position given
+// again in another epoch replaces both; a position without an epoch
+// reads without one; epochs are numbered per stream.
+func testEpochs(t *testing.T, s vodstore.Store) {
+	st, other := MustStart(t, s, "r1", "s1", base), MustStart(t, s, "r2", "s1", base)
+	var rows []vodstore.Row
+	for i, p := range []struct {
+		epoch string
+		pos   int64
+	}{{"e1", 1}, {"e1", 2}, {"e2", 1}, {"", 5}, {"e2", 2}, {"", 0}} {
+		r := row(st, fmt.Sprint("c", i), int64(10*i))
+		r.Pos, r.Epoch, r.Flags = p.pos, p.epoch, vodstore.FlagHigh
+		rows = append(rows, r)
+	}
+	late := row(other, "late", 10)
+	MustWrite(t, s, vodstore.Batch{Rows: append(rows, late, row(other, "x", 20))})
+	MustWrite(t, s, vodstore.Batch{Positions: []vodstore.Position{
+		{SID: other.SID, Offset: 10, ID: "late", Pos: 7, Epoch: "e9"},
+		{SID: st.SID, Offset: 50, ID: "c5", Pos: 3, Epoch: "e2"},
+		{SID: st.SID, Offset: 10, ID: "c1", Pos: 1, Epoch: "e3"}, // delivered again in a third epoch
+	}})
+	got, err := s.Comments(ctx(t), st, 0, vodstore.SegmentMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pairs []string
+	for _, c := range got {
+		pairs = append(pairs, fmt.Sprintf("%s:%s/%d/%d", c.ID, c.Epoch, c.Pos, c.Flags))
+	}
+	if want := "c0:e1/1/1 c1:e3/1/1 c2:e2/1/1 c3:/5/1 c4:e2/2/1 c5:e2/3/1"; strings.Join(pairs, " ") != want {
+		t.Errorf("comments %v, want %s", pairs, want)
+	}
+	got, err = s.Comments(ctx(t), other, 0, vodstore.SegmentMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Epoch != "e9" || got[0].Pos != 7 || got[1].Epoch != "" || got[1].Pos != 0 {
+		t.Errorf("other stream %+v, want late at e9/7 and x without a position", got)
+	}
+}
+
+// A stream numbers at most 63 epochs: a position in a later one is not
+// stored, its comment is (without it), and the epochs numbered before
+// still read back.
+func testEpochsPerStream(t *testing.T, s vodstore.Store) {
+	st := MustStart(t, s, "r1", "s1", base)
+	for i := range 65 {
+		r := row(st, fmt.Sprint("c", i), int64(i))
+		r.Pos, r.Epoch = 1, fmt.Sprint("e", i)
+		MustWrite(t, s, vodstore.Batch{Rows: []vodstore.Row{r}})
+	}
+	got, err := s.Comments(ctx(t), st, 0, vodstore.SegmentMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 65 {
+		t.Fatalf("%d comments, want 65", len(got))
+	}
+	for i, c := range got {
+		want := fmt.Sprint("e", i)
+		if i >= 63 {
+			want = ""
+		}
+		if c.Epoch != want || (c.Pos == 1) != (want != "") || c.Flags != 0 {
+			t.Errorf("comment %d: epoch %q pos %d flags %d, want epoch %q", i, c.Epoch, c.Pos, c.Flags, want)
+		}
 	}
 }
 
