@@ -114,11 +114,10 @@ func (s *Server) heartbeat() {
 	}
 	s.redisOK.Store(true)
 	s.registered.Store(st.Registered)
-	held := s.reg.heldConns()
 	switch {
 	case st.Lost || s.rebuilding.Load():
-		s.reregister(held, st.Lost)
-	case st.Registered != int64(len(held)):
+		s.reregister(s.reg.heldConns(), st.Lost)
+	case st.Registered != s.reg.heldN.Load(): // a count: the routes are copied only to be written again
 		s.reconcile("count")
 	case s.reg.unsure.Load():
 		s.reconcile("error")
