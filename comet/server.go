@@ -282,6 +282,20 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// viewerListenConfig is how the public listener accepts viewers: the
+// kernel's TCP keepalive probes a connection only after PongWait +
+// PingPeriod without a segment, the longest a live viewer is kept without
+// a sign of life. Go's default (a probe after 15 s idle, every 15 s)
+// probed every idle viewer between two pings, a timer and two segments
+// per viewer and period on top of the ping and its pong, which already
+// tell the comet (pingLoop) and any proxy between that the viewer is
+// there; the probe now stays a backstop for a connection the pings cannot
+// settle.
+func (s *Server) viewerListenConfig() *net.ListenConfig {
+	return &net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: s.cfg.PongWait + s.cfg.PingPeriod, Interval: 15 * time.Second, Count: 4}}
+}
+
 // listen opens both listeners and settles the comet's id and advertised
 // push address, which may depend on the internal listener's port.
 func (s *Server) listen() error {
@@ -289,7 +303,7 @@ func (s *Server) listen() error {
 	if s.internalLn, err = net.Listen("tcp", s.cfg.InternalListen); err != nil {
 		return fmt.Errorf("listen internal: %w", err)
 	}
-	if s.publicLn, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+	if s.publicLn, err = s.viewerListenConfig().Listen(context.Background(), "tcp", s.cfg.Listen); err != nil {
 		s.internalLn.Close()
 		return fmt.Errorf("listen public: %w", err)
 	}

@@ -14,6 +14,12 @@
 // (-beat-after-pong=false: every heartbeatMs from a random start, as
 // danmaku.js did before).
 //
+// Beside the comet's CPU over the window it prints the viewers' process's,
+// the soft interrupts of the whole machine (the kernel's network and timer
+// work no process is charged for) and the TCP segments the machine sent a
+// second, so run it on a quiet machine. -keepalive sets the viewers' TCP
+// keepalive (Go's 15 s by default; a negative value: none).
+//
 // With -centrifugo BIN the same viewers (bare gorilla clients, one
 // subscription each, answering the server's pings) are measured against a
 // Centrifugo binary instead, run with its defaults on loopback (see
@@ -65,6 +71,7 @@ func main() {
 	flag.StringVar(&centrifugoBin, "centrifugo", "", "measure this Centrifugo binary instead of a comet (measure)")
 	flag.StringVar(&proto, "proto", "comet", "the viewers' protocol, comet or centrifugo (clients)")
 	flag.BoolVar(&heartbeat, "heartbeat", false, `viewers also send {"op":"ping"} every heartbeatMs of their welcome, as danmaku.js does (clients, measure)`)
+	flag.DurationVar(&keepAlive, "keepalive", 0, "the viewers' TCP keepalive idle time (clients, measure; 0: Go's default, 15 s; negative: none)")
 	flag.BoolVar(&afterPong, "beat-after-pong", true, "with -heartbeat, a viewer's next heartbeat goes heartbeatMs after the pong of the last one, as danmaku.js does; false: every heartbeatMs (clients, measure)")
 	flag.Parse()
 	var err error
@@ -182,7 +189,7 @@ func clients(addr, room string, rooms, n int, compress bool, proto string) error
 			defer func() { <-sem }()
 			src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%20))}
 			d := websocket.Dialer{
-				NetDial:           (&net.Dialer{LocalAddr: src, Timeout: 10 * time.Second}).Dial,
+				NetDial:           (&net.Dialer{LocalAddr: src, Timeout: 10 * time.Second, KeepAlive: keepAlive}).Dial,
 				ReadBufferSize:    512,
 				WriteBufferSize:   256,
 				HandshakeTimeout:  10 * time.Second,
@@ -304,14 +311,70 @@ func idleCPUPercent(srv *child, pid int, window time.Duration) float64 {
 	if profile {
 		srv.ask("cpuprofile", "OK")
 	}
-	c0, t0 := cpuSeconds(pid), time.Now()
+	c0, k0, v0, s0, t0 := cpuSeconds(pid), softirqSeconds(), cpuSeconds(viewersPid), tcpOutSegs(), time.Now()
 	time.Sleep(window)
-	c1, t1 := cpuSeconds(pid), time.Now()
+	c1, k1, v1, s1, t1 := cpuSeconds(pid), softirqSeconds(), cpuSeconds(viewersPid), tcpOutSegs(), time.Now()
 	if profile {
 		srv.ask("cpuprofile-stop", "OK")
 		fmt.Printf("  CPU profile: /tmp/idle-cpu-%d.pprof\n", pid)
 	}
-	return 100 * (c1 - c0) / t1.Sub(t0).Seconds()
+	sec := t1.Sub(t0).Seconds()
+	machineNote = fmt.Sprintf("  beside it: the viewers' process %.2f %%, soft interrupts of the whole machine %.2f %% of a core; %.0f TCP segments a second sent on the machine\n",
+		100*(v1-v0)/sec, 100*(k1-k0)/sec, float64(s1-s0)/sec)
+	return 100 * (c1 - c0) / sec
+}
+
+// viewersPid is the viewers' process while a window is measured, and
+// machineNote what the window cost beside the comet: that process, and the
+// soft interrupts (the kernel's network and timer work, such as TCP
+// keepalive probes and delayed acknowledgements, charged to no process) of
+// every process on the machine, so run it on a quiet one.
+var (
+	viewersPid  int
+	machineNote string
+)
+
+// tcpOutSegs is the number of TCP segments the machine sent, from
+// /proc/net/snmp (both ends of every loopback connection count).
+func tcpOutSegs() int64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var head []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		for i := range min(len(f), len(head)) {
+			if head[i] == "OutSegs" {
+				n, _ := strconv.ParseInt(f[i], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// softirqSeconds is the time all CPUs spent in soft interrupts, from
+// /proc/stat.
+func softirqSeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq ...
+	if len(f) < 8 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[7], 64)
+	return v / 100 // USER_HZ
 }
 
 // servePing is the -ping-period measure hands its comet.
@@ -320,6 +383,9 @@ var servePing time.Duration
 // heartbeat, afterPong and compress are -heartbeat, -beat-after-pong and
 // -compress.
 var heartbeat, afterPong, compress bool
+
+// keepAlive is -keepalive.
+var keepAlive time.Duration
 
 // centrifugoBin and proto are -centrifugo and -proto.
 var centrifugoBin, proto string
@@ -465,7 +531,7 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	viewers := func(n int, room string) (*child, error) {
 		return start("-mode", "clients", "-addr", addr, "-n", strconv.Itoa(n), "-room", room, "-proto", proto,
 			"-rooms", strconv.Itoa(rooms), fmt.Sprintf("-heartbeat=%v", heartbeat), fmt.Sprintf("-beat-after-pong=%v", afterPong),
-			fmt.Sprintf("-compress=%v", compress))
+			fmt.Sprintf("-compress=%v", compress), "-keepalive", keepAlive.String())
 	}
 	// Warm up: a round of viewers that connect and leave fills the Redis
 	// connection pool and the runtime's caches, fixed costs that do not grow
@@ -493,6 +559,7 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	fmt.Sscanf(line, "CONNECTED %d", &got)
 	time.Sleep(settle)
 	idle := rss(pid)
+	viewersPid = cl.cmd.Process.Pid
 	idleCPU := idleCPUPercent(srv, pid, cpuWindow)
 	stats := srv.ask("stats", "STATS")
 	if os.Getenv("IDLELOAD_PROFILE") != "" {
@@ -519,6 +586,7 @@ func measureOne(redisAddr string, n, rooms int, settle, cpuWindow time.Duration)
 	if cpuWindow > 0 {
 		fmt.Printf("  idle CPU over %v: %.2f %% of a core (%.1f us per viewer-second)\n",
 			cpuWindow, idleCPU, idleCPU*1e4/float64(max(got, 1)))
+		fmt.Print(machineNote)
 	}
 	fmt.Printf("  runtime idle:     %s\n  runtime after GC: %s\n", strings.TrimPrefix(stats, "STATS "), strings.TrimPrefix(statsGC, "STATS "))
 	return nil
