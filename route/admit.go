@@ -22,6 +22,7 @@ type admitReq struct {
 	userKey, ipKey                    string // ipKey "": no address bucket
 	muteAll, muteRoom, ban            string
 	ctx                               context.Context // the caller's; an Admitter leaves out requests whose ctx ended
+	deadline                          time.Time       // an Admitter's answer is due by then
 	ui, ii, muteAllI, muteRoomI, banI int             // indices into the batch's keys (1-based)
 }
 
@@ -154,8 +155,11 @@ type AdmitOptions struct {
 	// to end before its own batch goes; more cut that wait at low load and
 	// make batches smaller under high load.
 	InFlight int
-	// Timeout bounds each batch's round trip (default 1 s); a caller gives
-	// up at its own context's end in any case.
+	// Timeout bounds the wait of each request (default 1 s): its batch's
+	// round trip ends by the earliest deadline of its requests, and a
+	// request whose time is up before its batch goes is left out and
+	// answered EUNAVAILABLE. A caller gives up at its own context's end in
+	// any case.
 	Timeout time.Duration
 }
 
@@ -207,17 +211,24 @@ func (s *Store) NewAdmitter(o AdmitOptions) *Admitter {
 	return a
 }
 
-// Admit is Store.Admit through the batches. A request whose ctx ends before
-// its batch is sent is left out of it.
+// Admit is Store.Admit through the batches. A request is answered within
+// Timeout, or at ctx's end when that is sooner; no timer is started per
+// request (the batches carry the deadlines). A request whose ctx ends
+// before its batch is sent is left out of it.
 func (a *Admitter) Admit(ctx context.Context, adm Admission) (Verdict, error) {
 	if a.cluster {
+		ctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
+		defer cancel()
 		return a.s.Admit(ctx, adm)
 	}
 	r, err := prepareAdmission(adm)
 	if err != nil {
 		return Verdict{}, err
 	}
-	r.ctx = ctx
+	r.ctx, r.deadline = ctx, time.Now().Add(a.o.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(r.deadline) {
+		r.deadline = d
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -351,20 +362,22 @@ func (a *Admitter) take() *admitCall {
 	return c
 }
 
-// run sends one batch, leaving out requests whose callers gave up, and
-// answers every request of it.
+// run sends one batch, leaving out requests whose callers gave up or
+// whose time is up, and answers every request of it by the earliest
+// deadline of those it sends.
 func (a *Admitter) run(c *admitCall) {
 	defer close(c.done)
+	now := time.Now()
 	live := c.reqs
 	for _, r := range c.reqs {
-		if r.ctx.Err() != nil {
+		if !r.waiting(now) {
 			live = nil
 			break
 		}
 	}
 	if live == nil { // some callers gave up: send the others only
 		for _, r := range c.reqs {
-			if r.ctx.Err() == nil {
+			if r.waiting(now) {
 				live = append(live, r)
 			}
 		}
@@ -373,7 +386,13 @@ func (a *Admitter) run(c *admitCall) {
 		c.err = danmaku.Errorf(danmaku.EUNAVAILABLE, "", "admission timed out")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.o.Timeout)
+	deadline := live[0].deadline
+	for _, r := range live[1:] {
+		if r.deadline.Before(deadline) {
+			deadline = r.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	vs, err := a.s.admitBatch(ctx, live)
 	if err != nil {
@@ -393,6 +412,9 @@ func (a *Admitter) run(c *admitCall) {
 		}
 	}
 }
+
+// waiting reports whether r's caller still waits for its answer at now.
+func (r *admitReq) waiting(now time.Time) bool { return r.ctx.Err() == nil && now.Before(r.deadline) }
 
 // fail answers every batch still waiting with EUNAVAILABLE.
 func (a *Admitter) fail() {

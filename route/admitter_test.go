@@ -127,7 +127,7 @@ func TestAdmitterBatch(t *testing.T) {
 				reqs[i].IP, reqs[i].IPBucket = flagged, route.Bucket{Rate: 0.01, Burst: 3}
 			}
 		}
-		a := newAdmitter(t, rdb, route.AdmitOptions{Wait: time.Second, Max: len(reqs)})
+		a := newAdmitter(t, rdb, route.AdmitOptions{Wait: time.Second, Max: len(reqs), Timeout: 5 * time.Second})
 		warm := route.Admission{User: testkit.Uniq("u"), Room: room, N: 1, UserBucket: bucket}
 		admitAll(t, []*route.Admitter{a}, []route.Admission{warm}) // the script loaded
 		before := redisserver.CommandCalls(t, rdb)
@@ -242,4 +242,33 @@ func diff(before, after map[string]int64) map[string]int64 {
 		}
 	}
 	return d
+}
+
+// A request that waits behind a stalled batch is still answered within
+// Timeout of its own call, with no deadline of its own: its batch's round
+// trip ends by its deadline, not Timeout after the stalled batch ended.
+func TestAdmitterAnswersWithinTimeout(t *testing.T) {
+	srv, rdb := redisserver.Private(t)
+	const timeout = 300 * time.Millisecond
+	a := newAdmitter(t, rdb, route.AdmitOptions{Timeout: timeout, InFlight: 1})
+	adm := route.Admission{User: testkit.Uniq("u"), Room: "r1", N: 1, UserBucket: route.Bucket{Rate: 100, Burst: 100}}
+	resume := srv.PauseUntilResumed(t)
+	defer resume()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * timeout / 2) // the second waits behind the first's batch
+			start := time.Now()
+			_, err := a.Admit(context.Background(), adm)
+			if danmaku.ErrorCode(err) != danmaku.EUNAVAILABLE {
+				t.Errorf("request %d: %v, want EUNAVAILABLE", i, err)
+			}
+			if took := time.Since(start); took > timeout+100*time.Millisecond {
+				t.Errorf("request %d answered after %v, Timeout %v", i, took, timeout)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -22,8 +22,7 @@ func retrySeconds(d time.Duration) int64 { return max(int64((d+time.Second-1)/ti
 // (route.Admitter). A refusal is an error (403 banned or muted, 429
 // rate_limited) with the wait in whole seconds for the Retry-After header.
 func (p *Path) admit(ctx context.Context, ip string, req *danmaku.SendRequest) (retryAfter int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-	defer cancel()
+	// The admitter answers within its Timeout, Config.RedisTimeout.
 	v, err := p.admitter.Admit(ctx, route.Admission{
 		User: strconv.FormatInt(req.UserID, 10), Room: req.RoomID, N: len(req.Messages),
 		UserBucket: route.Bucket{Rate: p.conf().RateLimit, Burst: p.conf().RateBurst},

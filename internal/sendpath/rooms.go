@@ -116,21 +116,21 @@ func (c *roomStates) failed(room string) {
 // them: read from Redis when older than stateFresh. A read that fails is
 // an EUNAVAILABLE error.
 func (p *Path) RoomState(ctx context.Context, room string) (route.Room, error) {
+	now := time.Now()
+	st, ok, wait := p.states.lookup(room, now)
+	if ok {
+		return st, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
 	defer cancel()
-	now := time.Now()
-	for {
-		st, ok, wait := p.states.lookup(room, now)
-		if ok {
-			return st, nil
-		}
-		if wait == nil {
-			break
-		}
+	for wait != nil {
 		select {
 		case <-wait:
 		case <-ctx.Done():
 			return st, p.redisError("room state", ctx.Err())
+		}
+		if st, ok, wait = p.states.lookup(room, now); ok {
+			return st, nil
 		}
 	}
 	st, err := p.store.ReadRoom(ctx, room)
