@@ -31,15 +31,17 @@ staticcheck:
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
-# Short runs of the comet's fuzz targets beyond their committed seed
-# corpora (which the unit tests already run): the client JSON frame parser
-# and the WebSocket frame-header reader (comet/internal/wsframe). The budgets are
+# Short runs of the fuzz targets beyond their committed seed corpora
+# (which the unit tests already run): the comet's client JSON frame parser,
+# the WebSocket frame-header reader (comet/internal/wsframe) and logic's
+# send body scanner against encoding/json. The budgets are
 # execution counts, a few seconds each on two cores: with a duration budget
 # the fuzzing coordinator can fail a clean run with "context deadline
 # exceeded" when a worker is mid-input as the time runs out.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 50000x ./comet/
 	$(GO) test -run '^$$' -fuzz '^FuzzFrameConn$$' -fuzztime 30000x ./comet/internal/wsframe/
+	$(GO) test -run '^$$' -fuzz '^FuzzScanSend$$' -fuzztime 20000x ./logic/
 
 build:
 	$(GO) build ./...

@@ -55,7 +55,8 @@ var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
 // so a misspelt key cannot silently drop the client's idempotency key, and
-// so are keys in another case or given twice (checkSendKeys). A good
+// so are keys in another case or given twice (checkSendKeys). A body of
+// the common form is scanned without reflection (scanSend); another good
 // body is decoded once; a bad one is decoded again, over the same bytes
 // and read error, the way that names the field.
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
@@ -67,15 +68,10 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 	defer bodies.Put(buf)
 	_, rerr := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if rerr == nil {
-		var f sendFast
-		if decodeOne(bytes.NewReader(buf.Bytes()), &f) == nil {
-			req := SendRequest{RoomID: f.RoomID, UserID: f.UserID, UserName: string(f.UserName), Priority: f.Priority}
-			if f.Messages != nil {
-				req.Messages = make([]SendMessage, len(f.Messages))
-				for i, m := range f.Messages {
-					req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
-				}
-			}
+		if req, ok := scanSend(buf.Bytes()); ok {
+			return req, nil
+		}
+		if req, ok := decodeSendFast(buf.Bytes()); ok {
 			return req, checkSendKeys(buf.Bytes())
 		}
 	}
@@ -88,6 +84,24 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 		err = checkSendKeys(buf.Bytes())
 	}
 	return req, err
+}
+
+// decodeSendFast decodes b through sendFast; false when encoding/json
+// refuses it (decodeSend then decodes it again the way that names the
+// field).
+func decodeSendFast(b []byte) (SendRequest, bool) {
+	var f sendFast
+	if decodeOne(bytes.NewReader(b), &f) != nil {
+		return SendRequest{}, false
+	}
+	req := SendRequest{RoomID: f.RoomID, UserID: f.UserID, UserName: string(f.UserName), Priority: f.Priority}
+	if f.Messages != nil {
+		req.Messages = make([]SendMessage, len(f.Messages))
+		for i, m := range f.Messages {
+			req.Messages[i] = SendMessage{Content: string(m.Content), MsgID: m.MsgID}
+		}
+	}
+	return req, true
 }
 
 // errReader returns err, as the body's reader did after its bytes.
