@@ -150,10 +150,11 @@ type AdmitOptions struct {
 	Wait time.Duration
 	// Max is the most requests in one batch (default 256).
 	Max int
-	// InFlight is how many batches may be in flight at once (default 2):
+	// InFlight is how many batches may be in flight at once (default 1):
 	// with one, a request that arrives during a round trip waits for it
-	// to end before its own batch goes; more cut that wait at low load and
-	// make batches smaller under high load.
+	// to end before its own batch goes; more cut that wait at low load but
+	// make batches smaller under high load, and each batch costs the
+	// server and Redis a round trip whatever its size.
 	InFlight int
 	// Timeout bounds the wait of each request (default 1 s): its batch's
 	// round trip ends by the earliest deadline of its requests, and a
@@ -203,7 +204,7 @@ func (s *Store) NewAdmitter(o AdmitOptions) *Admitter {
 		o.Timeout = time.Second
 	}
 	if o.InFlight <= 0 {
-		o.InFlight = 2
+		o.InFlight = 1
 	}
 	a := &Admitter{s: s, o: o, cluster: s.cluster(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
