@@ -132,13 +132,13 @@ type Envelope struct {
 
 // MarshalEnvelope encodes one message of room as a Kafka record value.
 func MarshalEnvelope(room string, m Message) ([]byte, error) {
-	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m})
+	return marshalEnvelope(room, m, 0)
 }
 
 // MarshalHeld encodes one message of room that job holds for holdMs
 // after its TS (Envelope.HoldMs) as a Kafka record value.
 func MarshalHeld(room string, m Message, holdMs int64) ([]byte, error) {
-	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m, HoldMs: holdMs})
+	return marshalEnvelope(room, m, holdMs)
 }
 
 // MarshalEvent encodes a moderation event as a Kafka record value.
