@@ -33,8 +33,8 @@ unit:
 
 # Short runs of the fuzz targets beyond their committed seed corpora
 # (which the unit tests already run): the comet's client JSON frame parser,
-# the WebSocket frame-header reader (comet/internal/wsframe) and logic's
-# send body scanner against encoding/json. The budgets are
+# the WebSocket frame-header reader (comet/internal/wsframe), and the
+# send body and send frame scanners (internal/sendpath) against encoding/json. The budgets are
 # execution counts, a few seconds each on two cores: with a duration budget
 # the fuzzing coordinator can fail a clean run with "context deadline
 # exceeded" when a worker is mid-input as the time runs out.
@@ -42,6 +42,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 50000x ./comet/
 	$(GO) test -run '^$$' -fuzz '^FuzzFrameConn$$' -fuzztime 30000x ./comet/internal/wsframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanSend$$' -fuzztime 20000x ./logic/
+	$(GO) test -run '^$$' -fuzz '^FuzzScanSendFrame$$' -fuzztime 20000x ./internal/sendpath/
 
 build:
 	$(GO) build ./...

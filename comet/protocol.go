@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // Ops of the WebSocket protocol (docs/protocol.md; declared in the root
@@ -74,6 +75,9 @@ func parseFrame(b []byte) (clientFrame, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return f, &frameError{codeBadJSON, "frame must be a JSON object"}
+	}
+	if f, ok := sendpath.ScanSendFrame(b); ok {
+		return f, nil // the send path checks the rest, as below
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return clientFrame{}, &frameError{codeBadJSON, jsonProblem(err)}

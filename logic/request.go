@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
 // The bodies of the send route, declared with every body of the API in
@@ -56,7 +57,7 @@ var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // decodeSend reads and decodes the body of r. Unknown fields are rejected
 // so a misspelt key cannot silently drop the client's idempotency key, and
 // so are keys in another case or given twice (checkSendKeys). A body of
-// the common form is scanned without reflection (scanSend); another good
+// the common form is scanned without reflection (sendpath.ScanRequest); another good
 // body is decoded once; a bad one is decoded again, over the same bytes
 // and read error, the way that names the field.
 func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendRequest, error) {
@@ -68,7 +69,7 @@ func decodeSend(w http.ResponseWriter, r *http.Request, limit int64) (SendReques
 	defer bodies.Put(buf)
 	_, rerr := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if rerr == nil {
-		if req, ok := scanSend(buf.Bytes()); ok {
+		if req, ok := sendpath.ScanRequest(buf.Bytes()); ok {
 			return req, nil
 		}
 		if req, ok := decodeSendFast(buf.Bytes()); ok {

@@ -3,9 +3,11 @@ package logic
 import (
 	"reflect"
 	"testing"
+
+	"github.com/danmaku/danmaku/internal/sendpath"
 )
 
-// What scanSend takes, encoding/json decodes to the same request with
+// What sendpath.ScanRequest takes, encoding/json decodes to the same request with
 // every key as documented; what it leaves, decodeSend still decodes (or
 // refuses) the full way.
 func FuzzScanSend(f *testing.F) {
@@ -33,19 +35,19 @@ func FuzzScanSend(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := scanSend(b)
+		got, ok := sendpath.ScanRequest(b)
 		if !ok {
 			return
 		}
 		want, ok := decodeSendFast(b)
 		if !ok {
-			t.Fatalf("scanSend took %q, encoding/json refuses it", b)
+			t.Fatalf("ScanRequest took %q, encoding/json refuses it", b)
 		}
 		if err := checkSendKeys(b); err != nil {
-			t.Fatalf("scanSend took %q, its keys are refused: %v", b, err)
+			t.Fatalf("ScanRequest took %q, its keys are refused: %v", b, err)
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q: scanSend %+v, encoding/json %+v", b, got, want)
+			t.Fatalf("%q: ScanRequest %+v, encoding/json %+v", b, got, want)
 		}
 	})
 }
@@ -54,7 +56,7 @@ func BenchmarkDecodeSendBody(b *testing.B) {
 	body := []byte(`{"roomId":"room-17","userId":4242,"userName":"u4242","messages":[{"content":"a comment of some length","msgId":"c-4242-1"}]}`)
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := scanSend(body); !ok {
+			if _, ok := sendpath.ScanRequest(body); !ok {
 				b.Fatal("not taken")
 			}
 		}
