@@ -92,6 +92,14 @@ func (m *mainTB) Logf(string, ...any)       {}
 func (m *mainTB) Fatal(a ...any)            { panic(fmt.Sprint(a...)) }
 func (m *mainTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
 func (m *mainTB) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (m *mainTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "danmaku-examples-")
+	if err != nil {
+		panic(err)
+	}
+	m.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
 func (m *mainTB) Cleanup(f func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
