@@ -34,7 +34,8 @@ unit:
 # Short runs of the fuzz targets beyond their committed seed corpora
 # (which the unit tests already run): the comet's client JSON frame parser,
 # the WebSocket frame-header reader (comet/internal/wsframe), and the
-# send body and send frame scanners (internal/sendpath) against encoding/json. The budgets are
+# send body and send frame scanners (internal/sendpath) and the envelope
+# and send answer encoders (root package) against encoding/json. The budgets are
 # execution counts, a few seconds each on two cores: with a duration budget
 # the fuzzing coordinator can fail a clean run with "context deadline
 # exceeded" when a worker is mid-input as the time runs out.
@@ -43,6 +44,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrameConn$$' -fuzztime 30000x ./comet/internal/wsframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanSend$$' -fuzztime 20000x ./logic/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanSendFrame$$' -fuzztime 20000x ./internal/sendpath/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendEnvelope$$' -fuzztime 10000x .
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendAnswers$$' -fuzztime 10000x .
 
 build:
 	$(GO) build ./...

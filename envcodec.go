@@ -67,3 +67,46 @@ func marshalEnvelope(room string, m Message, holdMs int64) ([]byte, error) {
 	}
 	return json.Marshal(Envelope{V: EnvelopeVersion, Room: room, Msg: m, HoldMs: holdMs})
 }
+
+// AppendJSON appends r as encoding/json writes it, without reflection,
+// when every id goes out as it is (false otherwise: encode r with
+// encoding/json).
+func (r SendResponse) AppendJSON(dst []byte) ([]byte, bool) {
+	dst, ok := appendIDs(append(dst, `{"msgIds":`...), r.MsgIDs)
+	if ok && len(r.Held) > 0 {
+		dst, ok = appendIDs(append(dst, `,"held":`...), r.Held)
+	}
+	return append(dst, '}'), ok
+}
+
+// AppendJSON appends a as encoding/json writes it, without reflection,
+// when its op and every id go out as they are (false otherwise: encode a
+// with encoding/json).
+func (a AckFrame) AppendJSON(dst []byte) ([]byte, bool) {
+	if !plainJSON(a.Op) {
+		return dst, false
+	}
+	dst = append(append(append(dst, `{"op":"`...), a.Op...), `","ref":`...)
+	dst = strconv.AppendInt(dst, a.Ref, 10)
+	dst, ok := appendIDs(append(dst, `,"ids":`...), a.IDs)
+	return append(dst, '}'), ok
+}
+
+// appendIDs appends ids as a JSON array of strings (null when nil), when
+// each goes out as it is.
+func appendIDs(dst []byte, ids []string) ([]byte, bool) {
+	if ids == nil {
+		return append(dst, "null"...), true
+	}
+	dst = append(dst, '[')
+	for i, id := range ids {
+		if !plainJSON(id) {
+			return dst, false
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(append(append(dst, '"'), id...), '"')
+	}
+	return append(dst, ']'), true
+}

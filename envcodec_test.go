@@ -46,3 +46,32 @@ func BenchmarkMarshalEnvelope(b *testing.B) {
 		}
 	})
 }
+
+// The send answer and the ack frame: the bytes of encoding/json whenever
+// AppendJSON takes them.
+func FuzzAppendAnswers(f *testing.F) {
+	f.Add("0197b2c4d5e6f708", "c-1", "x", int64(7), uint8(3), true)
+	f.Add("a<b", "", "名", int64(-1), uint8(0), false)
+	f.Add("\u2028", "\xff", "\"", int64(0), uint8(1), true)
+	f.Fuzz(func(t *testing.T, a, b, c string, ref int64, n uint8, held bool) {
+		var ids []string
+		if n > 0 {
+			ids = []string{a, b, c}[:n%4]
+		}
+		r := SendResponse{MsgIDs: ids}
+		if held {
+			r.Held = ids[:min(len(ids), 1)]
+		}
+		for _, v := range []interface {
+			AppendJSON([]byte) ([]byte, bool)
+		}{r, AckFrame{Op: OpAck, Ref: ref, IDs: ids}, AckFrame{Op: a, IDs: ids}} {
+			want, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := v.AppendJSON(nil); ok && !bytes.Equal(got, want) {
+				t.Fatalf("AppendJSON %s\nencoding/json %s", got, want)
+			}
+		}
+	})
+}

@@ -113,9 +113,15 @@ const maxDirectReply = 256
 // compression too); otherwise, or when the socket has no room, the frame
 // is queued behind the others.
 func (c *conn) reply(v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic("comet: encode frame: " + err.Error()) // only fixed types reach here
+	data, ok := []byte(nil), false
+	if a, isAck := v.(danmaku.AckFrame); isAck {
+		data, ok = a.AppendJSON(make([]byte, 0, 64))
+	}
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			panic("comet: encode frame: " + err.Error()) // only fixed types reach here
+		}
 	}
 	if c.fc != nil && len(data) <= maxDirectReply {
 		wire := make([]byte, 0, 2+len(data))

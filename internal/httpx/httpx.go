@@ -68,9 +68,24 @@ func WriteError(w http.ResponseWriter, err error) {
 	WriteJSON(w, Status(err), ErrorBody{Error: d})
 }
 
+// appender is a body that encodes itself without reflection when it can
+// (danmaku.SendResponse).
+type appender interface {
+	AppendJSON(dst []byte) ([]byte, bool)
+}
+
 // WriteJSON answers with status and v encoded as JSON.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if a, ok := v.(appender); ok {
+		b, ok = a.AppendJSON(make([]byte, 0, 64))
+		if !ok {
+			b, err = json.Marshal(v)
+		}
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"encode response"}}`)
