@@ -215,6 +215,11 @@ type Batch struct {
 	// (on a replay frame: within its positions) were left out for it.
 	// Never set in a push from job.
 	Skipped int64 `json:"skipped,omitempty"`
+	// Through is set on a frame thinned for a viewer with a density cap
+	// whose skipped count takes in positions after its last message: the
+	// last position the frame accounts for. A client resumes after it
+	// (since), so the messages left out up to it are not counted again.
+	Through int64 `json:"through,omitempty"`
 	// Dels is set in a push from job only: how many message ids were
 	// deleted in the epoch so far, so a comet that missed a del event
 	// reads the rest of the room's deletion log. Comets leave it out of

@@ -247,9 +247,12 @@ func (f *fanOut) item(slot int) item {
 		c.skipped, c.start = b.Skipped, c.start || f.start
 		return item{}
 	}
+	if cp > 0 {
+		setThrough(&b, r.through(b.Epoch, b.Msgs[len(b.Msgs)-1].Pos))
+	}
 	it, ok := r.encodeItem(b)
-	if ok && cp > 0 && it.Pos > 0 {
-		it.Pos = r.through(b.Epoch, it.Pos)
+	if ok && b.Through > 0 {
+		it.Pos = b.Through
 	}
 	if ok {
 		it.EpochStart = (f.start || c.start) && it.Pos > 0

@@ -116,3 +116,68 @@ func TestDensityCatchUpSkippedOnce(t *testing.T) {
 		})
 	}
 }
+
+// account reads ws's msgs frames until none comes for quiet and adds
+// their normal messages and skipped counts to normal and skipped; it
+// returns the position a resume goes on after: the largest of the
+// messages' positions and the frames' through.
+func account(t *testing.T, ws *wsviewer.Conn, quiet time.Duration, normal, skipped *int64) (top int64) {
+	t.Helper()
+	for {
+		f, _, err := ws.Next(quiet)
+		if err != nil {
+			return top
+		}
+		if f.Msgs == nil {
+			continue
+		}
+		b := f.Msgs
+		*skipped += b.Skipped
+		top = max(top, b.Through)
+		for _, m := range b.Msgs {
+			top = max(top, m.Pos)
+			if m.Priority != danmaku.PriorityHigh {
+				*normal++
+			}
+		}
+	}
+}
+
+// TestDensityResumeSkippedOnce: a capped viewer whose last frame counted
+// as skipped messages after its last kept one leaves and resumes after
+// the position the frame accounts for (through); its two connections'
+// normal messages and skipped counts add up to every normal message
+// pushed, each once. Without through it resumed after its last message,
+// and the replay counted the messages left out after it again.
+func TestDensityResumeSkippedOnce(t *testing.T) {
+	s, _ := mustStart(t, func(c *Config) { c.HistoryOnJoin, c.DensityFlush = 0, 0 })
+	p := push.NewClient(testSecret, 5*time.Second)
+	defer p.Close()
+	feed := newDensityFeed(testkit.Uniq("resume-"), 2000, 1000, 100)
+	q := "room=" + feed.room + "&density=10"
+	first := mustDial(t, s, q)
+	mustReadOp(t, first, opWelcome)
+	for k := range 10 {
+		mustPush(t, p, s, feed.batch(k))
+	}
+	var normal, skipped int64
+	top := account(t, first, 500*time.Millisecond, &normal, &skipped)
+	first.Close()
+	for k := 10; k < feed.batches(); k++ {
+		mustPush(t, p, s, feed.batch(k))
+	}
+	again := mustDial(t, s, fmt.Sprintf("%s&since=%d&epoch=%s", q, top, feed.epoch))
+	if w := mustReadOp(t, again, opWelcome); w.Recovered == nil || !*w.Recovered {
+		t.Fatalf("resume after %d not recovered", top)
+	}
+	account(t, again, 500*time.Millisecond, &normal, &skipped)
+	var want int64
+	for _, m := range feed.msgs {
+		if m.Priority != danmaku.PriorityHigh {
+			want++
+		}
+	}
+	if normal+skipped != want {
+		t.Fatalf("%d normal + %d skipped over a resume after %d, want %d", normal, skipped, top, want)
+	}
+}

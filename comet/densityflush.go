@@ -206,9 +206,19 @@ func (r *room) handOverLocked(m *member, old int) (slow bool) {
 func (r *room) soloItem(b *danmaku.Batch) item {
 	it := item{Batch: b, Src: b}
 	if last := b.Msgs[len(b.Msgs)-1].Pos; last > 0 && b.Epoch != "" {
-		it.Pos, it.Epoch, it.Room = r.through(b.Epoch, last), b.Epoch, r
+		setThrough(b, r.through(b.Epoch, last))
+		it.Pos, it.Epoch, it.Room = max(last, b.Through), b.Epoch, r
 	}
 	return it
+}
+
+// setThrough sets b.Through to through, the last position b's skipped
+// count takes in, when b's messages end before it (the wire's through:
+// where a client resumes).
+func setThrough(b *danmaku.Batch, through int64) {
+	if n := len(b.Msgs); through > 0 && (n == 0 || b.Msgs[n-1].Pos < through) {
+		b.Through = through
+	}
 }
 
 // through is the last position a capped tier's frame of epoch whose last

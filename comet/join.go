@@ -205,6 +205,7 @@ func (r *room) historyItemLocked(msgs []danmaku.Message, slot int) item {
 	b.Epoch, b.Replay = t.Epoch, true
 	if cp := r.dc.tiers.Cap(slot); cp > 0 {
 		b.Msgs, b.Skipped = density.Thin(nil, msgs, r.needsLocked(msgs), cp)
+		setThrough(&b, last)
 	}
 	if len(b.Msgs) == 0 {
 		return item{}

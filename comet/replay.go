@@ -46,6 +46,7 @@ func (r *room) replayEncoder(slot int) timeline.Encoder[item] {
 		b := danmaku.NewBatch(r.id, nil)
 		b.Epoch, b.Replay = r.tl.Epoch, true
 		b.Msgs, b.Skipped = density.Thin(nil, msgs, r.needsLocked(msgs), cp)
+		setThrough(&b, msgs[len(msgs)-1].Pos)
 		return r.replayOf(b, msgs[len(msgs)-1].Pos, shared)
 	}
 }

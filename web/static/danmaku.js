@@ -606,7 +606,9 @@
    */
   DanmakuClient.prototype._advance = function (f) {
     if (typeof f.epoch !== "string" || !f.epoch) return null;
-    var top = 0;
+    // A thinned frame's "through" is the last position its "skipped"
+    // counted: a resume goes on after it, so those are not counted again.
+    var top = typeof f.through === "number" ? f.through : 0;
     for (var i = 0; i < f.msgs.length; i++) {
       var p = f.msgs[i] && f.msgs[i].pos;
       if (typeof p === "number" && p > top) top = p;
