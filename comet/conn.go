@@ -128,6 +128,40 @@ func (c *conn) WriteFrame(it item) bool {
 	return true
 }
 
+// WriteFrames writes frames the writer found queued one after another:
+// the prepared ones among them go out in one write (wsframe.Conn.Cork),
+// so a viewer behind by several frames costs one system call, not one
+// each. It reports false as WriteFrame.
+func (c *conn) WriteFrames(its []item) bool {
+	for _, it := range its {
+		if c.fc != nil && it.Prepared() {
+			c.fc.Cork()
+		} else if !c.uncork() {
+			return false
+		}
+		if !c.WriteFrame(it) {
+			if c.fc != nil {
+				c.fc.Uncork() // the socket is closed: drops what was held
+			}
+			return false
+		}
+	}
+	return c.uncork()
+}
+
+// uncork writes what a cork held; it reports false when the write failed.
+func (c *conn) uncork() bool {
+	if c.fc == nil {
+		return true
+	}
+	if err := c.fc.Uncork(); err != nil {
+		c.s.metrics.writeError()
+		c.ws.Close()
+		return false
+	}
+	return true
+}
+
 // isClosed reports whether the viewer is being disconnected.
 func (c *conn) isClosed() bool { return c.w.IsClosed() }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/sendq"
 	"github.com/danmaku/danmaku/comet/internal/timeline"
 )
 
@@ -125,12 +126,19 @@ func noticeItem(op string, msgs []danmaku.Notice) (item, bool) {
 func enqueueAll(it item, conns []*conn, slow []*conn) (int, []*conn) {
 	n := 0
 	for _, c := range conns {
-		switch c.enqueue(it) {
-		case enqueued:
-			n++
-		case queueFull:
-			slow = append(slow, c)
-		}
+		n, slow = tally(c.enqueue(it), c, n, slow)
+	}
+	return n, slow
+}
+
+// tally counts what became of a frame handed to c: one more viewer
+// reached, or c among the viewers to cut.
+func tally(res sendq.Result, c *conn, n int, slow []*conn) (int, []*conn) {
+	switch res {
+	case enqueued:
+		n++
+	case queueFull:
+		slow = append(slow, c)
 	}
 	return n, slow
 }

@@ -111,23 +111,28 @@ func (r *room) pushLocked(b danmaku.Batch, start bool, now time.Time) (n, droppe
 }
 
 // broadcast hands b to the room's local viewers, after the messages
-// missing before it; see Broadcast.
-func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
+// missing before it; see Broadcast. The frames of a delivery that needed
+// no read are staged (stage.go): the caller starts the drains listed in
+// starts.
+func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int, starts []*conn) {
 	r := s.hub.room(b.Room)
 	if r == nil {
-		return 0, 0
+		return 0, 0, nil
 	}
 	r.mu.Lock()
 	if r.dead {
 		r.mu.Unlock()
-		return 0, 0
+		return 0, 0, nil
 	}
 	need, started := r.pushNeedsRead(b)
 	if need {
 		r.mu.Unlock()
-		return s.repairPush(r, b)
+		n, dups := s.repairPush(r, b)
+		return n, dups, nil
 	}
+	r.staged = true
 	n, dups, slow := r.pushLocked(b, started, time.Now())
+	starts = r.unstageLocked()
 	behind := r.tl.DelsBehind(b.Epoch, b.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
@@ -136,7 +141,7 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 		s.syncDels(r)
 		r.sync.Unlock()
 	}
-	return n, dups
+	return n, dups, starts
 }
 
 // cut disconnects viewers whose queue overflowed beyond a catch-up.

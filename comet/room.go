@@ -64,6 +64,12 @@ type room struct {
 	// high-priority message; zero outside deliverMsgsLocked.
 	live liveStamp
 
+	// staged is set while a push's live delivery queues its frames: the
+	// drains the viewers' writers owe are listed in starts, for the push
+	// handler to wake once it has answered (stage.go).
+	staged bool
+	starts []*conn
+
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
 	replay     timeline.Blocks[item]   // shared replay frames (replay.go)
@@ -110,5 +116,9 @@ func (r *room) removeLocked(m *member) {
 // appends the viewers to cut to slow (the caller disconnects them after
 // the lock is released).
 func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
-	return enqueueAll(it, r.conns, slow)
+	n := 0
+	for _, c := range r.conns {
+		n, slow = tally(r.enqueueLocked(c, it), c, n, slow)
+	}
+	return n, slow
 }

@@ -112,33 +112,45 @@ type roomPos[R comparable] struct {
 // runs. A queue already holding limit frames closes the writer and
 // reports QueueFull, unless the viewer can be caught up (see Writer).
 func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
+	res, start := w.Stage(it, limit)
+	if start {
+		w.Start(sink)
+	}
+	return res
+}
+
+// Stage queues it as Enqueue does but leaves the drain to the caller:
+// start reports that none runs, and the caller owes the writer a Start
+// (until then frames queue up behind it, and no one else starts one). A
+// fan-out so queues a frame for every viewer of a room first and wakes
+// the drains after, without a wake-up between two viewers.
+func (w *Writer[R]) Stage(it Item[R], limit int) (res Result, start bool) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closed {
-		w.mu.Unlock()
-		return ConnClosed
+		return ConnClosed, false
 	}
 	if len(w.queue) >= limit && !w.overflowLocked() {
 		w.markClosedLocked()
-		w.mu.Unlock()
-		return QueueFull
+		return QueueFull, false
 	}
 	if w.behind && it.Pos > 0 && w.behindIn(it.Room) {
-		w.mu.Unlock()
-		return Enqueued // the catch-up carries it
+		return Enqueued, false // the catch-up carries it
 	}
 	if len(w.queue) >= limit {
 		w.markClosedLocked()
-		w.mu.Unlock()
-		return QueueFull
+		return QueueFull, false
 	}
 	w.queue = append(w.queue, it)
-	start := !w.draining
+	start = !w.draining
 	w.draining = true
-	w.mu.Unlock()
-	if start {
-		drains.run(func() { w.drain(sink) })
-	}
-	return Enqueued
+	return Enqueued, start
+}
+
+// Start runs the drain a Stage reported owed, on a worker of the drain
+// pool.
+func (w *Writer[R]) Start(sink Sink[R]) {
+	drains.run(func() { w.drain(sink) })
 }
 
 // WriteIdle lets the caller write a small frame itself, in place of a
@@ -205,19 +217,44 @@ func (w *Writer[R]) settleLocked() {
 	}
 }
 
+// RunSink is a Sink that can write several frames in one call: a drain
+// that finds prepared frames (Item.Prepared) queued one after another
+// hands them over together, at most maxRun, so that a viewer behind by
+// several frames can cost one write instead of one each. The last frame
+// of a run may be of another kind (a prepared frame cut for the viewer,
+// a frame right behind one the viewer already had).
+type RunSink[R comparable] interface {
+	Sink[R]
+	// WriteFrames writes its, in order; it reports false as WriteFrame.
+	WriteFrames(its []Item[R]) bool
+}
+
+// maxRun is the most frames a drain hands a RunSink at once.
+const maxRun = 8
+
 // drain writes queued frames to sink until the queue is empty, the writer
 // closed, or sink reported the end; in the last case it closes the writer.
 func (w *Writer[R]) drain(sink Sink[R]) {
+	rs, _ := sink.(RunSink[R])
+	var run []Item[R]
 	for {
-		it, ok, catchUp := w.next()
+		var catchUp bool
+		run, catchUp = w.next(run[:0], rs != nil)
 		if catchUp {
 			sink.CatchUp()
 			continue
 		}
-		if !ok {
+		if len(run) == 0 {
 			return
 		}
-		if !sink.WriteFrame(it) {
+		ok := false
+		if len(run) == 1 {
+			ok = sink.WriteFrame(run[0])
+		} else {
+			ok = rs.WriteFrames(run)
+		}
+		clear(run)
+		if !ok {
 			w.mu.Lock()
 			w.markClosedLocked()
 			w.draining = false
@@ -227,9 +264,48 @@ func (w *Writer[R]) drain(sink Sink[R]) {
 	}
 }
 
-// next takes the oldest queued frame. With none left it reports catchUp
-// when the writer is behind (the drain goes on), else it ends the drain
-// and reports false, as it does for a closed writer.
+// next appends the oldest queued frame to run, and, with runs, the
+// prepared frames right behind it while the first is one too (at most
+// maxRun). With none left it reports catchUp when the writer is behind
+// (the drain goes on), else it ends the drain and returns run empty, as
+// it does for a closed writer.
+func (w *Writer[R]) next(run []Item[R], runs bool) ([]Item[R], bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(run) < maxRun && !w.closed {
+		it, ok := w.takeLocked()
+		if !ok {
+			break
+		}
+		run = append(run, it)
+		if !runs || !it.Prepared() {
+			break
+		}
+		if len(w.queue) == 0 || !w.queue[0].Prepared() {
+			break
+		}
+	}
+	if len(run) > 0 {
+		return run, false
+	}
+	if w.behind && !w.closed {
+		return run, true
+	}
+	w.draining = false
+	if cap(w.queue) > 4 {
+		w.queue = nil // an idle viewer keeps no burst-sized queue
+	}
+	return run, false
+}
+
+// Prepared reports whether it is a prepared frame (PM) and no other kind:
+// its bytes are shared and never change.
+func (it Item[R]) Prepared() bool {
+	return it.PM != nil && it.Batch == nil && !it.Ping && it.Pong == nil && it.Close == nil
+}
+
+// takeLocked takes the oldest queued frame the viewer is to be written;
+// w.mu is held. It reports false when the queue is empty.
 //
 // A msgs frame never hands the viewer a position of its room it already
 // has: a frame wholly at or below the room's got is skipped, and one that
@@ -237,30 +313,18 @@ func (w *Writer[R]) drain(sink Sink[R]) {
 // this viewer). Such frames are rare (a viewer that resumed ahead of this
 // comet's view of the room, a catch-up racing a live frame), and without
 // the check they would show messages twice.
-func (w *Writer[R]) next() (it Item[R], ok, catchUp bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for {
-		if len(w.queue) == 0 && w.behind && !w.closed {
-			return Item[R]{}, false, true
-		}
-		if len(w.queue) == 0 || w.closed {
-			w.draining = false
-			if cap(w.queue) > 4 {
-				w.queue = nil // an idle viewer keeps no burst-sized queue
-			}
-			return Item[R]{}, false, false
-		}
+func (w *Writer[R]) takeLocked() (it Item[R], ok bool) {
+	for len(w.queue) > 0 {
 		it = w.queue[0]
 		n := copy(w.queue, w.queue[1:])
 		w.queue[n] = Item[R]{}
 		w.queue = w.queue[:n]
 		if it.Pos == 0 {
-			return it, true, false
+			return it, true
 		}
 		i := w.find(it.Room)
 		if i < 0 {
-			return it, true, false
+			return it, true
 		}
 		p := &w.rooms[i]
 		switch {
@@ -273,8 +337,9 @@ func (w *Writer[R]) next() (it Item[R], ok, catchUp bool) {
 			it = it.After(p.got)
 			p.got = it.Pos
 		}
-		return it, true, false
+		return it, true
 	}
+	return Item[R]{}, false
 }
 
 // After returns it without the messages at or below position got: it

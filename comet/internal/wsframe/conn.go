@@ -31,11 +31,13 @@ import (
 //
 // Ownership: only the viewer's reader goroutine calls Read, Pump, Pending
 // and WaitReadable, and so owns every field; OnPing and OnPong are set
-// before it starts. TryWrite may be called by any goroutine that holds
-// the connection's writes.
+// before it starts. TryWrite, Write, Cork and Uncork may be called by any
+// goroutine that holds the connection's writes; held belongs to it.
 type Conn struct {
 	net.Conn
 	raw syscall.RawConn
+	// held is set between Cork and Uncork: the writes kept for Uncork.
+	held *net.Buffers
 
 	buf    *[frameBufSize]byte // nil while empty: idle viewers hold none
 	r, w   int
@@ -413,6 +415,45 @@ func (f *Conn) TryWrite(b []byte) (int, error) {
 	}
 	return max(n, 0), err
 }
+
+// Write writes b to the socket, or, while the connection is corked,
+// keeps b (not a copy) for Uncork.
+func (f *Conn) Write(b []byte) (int, error) {
+	if f.held != nil {
+		*f.held = append(*f.held, b)
+		return len(b), nil
+	}
+	return f.Conn.Write(b)
+}
+
+// Cork makes the Writes that follow wait for Uncork, which writes them
+// in one system call. Write keeps the slices it is given: until Uncork
+// nothing may change them (gorilla's prepared frames, which never
+// change).
+func (f *Conn) Cork() {
+	if f.held == nil {
+		f.held = heldPool.Get().(*net.Buffers)
+	}
+}
+
+// Uncork writes what was written since Cork, as one writev when the
+// socket takes it (the rest when it has room, within the write
+// deadline), and ends the cork.
+func (f *Conn) Uncork() error {
+	h := f.held
+	if h == nil {
+		return nil
+	}
+	f.held = nil
+	bufs := *h
+	_, err := bufs.WriteTo(f.Conn)
+	clear((*h)[:cap(*h)])
+	*h = (*h)[:0]
+	heldPool.Put(h)
+	return err
+}
+
+var heldPool = sync.Pool{New: func() any { return new(net.Buffers) }}
 
 // Hijacker hands gorilla a Conn instead of the raw connection; Frames is
 // it once Upgrade hijacked a socket (nil for any other connection).

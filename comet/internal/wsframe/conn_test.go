@@ -522,3 +522,47 @@ func TestWaitReadableTakesText(t *testing.T) {
 		t.Fatalf("%d more taken, %d bytes buffered; want the join's %d", len(taken), fc.w-fc.r, len(join))
 	}
 }
+
+// Writes between Cork and Uncork reach the peer only at Uncork, in
+// order and whole, also when they are more than the socket takes at
+// once; a Write outside a cork goes straight to the socket.
+func TestCork(t *testing.T) {
+	fc, client := tcpPair(t)
+	fc.Conn.(*net.TCPConn).SetWriteBuffer(4096)
+	fc.Cork()
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	for _, b := range [][]byte{[]byte("ab"), big, []byte("cd")} {
+		if n, err := fc.Write(b); n != len(b) || err != nil {
+			t.Fatalf("corked Write = %d, %v", n, err)
+		}
+	}
+	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := client.Read(make([]byte, 8)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes (%v) before Uncork", n, err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make(chan []byte)
+	go func() {
+		b := make([]byte, len(big)+4)
+		n, err := io.ReadFull(client, b)
+		if err != nil {
+			t.Errorf("read %d: %v", n, err)
+		}
+		got <- b
+	}()
+	fc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if err := fc.Uncork(); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if len(b) != len(big)+4 || string(b[:2]) != "ab" || string(b[len(b)-2:]) != "cd" {
+		t.Fatalf("read %d bytes after Uncork, want %d from ab to cd", len(b), len(big)+4)
+	}
+	if _, err := fc.Write([]byte("ef")); err != nil {
+		t.Fatal(err)
+	}
+	tail := make([]byte, 2)
+	if _, err := io.ReadFull(client, tail); err != nil || string(tail) != "ef" {
+		t.Fatalf("uncorked Write: read %q, %v", tail, err)
+	}
+}
