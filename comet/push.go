@@ -79,17 +79,18 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveBatch delivers a batch push and answers it once the frames are
-// in the viewers' queues, then wakes the drains that write them
-// (stage.go), so job's next delivery does not wait for the writes.
+// in the viewers' queues (or its messages held for the room's next
+// frame), then wakes the drains that write them (stage.go), so job's
+// next delivery does not wait for the writes.
 func (s *Server) serveBatch(w http.ResponseWriter, b danmaku.Batch, start time.Time) {
-	n, dups, starts := s.broadcast(b)
+	n, dups, st := s.broadcast(b)
 	s.metrics.observePush("ok", time.Since(start), n, dups)
 	s.settingsBehind(b.Room, b.Sv)
 	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	startDrains(starts)
+	s.finish(st)
 }
 
 // readPush reads and decodes a push body (danmaku.UnmarshalPush).
@@ -113,7 +114,7 @@ func readPush(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Push
 // first, in the same frame. It never blocks on a viewer: one whose queue
 // is full is caught up later or disconnected.
 func (s *Server) Broadcast(b danmaku.Batch) int {
-	n, _, starts := s.broadcast(b)
-	startDrains(starts)
+	n, _, st := s.broadcast(b)
+	s.finish(st)
 	return n
 }

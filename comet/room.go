@@ -66,9 +66,14 @@ type room struct {
 
 	// staged is set while a push's live delivery queues its frames: the
 	// drains the viewers' writers owe are listed in starts, for the push
-	// handler to wake once it has answered (stage.go).
-	staged bool
-	starts []*conn
+	// handler to wake once it has answered. Until the drain pool reached
+	// the last of them (fanBusy, checked by liveSeq) the normal messages of
+	// the next pushes are held for one frame (stage.go).
+	staged  bool
+	starts  []*conn
+	held    []danmaku.Message
+	fanBusy bool
+	liveSeq uint64
 
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
@@ -116,6 +121,9 @@ func (r *room) removeLocked(m *member) {
 // appends the viewers to cut to slow (the caller disconnects them after
 // the lock is released).
 func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
+	if len(r.held) > 0 {
+		_, slow = r.deliverMsgsLocked(nil, false, slow) // held messages go first
+	}
 	n := 0
 	for _, c := range r.conns {
 		n, slow = tally(r.enqueueLocked(c, it), c, n, slow)

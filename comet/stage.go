@@ -1,16 +1,38 @@
 package comet
 
-import "github.com/danmaku/danmaku/comet/internal/sendq"
+import (
+	"github.com/danmaku/danmaku"
+	"github.com/danmaku/danmaku/comet/internal/sendq"
+)
 
-// A push's live delivery stages its frames: it queues one for every
-// viewer of the room under the room's lock without waking a drain, and
-// the push handler answers job before it wakes the drains the viewers'
-// writers owe. Waking a drain for each viewer inside the loop let the
-// drains, each writing a socket, take the CPU from the loop, so a push
-// lasted about as long as the writes of its frame, and job's next
-// delivery to the room (and a high-priority message behind it) waited
-// for them. The answer still means what it did: the batch is in the
-// room's timeline and in every local viewer's queue.
+// A push's live delivery is staged: it queues a frame for every viewer
+// of the room under the room's lock without waking a drain, the push
+// handler answers job, and only then are the drains the viewers' writers
+// owe handed to the drain pool (sendq), in the order of the viewers. The
+// answer still means what it did: the batch is in the room's timeline and
+// in every local viewer's queue. job's next delivery to the room, and a
+// high-priority message behind it, no longer wait for the writes.
+//
+// While the pool has not yet reached the last drain of the room's live
+// frame, a push of normal messages for a room whose viewers all take the
+// all tier is held (room.held) and goes out with the next frame: the
+// check queued behind the drains (fanDone) sends it. Frames so follow the
+// pace at which the comet writes, as they did while job's pushes waited
+// for the writes. A high-priority message is never held: it goes out at
+// once, with what was held before it. Any other delivery to the room
+// (a repair, an event, a read that may change the epoch) sends what is
+// held first, so the viewers' order of positions never changes.
+
+// maxHeld is the most messages a room holds for its next frame.
+const maxHeld = 4096
+
+// staging is what a staged delivery owes once the push is answered: the
+// drains to wake, then, when seq is set, the room's check behind them.
+type staging struct {
+	r      *room
+	starts []*conn
+	seq    uint64
+}
 
 // enqueueLocked hands it to c; r.mu is held. While r is staged the drain
 // c's writer owes is listed in r.starts instead of woken.
@@ -25,17 +47,64 @@ func (r *room) enqueueLocked(c *conn, it item) sendq.Result {
 	return res
 }
 
-// unstageLocked ends the staging of r and returns the viewers whose
-// drains it owes; r.mu is held.
-func (r *room) unstageLocked() []*conn {
-	starts := r.starts
-	r.staged, r.starts = false, nil
-	return starts
+// holdLocked holds msgs, accepted from a staged push of epoch, for the
+// room's next live frame when its last one is still being written and
+// they may wait; r.mu is held.
+func (r *room) holdLocked(msgs []danmaku.Message, start bool, epoch string) bool {
+	if !r.staged || !r.fanBusy || start || r.capped > 0 || epoch != r.tl.Epoch ||
+		len(msgs) == 0 || len(r.held)+len(msgs) > maxHeld || normalCount(msgs) < int64(len(msgs)) {
+		return false
+	}
+	r.held = append(r.held, msgs...)
+	return true
 }
 
-// startDrains wakes the drains of the viewers a staged delivery listed.
-func startDrains(starts []*conn) {
-	for _, c := range starts {
+// endStageLocked ends the staging of r and returns what it owes; r.mu
+// is held. When it woke drains, the room's check goes behind them.
+func (r *room) endStageLocked() staging {
+	st := staging{r: r, starts: r.starts}
+	r.staged, r.starts = false, nil
+	if len(st.starts) > 0 {
+		r.liveSeq++
+		r.fanBusy = true
+		st.seq = r.liveSeq
+	}
+	return st
+}
+
+// finish wakes the drains a staged delivery owes, then queues the room's
+// check behind them.
+func (s *Server) finish(st staging) {
+	for _, c := range st.starts {
 		c.w.Start(c)
 	}
+	if st.seq != 0 {
+		sendq.Then(func() { s.fanDone(st.r, st.seq) })
+	}
+}
+
+// fanDone runs once the drain pool has reached the last drain of the
+// room's live frame seq: it sends what the room held meanwhile as one
+// frame, staged as a push's, or else ends the hold.
+func (s *Server) fanDone(r *room, seq uint64) {
+	r.mu.Lock()
+	if r.liveSeq != seq {
+		r.mu.Unlock()
+		return // a later frame's check follows
+	}
+	if len(r.held) == 0 || r.dead {
+		r.fanBusy = false
+		r.held = nil
+		r.mu.Unlock()
+		return
+	}
+	r.staged = true
+	_, slow := r.deliverMsgsLocked(nil, false, nil)
+	st := r.endStageLocked()
+	if st.seq == 0 {
+		r.fanBusy = false // every viewer's drain was running: nothing to wait for
+	}
+	r.mu.Unlock()
+	s.cut(slow)
+	s.finish(st)
 }

@@ -60,6 +60,10 @@ type drainPool struct {
 // started (UnixNano), 0 while it has none.
 type worker struct{ since atomic.Int64 }
 
+// Then runs f on a worker of the drain pool once the drains started
+// before it have been handed to workers.
+func Then(f func()) { drains.run(f) }
+
 // run runs f on a worker: a parked one, a new one while fewer than base
 // are busy, else the first to be free.
 func (p *drainPool) run(f func()) {
