@@ -191,7 +191,6 @@ const idleAfter = time.Second
 // fetch returns the next batch: up to BatchSize records, gathered for at
 // most BatchWait after the first; none after idleAfter without a record.
 func (a *Archive) fetch(ctx context.Context) []kafka.Message {
-	var msgs []kafka.Message
 	deadline := time.Now().Add(idleAfter)
 	if due, ok := a.nextDue(); ok && due.Before(deadline) {
 		deadline = due
@@ -199,25 +198,40 @@ func (a *Archive) fetch(ctx context.Context) []kafka.Message {
 			deadline = soon
 		}
 	}
+	// One context while waiting for the first record, one for the rest
+	// (not one per record: each holds a timer).
+	first, cancel := context.WithDeadline(ctx, deadline)
+	m, ok := a.fetchOne(ctx, first)
+	cancel()
+	if !ok {
+		return nil
+	}
+	msgs := []kafka.Message{m}
+	rest, cancel := context.WithTimeout(ctx, a.cfg.BatchWait)
+	defer cancel()
 	for len(msgs) < a.cfg.BatchSize {
-		wait, cancel := context.WithDeadline(ctx, deadline)
-		m, err := a.reader.FetchMessage(wait)
-		waited := wait.Err() != nil
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && !waited {
-				a.log.Debug("kafka fetch failed; retrying", zap.Error(err))
-				a.m.fetchErrors.Inc()
-				sleep(ctx, 200*time.Millisecond)
-			}
+		m, ok := a.fetchOne(ctx, rest)
+		if !ok {
 			break
-		}
-		if len(msgs) == 0 {
-			deadline = time.Now().Add(a.cfg.BatchWait)
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs
+}
+
+// fetchOne returns the next record, or false when wait ended first or
+// the fetch failed (after a pause unless ctx ended).
+func (a *Archive) fetchOne(ctx, wait context.Context) (kafka.Message, bool) {
+	m, err := a.reader.FetchMessage(wait)
+	if err != nil {
+		if ctx.Err() == nil && wait.Err() == nil {
+			a.log.Debug("kafka fetch failed; retrying", zap.Error(err))
+			a.m.fetchErrors.Inc()
+			sleep(ctx, 200*time.Millisecond)
+		}
+		return m, false
+	}
+	return m, true
 }
 
 // process applies recs and writes the batch, with the positions read

@@ -9,6 +9,7 @@ import (
 // metrics are the archive's series, danmaku_archive_*.
 type metrics struct {
 	records      *prometheus.CounterVec
+	comments     prometheus.Counter // records{kind="comment"}, counted per comment
 	stored       prometheus.Counter
 	duplicates   prometheus.Counter
 	streams      *prometheus.CounterVec
@@ -47,6 +48,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Help: "Timeline positions, by result: with_comment (written with its comment), late (written to a comment stored before without it), missing (a comment stored without one: none came within archive.position_wait), unmatched (a position whose comment was not stored), dropped (over the most positions held waiting for their comments, 100,000)."}, []string{"result"}),
 	}
 	telemetry.Precreate(m.records.MetricVec, recordKinds)
+	m.comments = m.records.WithLabelValues("comment")
 	telemetry.Precreate(m.streams.MetricVec, []string{"start", "end"})
 	telemetry.Precreate(m.positions.MetricVec, positionResults)
 	if reg != nil {

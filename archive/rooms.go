@@ -172,7 +172,7 @@ func (p *placer) apply(ctx context.Context, r *room, rec record) error {
 	}}
 	p.batch.Rows = append(p.batch.Rows, row)
 	p.placed(r, row, m.TS, posed)
-	p.a.m.records.WithLabelValues("comment").Inc()
+	p.a.m.comments.Inc()
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,7 +188,7 @@ func (s *sqliteStore) Write(ctx context.Context, b *Batch) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := sqliteInsertRows(ctx, tx, b.Rows, nums)
+	n, err := s.insertRows(ctx, tx, b.Rows, nums)
 	if err != nil {
 		return 0, err
 	}
@@ -250,30 +251,67 @@ func (s *sqliteStore) epochNames(ctx context.Context, sid int64, cs []Comment) e
 	return withEpochs(rows, cs)
 }
 
-// sqliteInsertRows inserts rows one statement each (SQLite statements are
-// calls within the process), skipping those stored before, and adds the
+// sqliteChunks are the row counts of the insert statements, largest
+// first: a write's rows go in as many statements of the largest as fit,
+// then of the smaller ones, each statement prepared once. A statement per
+// row cost a pass through database/sql and the driver (which starts a
+// goroutine to watch the context of every statement) per comment.
+var sqliteChunks = [...]int{256, 32, 4, 1}
+
+// sqliteInserts holds the insert statement of each chunk size: it skips
+// the rows stored before and returns the stream of each new one.
+var sqliteInserts = func() map[int]string {
+	out := map[int]string{}
+	for _, n := range sqliteChunks {
+		q := strings.Repeat(",(?, ?, ?, ?, ?, ?, ?, ?, nullif(?, 0))", n)
+		out[n] = "INSERT INTO vod_comments (sid, off_ms, h, uid, flags, id, name, content, pos) VALUES " + q[1:] +
+			" ON CONFLICT DO NOTHING RETURNING sid"
+	}
+	return out
+}()
+
+// insertRows inserts rows, skipping those stored before, and adds the
 // new ones to their streams' counts.
-func sqliteInsertRows(ctx context.Context, tx *sql.Tx, rows []Row, nums map[epochKey]int) (int, error) {
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO vod_comments (sid, off_ms, h, uid, flags, id, name, content, pos)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, nullif(?, 0)) ON CONFLICT DO NOTHING`)
-	if err != nil {
-		return 0, wrap("write comments", err)
-	}
-	defer ins.Close()
+func (s *sqliteStore) insertRows(ctx context.Context, tx *sql.Tx, rows []Row, nums map[epochKey]int) (int, error) {
 	added := map[int64]int64{}
 	total := 0
-	for _, r := range rows {
-		pos, flags := stored(r.SID, &r.Comment, nums)
-		res, err := ins.ExecContext(ctx, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, flags, r.ID, r.Name, r.Content, pos)
+	args := make([]any, 0, 9*min(len(rows), sqliteChunks[0]))
+	for len(rows) > 0 {
+		n := sqliteChunks[len(sqliteChunks)-1]
+		for _, c := range sqliteChunks {
+			if c <= len(rows) {
+				n = c
+				break
+			}
+		}
+		st, err := s.stmt(ctx, sqliteInserts[n])
 		if err != nil {
 			return 0, wrap("write comments", err)
 		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			added[r.SID]++
+		args = args[:0]
+		for _, r := range rows[:n] {
+			pos, flags := stored(r.SID, &r.Comment, nums)
+			args = append(args, r.SID, r.Offset, int64(idHash(r.ID)), r.UID, flags, r.ID, r.Name, r.Content, pos)
+		}
+		rows = rows[n:]
+		res, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return 0, wrap("write comments", err)
+		}
+		for res.Next() {
+			var sid int64
+			if err := res.Scan(&sid); err != nil {
+				res.Close()
+				return 0, wrap("write comments", err)
+			}
+			added[sid]++
 			total++
+		}
+		if err := res.Close(); err != nil {
+			return 0, wrap("write comments", err)
+		}
+		if err := res.Err(); err != nil {
+			return 0, wrap("write comments", err)
 		}
 	}
 	for sid, k := range added {

@@ -40,6 +40,7 @@ func Run(t *testing.T, open Open) {
 	}{
 		{"StartStreamIdempotent", testStartStream},
 		{"WriteOnce", testWriteOnce},
+		{"WriteOnceLargeBatch", testWriteOnceLarge},
 		{"CommentsRangeAndOrder", testCommentsRange},
 		{"TombstonesEitherOrder", testTombstones},
 		{"EndOnce", testEnd},
@@ -150,6 +151,36 @@ func testWriteOnce(t *testing.T, s vodstore.Store) {
 	want := vodstore.Comment{ID: "a", UID: 7, Name: "viewer", Content: "comment a", Offset: 10}
 	if got[0] != want {
 		t.Errorf("comment %+v, want %+v", got[0], want)
+	}
+}
+
+// A batch of many rows of two streams, half of them stored by an earlier
+// batch, stores each new row once and counts it in its own stream.
+func testWriteOnceLarge(t *testing.T, s vodstore.Store) {
+	sts := []vodstore.Stream{MustStart(t, s, "r1", "s1", base), MustStart(t, s, "r2", "s1", base)}
+	var first, all []vodstore.Row
+	for i := range 601 {
+		r := row(sts[i%3/2], fmt.Sprint("c", i), int64(i))
+		if i%2 == 0 {
+			first = append(first, r)
+		}
+		all = append(all, r)
+	}
+	if n := MustWrite(t, s, vodstore.Batch{Rows: first}); n != 301 {
+		t.Fatalf("first write stored %d, want 301", n)
+	}
+	if n := MustWrite(t, s, vodstore.Batch{Rows: all}); n != 300 {
+		t.Fatalf("second write stored %d, want 300", n)
+	}
+	for i, want := range []int64{401, 200} {
+		got, err := s.Comments(ctx(t), sts[i], 0, vodstore.SegmentMS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := s.Stream(ctx(t), sts[i].Room, "s1")
+		if int64(len(got)) != want || st.Count != want {
+			t.Errorf("stream %d: %d comments, count %d, want %d", i, len(got), st.Count, want)
+		}
 	}
 }
 
