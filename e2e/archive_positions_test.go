@@ -11,6 +11,23 @@ import (
 	"github.com/danmaku/danmaku/internal/testkit/stack"
 )
 
+// newPositionsStack runs a stack of one comet (logic, job, a real
+// redis-server) and the archive binary on a PostgreSQL of the test's own,
+// the archive with short timings and args, and waits until it consumes.
+func newPositionsStack(t *testing.T, args ...string) (*stack.Stack, *archiveStack) {
+	pg := pgserver.Start(t)
+	dsn := pg.DSN(t, "archive")
+	s := stack.New(t, stack.Options{Comets: 1,
+		Logic: []string{"-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn}})
+	arcAddr := testkit.FreeAddr(t)
+	arc := start(t, "archive", append([]string{"-config", "configs/archive.yaml", "-kafka.brokers", s.Kafka, "-archive.dsn", dsn,
+		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
+		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s"}, args...)...)
+	a := &archiveStack{logicURL: s.LogicURL, arcMetrics: "http://" + arcAddr + "/metrics", arc: arc, pg: pg}
+	a.waitReady(t)
+	return s, a
+}
+
 // TestArchivePositions: a stream's comments go through logic, job and a
 // comet to a viewer while the archive binary stores them in PostgreSQL;
 // job is killed with SIGKILL and stays down longer than the archive's
@@ -21,17 +38,8 @@ import (
 // accepted comment is replayed once, at the position the viewer received
 // it at.
 func TestArchivePositions(t *testing.T) {
-	pg := pgserver.Start(t)
-	dsn := pg.DSN(t, "archive")
-	s := stack.New(t, stack.Options{Comets: 1,
-		Logic: []string{"-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn}})
-	arcAddr := testkit.FreeAddr(t)
-	arc := start(t, "archive", "-config", "configs/archive.yaml", "-kafka.brokers", s.Kafka, "-archive.dsn", dsn,
-		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
-		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s",
-		"-archive.position_wait", "1s")
-	a := &archiveStack{logicURL: s.LogicURL, arcMetrics: "http://" + arcAddr + "/metrics", arc: arc, pg: pg}
-	a.waitReady(t)
+	s, a := newPositionsStack(t, "-archive.position_wait", "1s")
+	arc := a.arc
 
 	room := testkit.Uniq("vod")
 	v := s.Viewer(t, room, s.Comets[0])
@@ -114,16 +122,7 @@ func TestArchivePositions(t *testing.T) {
 // the position and the epoch the viewer received it at: the two epochs'
 // positions overlap and stay apart.
 func TestArchiveEpochs(t *testing.T) {
-	pg := pgserver.Start(t)
-	dsn := pg.DSN(t, "archive")
-	s := stack.New(t, stack.Options{Comets: 1,
-		Logic: []string{"-logic.admin_secret", archiveAdminSecret, "-logic.archive_dsn", dsn}})
-	arcAddr := testkit.FreeAddr(t)
-	arc := start(t, "archive", "-config", "configs/archive.yaml", "-kafka.brokers", s.Kafka, "-archive.dsn", dsn,
-		"-archive.metrics_addr", arcAddr, "-archive.session_timeout", "1s", "-archive.heartbeat_interval", "200ms",
-		"-archive.rebalance_timeout", "2s", "-archive.batch_wait", "20ms", "-archive.write_timeout", "2s")
-	a := &archiveStack{logicURL: s.LogicURL, arcMetrics: "http://" + arcAddr + "/metrics", arc: arc, pg: pg}
-	a.waitReady(t)
+	s, a := newPositionsStack(t)
 
 	room := testkit.Uniq("vod")
 	v := s.Viewer(t, room, s.Comets[0])
