@@ -47,7 +47,7 @@ var canaryResults = []string{"pushed", "no_comet", "push_failed", "redis", "dupl
 func (s *scheduler) acceptCanary(rec record, now time.Time) {
 	r := s.room(laneCanaries)
 	r.lane = true
-	p := pending{canary: rec.env.Canary, part: rec.part, off: rec.off}
+	p := pending{canary: rec.env.Canary, part: rec.part, off: rec.off, gen: rec.gen}
 	replaced := false
 	for i, old := range r.queue {
 		if old.part == rec.part {

@@ -22,6 +22,7 @@ type record struct {
 	err  error // the value could not be decoded
 	part int
 	off  int64
+	gen  int64 // the member's generation it was fetched in (consumer.seq)
 }
 
 // consumer is the job's member of the Kafka consumer group. kafka-go's
@@ -42,8 +43,14 @@ type consumer struct {
 	transport *kafka.Transport
 	client    *kafka.Client
 	gen       atomic.Pointer[kafka.Generation] // the latest generation: commits go to it (set under mu)
-	parts     atomic.Pointer[[]*partition]     // the partitions it fetches, for lag
-	out       chan []record                    // one slice per fetch response; closed when fetch returns
+	// seq numbers this member's generations (it moves on when one starts
+	// and when it ends): records carry the value their generation started
+	// with, and the scheduler drops those of generations that ended (see
+	// scheduler.newGeneration). Kafka's generation ids start over with the
+	// group's state; seq does not.
+	seq   atomic.Int64
+	parts atomic.Pointer[[]*partition] // the partitions it fetches, for lag
+	out   chan []record                // one slice per fetch response; closed when fetch returns
 	// abandoned is set by a crash: nothing more is committed.
 	abandoned atomic.Bool
 
@@ -147,14 +154,18 @@ func (c *consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The generation ends with a rebalance (or when the group is closed).
-	gen.Start(func(g context.Context) { <-g.Done(); cancel() })
+	// Its end makes what was fetched in it stale at once (seq), before the
+	// member joins the next one: a member that comes back from a pause
+	// delivers none of it meanwhile.
+	gen.Start(func(g context.Context) { <-g.Done(); c.seq.Add(1); cancel() })
 
 	assigned := gen.Assignments[c.kcfg.Topic]
+	seq := c.seq.Add(1)
 	starts := c.resumeAt(gen, assigned)
 	parts := make([]*partition, 0, len(assigned))
 	ids := make([]int, 0, len(assigned))
 	for _, a := range assigned {
-		parts = append(parts, &partition{id: int32(a.ID), next: starts[a.ID], sent: starts[a.ID]})
+		parts = append(parts, &partition{id: int32(a.ID), next: starts[a.ID], sent: starts[a.ID], gen: seq})
 		ids = append(ids, a.ID)
 	}
 	slices.Sort(ids)

@@ -20,6 +20,7 @@ import (
 // stands. next is owned by the one fetch loop that fetches the partition.
 type partition struct {
 	id   int32
+	gen  int64        // the member's generation (consumer.seq)
 	next int64        // next offset to fetch; kafka.FirstOffset until resolved
 	sent int64        // next offset not yet handed to the scheduler
 	hw   int64        // high watermark, as of the last response
@@ -239,7 +240,7 @@ func (c *consumer) decodeRecords(rs protocol.RecordReader, p *partition, batch [
 			if r.Value != nil {
 				r.Value.Close()
 			} else if r.Offset >= p.next {
-				batch = append(batch, record{err: errNoValue, part: int(p.id), off: r.Offset})
+				batch = append(batch, record{err: errNoValue, part: int(p.id), off: r.Offset, gen: p.gen})
 				p.next = r.Offset + 1
 			}
 			continue
@@ -254,7 +255,7 @@ func (c *consumer) decodeRecords(rs protocol.RecordReader, p *partition, batch [
 			return batch, buf, err
 		}
 		env, derr := danmaku.UnmarshalEnvelope(buf[:n])
-		batch = append(batch, record{env: env, err: derr, part: int(p.id), off: r.Offset})
+		batch = append(batch, record{env: env, err: derr, part: int(p.id), off: r.Offset, gen: p.gen})
 		p.next = r.Offset + 1
 	}
 }

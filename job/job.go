@@ -110,7 +110,7 @@ func New(cfg Config, deps Deps) (*Job, error) {
 		positions: newPositions(cfg, deps.Kafka, reg),
 		canary:    newCanaryAges(reg, j.consumer.assigned)}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
-		commit: j.consumer.queue, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
+		commit: j.consumer.queue, generation: j.consumer.seq.Load, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
 		offsets: newOffsets(), heldList: newHeldLister(cfg, deps.Store, log)}
 	return j, nil
 }

@@ -57,7 +57,7 @@ func (s *scheduler) acceptNotice(rec record, now time.Time) {
 		s.offsets.finished(rec.part, rec.off)
 		return
 	}
-	r.queue = append(r.queue, pending{notice: rec.env.Notice, user: rec.env.User, part: rec.part, off: rec.off})
+	r.queue = append(r.queue, pending{notice: rec.env.Notice, user: rec.env.User, part: rec.part, off: rec.off, gen: rec.gen})
 	s.buffered++
 	if !r.inflight {
 		s.schedule(r, s.dueAt(r, now))

@@ -2,6 +2,7 @@ package job
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/danmaku/danmaku"
@@ -19,7 +20,11 @@ type scheduler struct {
 	work    chan<- *delivery    // capacity Workers
 	results <-chan outcome      // one per delivery sent on work
 	commit  func(map[int]int64) // hands commit positions over; never blocks
-	crashed <-chan struct{}     // closed by a crash: stop at once, commit nothing
+	// generation is the consumer's current generation (consumer.seq);
+	// gen the newest one the scheduler has seen.
+	generation func() int64
+	gen        int64
+	crashed    <-chan struct{} // closed by a crash: stop at once, commit nothing
 
 	rooms    map[string]*roomState
 	heads    map[string]knownHead // per room: the timeline head this job last assigned
@@ -133,6 +138,7 @@ type pending struct {
 	canary *danmaku.Canary // a canary (canary.go)
 	part   int
 	off    int64
+	gen    int64 // the member's generation it was fetched in
 	// waited: the message arrived while its room's window ran or a
 	// delivery was in flight, so it goes out in a trailing batch.
 	waited bool
@@ -274,6 +280,11 @@ func (s *scheduler) acceptReady(batch []record, in <-chan []record, now time.Tim
 
 // accept takes one consumed record (counted by the caller).
 func (s *scheduler) accept(rec record, now time.Time) {
+	if rec.gen > s.gen {
+		s.newGeneration(rec.gen)
+	} else if rec.gen < s.gen {
+		return // fetched before a rebalance: fetched again if still ours
+	}
 	s.offsets.consumed(rec.part, rec.off)
 	if rec.err != nil {
 		s.m.invalid.Inc()
@@ -298,14 +309,14 @@ func (s *scheduler) accept(rec record, now time.Time) {
 	if rec.env.Event != nil {
 		s.dropDeleted(r, rec.env.Event)
 		// Events are never dropped and do not wait for the window.
-		r.queue = append(r.queue, pending{ev: rec.env.Event, part: rec.part, off: rec.off})
+		r.queue = append(r.queue, pending{ev: rec.env.Event, part: rec.part, off: rec.off, gen: rec.gen})
 		s.buffered++
 		if !r.inflight {
 			s.schedule(r, s.dueAt(r, now))
 		}
 		return
 	}
-	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off}
+	p := pending{msg: rec.env.Msg, raw: rec.env.MsgJSON, part: rec.part, off: rec.off, gen: rec.gen}
 	if at := holdUntil(rec.env, now); !at.IsZero() {
 		p.raw = p.encoded()
 		s.hold(r, p, at)
@@ -388,6 +399,11 @@ func (s *scheduler) dispatchReady(now time.Time) {
 	if s.draining && now.After(s.drainBy) {
 		return
 	}
+	if s.generation != nil {
+		if g := s.generation(); g > s.gen {
+			s.newGeneration(g)
+		}
+	}
 	for len(s.ready) > 0 && s.inflight < s.cfg.Workers {
 		r := s.ready[0]
 		s.ready = s.ready[1:]
@@ -462,6 +478,7 @@ func (s *scheduler) complete(o outcome, now time.Time) {
 		s.offsets.finished(p.part, p.off)
 	}
 	s.buffered -= len(o.done)
+	o.retry = s.dropStale(o.retry)
 	if len(o.retry) > 0 {
 		r.queue = append(o.retry, r.queue...)
 		r.high += countHigh(o.retry)
@@ -548,3 +565,39 @@ func (h *dueHeap) Pop() any {
 }
 
 var _ heap.Interface = (*dueHeap)(nil)
+
+// newGeneration starts generation g of the group member: the messages
+// fetched in an earlier one and not delivered yet are dropped, and the
+// offsets start over. Each partition of the new generation is fetched
+// again from below its first unfinished record (consumer.resumeAt), so
+// those of its messages come again; the others are another member's now,
+// which delivers them. Delivered by this member later instead, they could
+// go out long after the other member delivered them, when their claims
+// have expired (ClaimTTL): with new positions, a second time to every
+// viewer. A delivery in flight ends as it would have; its retry is
+// dropped like the rest (complete).
+func (s *scheduler) newGeneration(g int64) {
+	first := s.gen == 0
+	s.gen = g
+	s.offsets = newOffsets()
+	if first {
+		return
+	}
+	for _, r := range s.rooms {
+		r.queue = s.dropStale(r.queue)
+		r.high = countHigh(r.queue)
+		held := len(r.held)
+		r.held = slices.DeleteFunc(r.held, func(h heldMsg) bool { return h.p.gen < g })
+		s.buffered -= held - len(r.held)
+		s.heldN -= held - len(r.held)
+	}
+}
+
+// dropStale returns ps without the messages fetched before the current
+// generation, which no longer count as buffered.
+func (s *scheduler) dropStale(ps []pending) []pending {
+	n := len(ps)
+	ps = slices.DeleteFunc(ps, func(p pending) bool { return p.gen < s.gen })
+	s.buffered -= n - len(ps)
+	return ps
+}

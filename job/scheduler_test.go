@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,52 @@ func TestAcceptReadyTakesWhatIsReady(t *testing.T) {
 	}
 	if n := len(s.rooms["r"].queue); n != 7 {
 		t.Fatalf("queue holds %d, want 7", n)
+	}
+}
+
+// After a rebalance the messages fetched in the member's earlier
+// generation are dropped, whether queued, held, still on their way from
+// the consumer or back from a failed delivery: the partitions still this
+// member's are fetched again, the others are another member's.
+func TestNewGenerationDropsEarlierMessages(t *testing.T) {
+	cfg := DefaultConfig()
+	work := make(chan *delivery, cfg.Workers)
+	var gen int64 = 1
+	s := &scheduler{cfg: cfg, m: newMetrics(prometheus.NewRegistry(), func() float64 { return 0 }), work: work,
+		rooms: map[string]*roomState{}, heads: map[string]knownHead{}, offsets: newOffsets(),
+		generation: func() int64 { return gen }}
+	msg := func(room string, off, g int64, holdMs int64) record {
+		return record{env: danmaku.Envelope{V: 1, Room: room, HoldMs: holdMs, Msg: danmaku.Message{ID: fmt.Sprint("m", off), TS: time.Now().UnixMilli()}},
+			part: 1, off: off, gen: g}
+	}
+	now := time.Now()
+	s.accept(msg("a", 1, 1, 0), now)
+	s.accept(msg("b", 2, 1, 0), now)
+	s.accept(msg("c", 3, 1, 60_000), now) // held for a minute
+	s.promote(now)
+	s.dispatchReady(now) // a and b go out
+	d := <-work
+	<-work
+	s.accept(msg("a", 4, 1, 0), now) // queued behind a's delivery
+	if s.buffered != 4 || s.heldN != 1 {
+		t.Fatalf("buffered %d, held %d, want 4 and 1", s.buffered, s.heldN)
+	}
+	gen = 2
+	s.dispatchReady(now)
+	if s.buffered != 2 || s.heldN != 0 || len(s.rooms["a"].queue) != 0 {
+		t.Fatalf("after the rebalance buffered %d (the two in flight), held %d, a's queue %d: want 2, 0, 0",
+			s.buffered, s.heldN, len(s.rooms["a"].queue))
+	}
+	s.complete(outcome{room: d.room, retry: d.msgs, failed: true}, now) // a failed delivery of generation 1
+	s.accept(msg("a", 1, 1, 0), now)                                    // fetched before the rebalance, handed over after
+	if q := s.rooms[d.room].queue; len(q) != 0 {
+		t.Fatalf("%s's queue holds %d messages of generation 1", d.room, len(q))
+	}
+	s.accept(msg("a", 1, 2, 0), now) // fetched again
+	if q := s.rooms["a"].queue; len(q) != 1 || q[0].gen != 2 {
+		t.Fatalf("a's queue %v, want the message fetched again", q)
+	}
+	if s.buffered != 2 {
+		t.Fatalf("buffered %d, want 2 (b in flight, a fetched again)", s.buffered)
 	}
 }
