@@ -15,19 +15,24 @@ type partOffsets struct {
 	next  int64  // first offset not yet consumed
 	mark  int64  // commit position: every offset below it is finished
 	dirty bool   // mark moved since the last commit
+	gen   int64  // the member's generation its records were fetched in
 }
 
 func newOffsets() *offsets { return &offsets{parts: map[int]*partOffsets{}} }
 
-// consumed records that offset off of partition p was read. Offsets of one
-// partition arrive in increasing order; a gap (compacted or transactional
-// records) counts as finished.
-func (o *offsets) consumed(p int, off int64) {
+// consumed records that offset off of partition p was read in the
+// member's generation gen. Offsets of one partition and generation arrive
+// in increasing order; a gap (compacted or transactional records) counts
+// as finished.
+func (o *offsets) consumed(p int, off, gen int64) {
 	po := o.parts[p]
-	if po == nil || off < po.next {
-		// First record of the partition, or a rewind after a rebalance gave
-		// the partition back: start over from here.
-		o.parts[p] = &partOffsets{base: off, next: off + 1, mark: off, done: []bool{false}}
+	if po == nil || off < po.next || gen > po.gen {
+		// First record of the partition, a rewind after a rebalance gave
+		// the partition back, or its first record of a new generation (the
+		// records of the last one not finished were dropped): start over
+		// from here. Until then deliveries of the last generation still
+		// finish their offsets here.
+		o.parts[p] = &partOffsets{base: off, next: off + 1, mark: off, done: []bool{false}, gen: gen}
 		return
 	}
 	for po.next < off { // a gap: nothing there to wait for

@@ -5,9 +5,9 @@ import "testing"
 func TestOffsetsCommitOnlyFinishedPrefix(t *testing.T) {
 	o := newOffsets()
 	for off := int64(10); off < 15; off++ {
-		o.consumed(0, off)
+		o.consumed(0, off, 0)
 	}
-	o.consumed(1, 100)
+	o.consumed(1, 100, 0)
 	if c := o.commits(); len(c) != 0 {
 		t.Fatalf("nothing finished yet, commits %v", c)
 	}
@@ -26,13 +26,13 @@ func TestOffsetsCommitOnlyFinishedPrefix(t *testing.T) {
 	// A gap in offsets (compaction) does not block.
 	o.finished(0, 13)
 	o.finished(0, 14)
-	o.consumed(0, 20)
+	o.consumed(0, 20, 0)
 	o.finished(0, 20)
 	if c := o.commits(); c[0] != 21 {
 		t.Fatalf("after gap: %v", c)
 	}
 	// A rewind (partition given back after a rebalance) restarts tracking.
-	o.consumed(1, 90)
+	o.consumed(1, 90, 0)
 	o.finished(1, 100) // stale, ignored
 	o.finished(1, 90)
 	if c := o.commits(); c[1] != 91 {

@@ -285,7 +285,7 @@ func (s *scheduler) accept(rec record, now time.Time) {
 	} else if rec.gen < s.gen {
 		return // fetched before a rebalance: fetched again if still ours
 	}
-	s.offsets.consumed(rec.part, rec.off)
+	s.offsets.consumed(rec.part, rec.off, rec.gen)
 	if rec.err != nil {
 		s.m.invalid.Inc()
 		s.offsets.finished(rec.part, rec.off)
@@ -567,8 +567,8 @@ func (h *dueHeap) Pop() any {
 var _ heap.Interface = (*dueHeap)(nil)
 
 // newGeneration starts generation g of the group member: the messages
-// fetched in an earlier one and not delivered yet are dropped, and the
-// offsets start over. Each partition of the new generation is fetched
+// fetched in an earlier one and not delivered yet are dropped, and each
+// partition's offsets start over with its first record of g. Each partition of the new generation is fetched
 // again from below its first unfinished record (consumer.resumeAt), so
 // those of its messages come again; the others are another member's now,
 // which delivers them. Delivered by this member later instead, they could
@@ -579,7 +579,6 @@ var _ heap.Interface = (*dueHeap)(nil)
 func (s *scheduler) newGeneration(g int64) {
 	first := s.gen == 0
 	s.gen = g
-	s.offsets = newOffsets()
 	if first {
 		return
 	}
