@@ -215,11 +215,7 @@ func (c *consumer) resumeAt(gen *kafka.Generation, assigned []kafka.PartitionAss
 			starts[a.ID] = off
 		}
 	}
-	for p, off := range c.toCommit {
-		if committed, ok := c.from[p]; !ok || committed < 0 || off <= committed {
-			delete(c.toCommit, p)
-		}
-	}
+	c.dropUnsendable(c.toCommit, true)
 	if len(c.toCommit) > 0 && !c.finishing {
 		select { // commit them now, not with the next finished record
 		case c.wake <- struct{}{}:
@@ -229,12 +225,16 @@ func (c *consumer) resumeAt(gen *kafka.Generation, assigned []kafka.PartitionAss
 	return starts
 }
 
-// dropStale removes from pending the commits the current generation must
-// not send: of partitions it did not assign, or at or below the offset the
-// group had committed when it assigned them. c.mu is held.
-func (c *consumer) dropStale(pending map[int]int64) {
+// dropUnsendable removes from pending the commits the current generation
+// must not send: of partitions it did not assign, or at or below the
+// offset the group had committed when it assigned them. Commits carried
+// over from an earlier generation are dropped too where the group has no
+// commit (a log that started over: their offsets belong to the old one).
+// c.mu is held.
+func (c *consumer) dropUnsendable(pending map[int]int64, carried bool) {
 	for p, off := range pending {
-		if committed, ok := c.from[p]; !ok || off <= committed {
+		committed, ok := c.from[p]
+		if !ok || off <= committed || carried && committed < 0 {
 			delete(pending, p)
 		}
 	}
@@ -289,7 +289,7 @@ func (c *consumer) commitQueued() {
 	c.mu.Lock()
 	pending := c.toCommit
 	c.toCommit = map[int]int64{}
-	c.dropStale(pending)
+	c.dropUnsendable(pending, false)
 	gen := c.gen.Load()
 	c.mu.Unlock()
 	if len(pending) == 0 {

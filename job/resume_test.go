@@ -38,7 +38,7 @@ func TestResumeAtFinishedOffsets(t *testing.T) {
 	// Commits queued later (a delivery of the last generation finishing)
 	// are sent only for this generation's partitions, forward.
 	pending := map[int]int64{0: 60, 1: 9, 2: 7, 3: 99}
-	c.dropStale(pending)
+	c.dropUnsendable(pending, false)
 	if want := map[int]int64{0: 60, 2: 7}; !maps.Equal(pending, want) {
 		t.Errorf("sent %v, want %v", pending, want)
 	}
