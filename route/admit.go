@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -145,8 +146,9 @@ func (s *Store) setUntil(ctx context.Context, key string, x Sanction, d time.Dur
 // AdmitOptions configure an Admitter.
 type AdmitOptions struct {
 	// Wait is how long a batch stays open for more requests once it could
-	// be sent; 0 sends it at once. Requests that arrive while a batch is in
-	// flight gather into the next one whatever Wait is.
+	// be sent; 0 sends it at once, once the requests already runnable
+	// (arrived together) have joined it. Requests that arrive while a batch
+	// is in flight gather into the next one whatever Wait is.
 	Wait time.Duration
 	// Max is the most requests in one batch (default 256).
 	Max int
@@ -305,10 +307,20 @@ func (a *Admitter) loop() {
 				<-slots
 				return
 			}
+			if a.o.Wait <= 0 {
+				a.yield()
+			}
 			c := a.take()
 			if c == nil {
 				<-slots
 				break
+			}
+			if a.o.InFlight == 1 {
+				// The one batch in flight: sent from here, without a
+				// goroutine to hand it to.
+				a.run(c)
+				<-slots
+				continue
 			}
 			running.Add(1)
 			go func() {
@@ -347,6 +359,14 @@ func (a *Admitter) waitFor(timer *time.Timer) bool {
 		}
 	}
 }
+
+// yield lets the goroutines that are ready to run go first, before the
+// batch is taken: requests that arrived together (a burst of connections
+// read in one poll, the senders of one batch answered at once) are runnable
+// when the first of them wakes the loop, and join its batch instead of
+// following it one round trip later. When nothing else is runnable it
+// returns at once, so a lone request is not delayed.
+func (a *Admitter) yield() { runtime.Gosched() }
 
 // take returns the next batch to send: a full one, else the open one.
 func (a *Admitter) take() *admitCall {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ type ProducerConfig struct {
 	// Linger is how long a request that starts while nothing is in flight
 	// waits for more records. Records that arrive while a request is in
 	// flight wait for it anyway, so this only trades a lone write's latency
-	// for larger requests at low load. Default 0: send at once.
+	// for larger requests at low load. Default 0: send at once, once the
+	// writers already runnable (woken together) have queued their records.
 	Linger time.Duration
 	// MaxMessages is the most records in one produce request (default
 	// 1000). A single write with more records still goes out whole.
@@ -301,6 +303,14 @@ func (p *Producer) sendableLocked(pd *pending) bool {
 func (p *Producer) run(linger time.Duration) {
 	if linger > 0 {
 		time.Sleep(linger)
+	} else {
+		// Without a linger, the goroutines that are ready to run go
+		// first: writers woken together (the requests of one admission
+		// batch, say) are runnable when the first of them starts this
+		// sender, and their records join its request instead of waiting
+		// a round trip for the next. With nothing else runnable this
+		// returns at once.
+		runtime.Gosched()
 	}
 	first := true
 	var f *flight
