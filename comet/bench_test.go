@@ -131,7 +131,7 @@ var (
 )
 
 // buildIdleload builds the viewer program once per test binary.
-func buildIdleload(b *testing.B) string {
+func buildIdleload(tb testing.TB) string {
 	idleloadOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "idleload")
 		if err != nil {
@@ -145,7 +145,7 @@ func buildIdleload(b *testing.B) string {
 		}
 	})
 	if idleloadErr != nil {
-		b.Fatal(idleloadErr)
+		tb.Fatal(idleloadErr)
 	}
 	return idleloadBin
 }
@@ -163,13 +163,13 @@ func benchPeer(b *testing.B, n int, deflate bool) {
 
 // peerViewers runs idleload with args in a process of its own, waits
 // until its n viewers are in room and returns what stops it.
-func peerViewers(b *testing.B, s *Server, room string, n int, args ...string) (stop func()) {
-	cmd := exec.Command(buildIdleload(b), args...)
+func peerViewers(tb testing.TB, s *Server, room string, n int, args ...string) (stop func()) {
+	cmd := exec.Command(buildIdleload(tb), args...)
 	cmd.Stderr = os.Stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	stop = func() { stdin.Close(); cmd.Wait() }
 	sc := bufio.NewScanner(stdout)
@@ -177,7 +177,7 @@ func peerViewers(b *testing.B, s *Server, room string, n int, args ...string) (s
 	}
 	if got := s.hub.local(room); got != n {
 		stop()
-		b.Fatalf("%d viewers in the room, want %d (%s)", got, n, sc.Text())
+		tb.Fatalf("%d viewers in the room, want %d (%s)", got, n, sc.Text())
 	}
 	return stop
 }

@@ -14,14 +14,21 @@ import (
 // high-priority message behind it, no longer wait for the writes.
 //
 // While the pool has not yet reached the last drain of the room's live
-// frame, a push of normal messages for a room whose viewers all take the
-// all tier is held (room.held) and goes out with the next frame: the
+// frame, a push is held (room.held) and goes out with the next frame: the
 // check queued behind the drains (fanDone) sends it. Frames so follow the
 // pace at which the comet writes, as they did while job's pushes waited
-// for the writes. A high-priority message is never held: it goes out at
-// once, with what was held before it. Any other delivery to the room
+// for the writes. In a room whose viewers all take the all tier only
+// normal messages are held: a high-priority message goes out at once,
+// with what was held before it. In a room with capped viewers a
+// high-priority message is held too: there each one is a frame for every
+// capped viewer (it sends what the capped tiers hold, densityflush.go),
+// so the high lane, not the cap, would set the frames a viewer gets; it
+// waits only for the frame already being written, never for the room's
+// window, and is never thinned or dropped. Any other delivery to the room
 // (a repair, an event, a read that may change the epoch) sends what is
-// held first, so the viewers' order of positions never changes.
+// held first, and so does a join or a catch-up of a room with capped
+// viewers (whose skipped counts must not take in a held position twice),
+// so the viewers' order of positions never changes.
 
 // maxHeld is the most messages a room holds for its next frame.
 const maxHeld = 4096
@@ -51,12 +58,24 @@ func (r *room) enqueueLocked(c *conn, it item) sendq.Result {
 // room's next live frame when its last one is still being written and
 // they may wait; r.mu is held.
 func (r *room) holdLocked(msgs []danmaku.Message, start bool, epoch string) bool {
-	if !r.staged || !r.fanBusy || start || r.capped > 0 || epoch != r.tl.Epoch ||
-		len(msgs) == 0 || len(r.held)+len(msgs) > maxHeld || normalCount(msgs) < int64(len(msgs)) {
+	if !r.staged || !r.fanBusy || start || epoch != r.tl.Epoch ||
+		len(msgs) == 0 || len(r.held)+len(msgs) > maxHeld ||
+		r.capped == 0 && normalCount(msgs) < int64(len(msgs)) {
 		return false
 	}
 	r.held = append(r.held, msgs...)
 	return true
+}
+
+// sendHeldLocked sends what r holds now, as a frame of its own, when r
+// has capped viewers or m, a viewer about to be brought up to date from
+// the timeline, is capped: the positions the viewer gets that way are
+// then counted by its tier's frames before it, not after; r.mu is held.
+func (r *room) sendHeldLocked(m *member, slow []*conn) []*conn {
+	if len(r.held) > 0 && (r.capped > 0 || m != nil && !r.dc.everything(r.dc.want(int(m.req.Load())))) {
+		_, slow = r.deliverMsgsLocked(nil, false, slow)
+	}
+	return slow
 }
 
 // endStageLocked ends the staging of r and returns what it owes; r.mu

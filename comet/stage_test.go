@@ -2,6 +2,8 @@ package comet
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +71,46 @@ func TestHeldMessagesKeepTheOrder(t *testing.T) {
 		t.Fatalf("del frame for %v", f.IDs)
 	}
 	expectNoFrame(t, ws, 100*time.Millisecond)
+}
+
+// In a room with capped viewers, high-priority messages pushed while the
+// room's last frame is still being written to its viewers (2,000 of them
+// in a process of their own, frames of 8 KB, pushes back to back) are
+// held and go out together with the next frame: every viewer gets every
+// one of them once, in the room's order, in fewer frames than pushes.
+// Sent a frame each, a capped viewer got as many frames as there were
+// pushes.
+func TestCappedFramesFollowTheWrites(t *testing.T) {
+	s, store := mustStart(t, func(c *Config) { c.GapCheck, c.MaxConnsPerIP = 0, 0 })
+	p := push.NewClient(testSecret, 5*time.Second)
+	defer p.Close()
+	w := newTLRoom(t, store)
+	w.content = strings.Repeat("x", 8000)
+	w.high = func(int) bool { return true }
+	const peers, pushes = 2000, 60
+	defer peerViewers(t, s, w.id, peers, "-mode", "clients", "-addr", s.PublicAddr(), "-n", strconv.Itoa(peers),
+		"-room", w.id+"&density=10")()
+	var reads []func(time.Duration) got
+	for _, q := range []string{"&density=10", "&density=10", ""} { // two capped viewers, one of the all tier
+		ws := mustDial(t, s, "room="+w.id+q)
+		mustReadOp(t, ws, opWelcome)
+		reads = append(reads, collect(t, ws))
+	}
+	batches := make([]danmaku.Batch, pushes)
+	for i := range batches {
+		batches[i] = w.write(1)
+	}
+	for _, b := range batches {
+		mustPush(t, p, s, b)
+	}
+	for i, read := range reads {
+		g := read(time.Second)
+		if err := checkRange(positions(g.frames), 1, pushes); err != nil {
+			t.Fatalf("viewer %d: %v", i, err)
+		}
+		t.Logf("viewer %d: %d pushes in %d frames", i, pushes, len(g.frames))
+		if len(g.frames) > pushes/2 {
+			t.Errorf("viewer %d got %d frames for %d pushes sent while frames were being written", i, len(g.frames), pushes)
+		}
+	}
 }
