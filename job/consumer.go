@@ -63,12 +63,27 @@ type consumer struct {
 	// group had committed when it was assigned: commits at or below it
 	// are not sent, and partitions not in it are another member's.
 	from map[int]int64
+	// held is, per partition of the current generation, the offset the
+	// group holds for it as far as this member knows: from, the start of
+	// the log where the group had none, then each accepted commit. A
+	// commit of it changes nothing, so vouch sends one to prove the
+	// membership.
+	held map[int]int64
+
+	// commitMu lets one commit request out at a time (commitQueued,
+	// vouch): a proof never overtakes a commit that moved a partition on.
+	commitMu sync.Mutex
+	// vouched is when this member last had proof that it still belonged
+	// to its generation: when an accepted commit was sent, as time since
+	// clock (monotonic); 0 when it has none since the generation began.
+	vouched atomic.Int64
+	clock   time.Time
 }
 
 func newConsumer(cfg Config, kcfg config.Kafka, log *zap.Logger, m *metrics) *consumer {
 	return &consumer{cfg: cfg, kcfg: kcfg, log: log, m: m,
 		out: make(chan []record, 4), toCommit: map[int]int64{}, wake: make(chan struct{}, 1),
-		from: map[int]int64{}}
+		from: map[int]int64{}, held: map[int]int64{}, clock: time.Now()}
 }
 
 // open creates the group member, which joins the group in the background;
@@ -207,10 +222,12 @@ func (c *consumer) resumeAt(gen *kafka.Generation, assigned []kafka.PartitionAss
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen.Store(gen)
+	c.vouched.Store(0)
 	starts := make(map[int]int64, len(assigned))
 	c.from = make(map[int]int64, len(assigned))
+	c.held = make(map[int]int64, len(assigned))
 	for _, a := range assigned {
-		starts[a.ID], c.from[a.ID] = a.Offset, a.Offset
+		starts[a.ID], c.from[a.ID], c.held[a.ID] = a.Offset, a.Offset, a.Offset
 		if off, ok := c.toCommit[a.ID]; ok && a.Offset >= 0 && off > a.Offset {
 			starts[a.ID] = off
 		}
@@ -286,6 +303,8 @@ func (c *consumer) commitQueued() {
 	if c.abandoned.Load() {
 		return
 	}
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
 	c.mu.Lock()
 	pending := c.toCommit
 	c.toCommit = map[int]int64{}
@@ -295,14 +314,7 @@ func (c *consumer) commitQueued() {
 	if len(pending) == 0 {
 		return
 	}
-	var err error
-	if gen == nil {
-		err = errors.New("no generation of the group yet")
-	} else {
-		// CommitOffsets is bounded by the group's timeout (CommitTimeout).
-		err = gen.CommitOffsets(map[string]map[int]int64{c.kcfg.Topic: pending})
-	}
-	if err != nil {
+	if err := c.commit(gen, pending); err != nil {
 		// Sent again with the next commit. After a rebalance the partition
 		// may belong to another member, which then redelivers from its last
 		// commit: dedup covers that.
@@ -310,6 +322,79 @@ func (c *consumer) commitQueued() {
 		c.m.commitErrors.Inc()
 		c.log.Debug("commit failed", zap.Error(err))
 	}
+}
+
+// commit sends positions to gen and notes what the group holds after it
+// and, when it was accepted, that the member belonged to gen when it was
+// sent. c.commitMu is held.
+func (c *consumer) commit(gen *kafka.Generation, positions map[int]int64) error {
+	if gen == nil {
+		return errors.New("no generation of the group yet")
+	}
+	sent := time.Since(c.clock)
+	// CommitOffsets is bounded by the group's timeout (CommitTimeout).
+	if err := gen.CommitOffsets(map[string]map[int]int64{c.kcfg.Topic: positions}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen.Load() == gen {
+		for p, off := range positions {
+			c.held[p] = max(c.held[p], off)
+		}
+		c.vouched.Store(int64(max(sent, 1)))
+	}
+	return nil
+}
+
+// errGenerationEnded refuses a delivery of records fetched in a
+// generation of the group that has ended.
+var errGenerationEnded = errors.New("the generation its records were fetched in has ended")
+
+// vouch returns nil when this member belongs to generation seq (its
+// consumer.seq) as of less than maxAge ago: then another member that took
+// its partitions over did so less than maxAge ago, and the claims it made
+// in Redis for what it delivered (ProcessedTTL) are all still there.
+// Without such proof, for instance after the process was paused for
+// longer than a session, it commits the position the group already holds
+// for one of its partitions: the coordinator accepts that only from a
+// member of the current generation. A delivery that began without it
+// could find those claims expired and deliver their messages again, with
+// new positions.
+func (c *consumer) vouch(seq int64, maxAge time.Duration) error {
+	if c.seq.Load() != seq {
+		return errGenerationEnded
+	}
+	if c.isVouched(maxAge) {
+		return nil
+	}
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if c.isVouched(maxAge) { // another delivery's proof, or a commit
+		return nil
+	}
+	c.mu.Lock()
+	gen := c.gen.Load()
+	p, off := -1, int64(-1)
+	for id, o := range c.held {
+		if o >= 0 && (p < 0 || id < p) {
+			p, off = id, o
+		}
+	}
+	c.mu.Unlock()
+	if c.seq.Load() != seq {
+		return errGenerationEnded
+	}
+	if p < 0 {
+		return errors.New("no partition position to prove the membership with yet")
+	}
+	c.m.proofs.Inc()
+	return c.commit(gen, map[int]int64{p: off})
+}
+
+func (c *consumer) isVouched(maxAge time.Duration) bool {
+	v := c.vouched.Load()
+	return v > 0 && time.Since(c.clock)-time.Duration(v) < maxAge
 }
 
 // close leaves the group and closes the connections.

@@ -92,6 +92,15 @@
 //     leave in position order; a push delayed past the lock's TTL arrives
 //     after later positions, and comets drop what they already showed.
 //
+// Membership: a job begins a delivery only while it can show that it
+// belongs to the consumer group generation the delivery's records were
+// fetched in, as of less than three quarters of ProcessedTTL ago (an
+// accepted commit, or one sent for the purpose: consumer.vouch). A job
+// paused past its session loses its partitions, and the member that takes
+// them over claims what it delivers for ProcessedTTL; delivered later by
+// the first, after those claims expired, the messages would get new
+// positions.
+//
 // Offsets: each partition is committed up to its oldest message not yet
 // finished (delivered, skipped as duplicate, or dropped by policy), so a
 // crash never commits past an undelivered message.

@@ -107,12 +107,23 @@ func (c *consumer) resolveOffsets(ctx context.Context, parts []*partition) error
 				return fmt.Errorf("list offsets: no answer for partition %d", p.id)
 			}
 			p.next = off
+			c.logStarts(int(p.id), off)
 		}
 	}
 	for _, p := range parts {
 		p.sent = p.next
 	}
 	return nil
+}
+
+// logStarts notes that partition p, which the group had no position for,
+// starts at off: committing off moves it nowhere (vouch).
+func (c *consumer) logStarts(p int, off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if held, ok := c.held[p]; ok && held < 0 {
+		c.held[p] = off
+	}
 }
 
 // fetchLoop sends fetch requests for parts, all led by one broker, and

@@ -108,7 +108,7 @@ func New(cfg Config, deps Deps) (*Job, error) {
 		pusher: deps.Pusher, m: m, log: log, hook: deps.OnBroadcast,
 		release:   newReleaser(cfg, owner, deps.Store, m, log),
 		positions: newPositions(cfg, deps.Kafka, reg),
-		canary:    newCanaryAges(reg, j.consumer.assigned)}
+		canary:    newCanaryAges(reg, j.consumer.assigned), vouch: j.consumer.vouch}
 	j.sched = &scheduler{cfg: cfg, m: m, in: j.consumer.out, work: j.work, results: j.results,
 		commit: j.consumer.queue, generation: j.consumer.seq.Load, crashed: j.crashed, rooms: map[string]*roomState{}, heads: map[string]knownHead{},
 		offsets: newOffsets(), heldList: newHeldLister(cfg, deps.Store, log)}

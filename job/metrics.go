@@ -31,6 +31,7 @@ type metrics struct {
 	pending                       prometheus.Gauge
 	retries                       *prometheus.CounterVec
 	commitErrors                  prometheus.Counter
+	proofs                        prometheus.Counter
 	fetches                       prometheus.Counter
 	undelivered                   *prometheus.CounterVec
 	staleLocks                    prometheus.Counter
@@ -80,9 +81,11 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "danmaku_job_pending_messages",
 			Help: "Messages consumed and not yet delivered."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_retries_total",
-			Help: "Room deliveries retried later, by reason (redis, push, busy_claim)."}, []string{"reason"}),
+			Help: "Room deliveries retried later, by reason (redis, push, busy_claim, membership: no proof that the job still belongs to its consumer group generation)."}, []string{"reason"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_commit_errors_total",
 			Help: "Failed offset commits (retried at the next interval)."}),
+		proofs: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_membership_proofs_total",
+			Help: "Commits sent before a delivery to prove the job still belongs to its consumer group generation (after job.processed_ttl * 3/4 without an accepted commit)."}),
 		fetches: prometheus.NewCounter(prometheus.CounterOpts{Name: "danmaku_job_fetches_total",
 			Help: "Fetch requests answered by the Kafka brokers (each carries any number of records of the job's partitions)."}),
 		undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "danmaku_job_undelivered_total",
@@ -102,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.pushOK, m.pushFailed = m.pushSeconds.WithLabelValues("ok"), m.pushSeconds.WithLabelValues("error")
 	m.pushUnavailable, m.pushRejected = m.pushErrors.WithLabelValues("unavailable"), m.pushErrors.WithLabelValues("rejected")
 	reg.MustRegister(m.consumed, m.invalid, m.duplicates, m.coalesced, m.deferred, m.dropped, m.lockBusy, m.broadcasts,
-		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.fetches,
+		m.batchSize, m.pushSeconds, m.pushErrors, m.e2eLag, m.consumerLag, m.pending, m.retries, m.commitErrors, m.proofs, m.fetches,
 		m.undelivered, m.staleLocks, m.events, m.notices, m.highConsumed, m.highEarly, m.highLag)
 	m.held = newHeldCounter(reg)
 	m.canaries = newCanaryCounter(reg)
@@ -129,7 +132,7 @@ func (m *metrics) precreate() {
 		undeliveredUnavailable, undeliveredRejected, undeliveredUnauth} {
 		m.undelivered.WithLabelValues(c)
 	}
-	telemetry.Precreate(m.retries.MetricVec, []string{"redis", "push", "busy_claim"})
+	telemetry.Precreate(m.retries.MetricVec, []string{"redis", "push", "busy_claim", "membership"})
 	telemetry.Precreate(m.events.MetricVec, []string{"del", "ban", "state", "shadow", "pin", "unpin"}, []string{"delivered", "duplicate"})
 	telemetry.Precreate(m.notices.MetricVec, []string{"user", "all"}, []string{"delivered", "no_route", "duplicate"})
 }
