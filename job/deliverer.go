@@ -88,22 +88,27 @@ type deliverer struct {
 	vouch func(seq int64, maxAge time.Duration) error
 }
 
-// member refuses req when the job cannot show that it still belongs to
+// member refuses req (false) when the job cannot show that it still belongs to
 // the consumer group generation req's records were fetched in, as of less
 // than three quarters of ProcessedTTL ago. A job paused for longer than
 // that may have lost its partitions to another job, which delivered these
 // messages with claims that have expired since: begun now, the delivery
 // would give them new positions and send them to every viewer a second
 // time. The quarter left covers the time from here to the claims in Redis.
-func (d *deliverer) member(req *delivery) error {
+func (d *deliverer) member(req *delivery) bool {
 	if d.vouch == nil {
-		return nil
+		return true
 	}
 	seq := req.msgs[0].gen
 	for _, p := range req.msgs[1:] {
 		seq = min(seq, p.gen)
 	}
-	return d.vouch(seq, d.cfg.ProcessedTTL*3/4)
+	err := d.vouch(seq, d.cfg.ProcessedTTL*3/4)
+	if err != nil {
+		d.log.Debug("delivery postponed: membership", zap.String("room", req.room), zap.Error(err))
+		d.m.retries.WithLabelValues("membership").Inc()
+	}
+	return err == nil
 }
 
 // deliverOther delivers req when it is not a room batch: an event, a
@@ -127,11 +132,7 @@ func (d *deliverer) deliver(ctx context.Context, req *delivery) outcome {
 	if ctx.Err() != nil {
 		return req.result(v, 0, false)
 	}
-	if err := d.member(req); err != nil {
-		// Retried after a backoff; dropped by the scheduler when its
-		// generation has ended (scheduler.newGeneration).
-		d.log.Debug("delivery postponed: membership", zap.String("room", req.room), zap.Error(err))
-		d.m.retries.WithLabelValues("membership").Inc()
+	if !d.member(req) { // retried, or dropped once its generation has ended
 		return req.result(v, 0, true)
 	}
 	if o, ok := d.deliverOther(ctx, req); ok {
