@@ -150,6 +150,13 @@ func buildIdleload(tb testing.TB) string {
 	return idleloadBin
 }
 
+// removeIdleload removes the viewer program built for this test binary.
+func removeIdleload() {
+	if idleloadBin != "" {
+		os.RemoveAll(filepath.Dir(idleloadBin))
+	}
+}
+
 func benchPeer(b *testing.B, n int, deflate bool) {
 	s, _ := mustStart(b, func(c *Config) { c.Compression = deflate })
 	room := testkit.Uniq("fan-")

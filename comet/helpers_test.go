@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(viewerProcessEnv); url != "" {
 		os.Exit(viewerProcess(url))
 	}
-	os.Exit(redisserver.Run(m))
+	code := redisserver.Run(m)
+	removeIdleload()
+	os.Exit(code)
 }
 
 const testSecret = "test-push-secret"
