@@ -99,11 +99,9 @@ func (d *deliverer) member(req *delivery) bool {
 	if d.vouch == nil {
 		return true
 	}
-	seq := req.msgs[0].gen
-	for _, p := range req.msgs[1:] {
-		seq = min(seq, p.gen)
-	}
-	err := d.vouch(seq, d.cfg.ProcessedTTL*3/4)
+	// Every message of a delivery is of the scheduler's generation when it
+	// is dispatched (scheduler.newGeneration drops the others).
+	err := d.vouch(req.msgs[0].gen, d.cfg.ProcessedTTL*3/4)
 	if err != nil {
 		d.log.Debug("delivery postponed: membership", zap.String("room", req.room), zap.Error(err))
 		d.m.retries.WithLabelValues("membership").Inc()

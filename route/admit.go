@@ -303,12 +303,16 @@ func (a *Admitter) loop() {
 			case <-a.stop:
 				return
 			}
-			if a.o.Wait > 0 && !a.waitFor(timer) {
+			if a.o.Wait <= 0 {
+				// The requests already runnable (arrived together: a burst
+				// of connections read in one poll, the senders of one batch
+				// answered at once) join this batch instead of following it
+				// a round trip later. With nothing else runnable this
+				// returns at once, so a lone request is not delayed.
+				runtime.Gosched()
+			} else if !a.waitFor(timer) {
 				<-slots
 				return
-			}
-			if a.o.Wait <= 0 {
-				a.yield()
 			}
 			c := a.take()
 			if c == nil {
@@ -359,14 +363,6 @@ func (a *Admitter) waitFor(timer *time.Timer) bool {
 		}
 	}
 }
-
-// yield lets the goroutines that are ready to run go first, before the
-// batch is taken: requests that arrived together (a burst of connections
-// read in one poll, the senders of one batch answered at once) are runnable
-// when the first of them wakes the loop, and join its batch instead of
-// following it one round trip later. When nothing else is runnable it
-// returns at once, so a lone request is not delayed.
-func (a *Admitter) yield() { runtime.Gosched() }
 
 // take returns the next batch to send: a full one, else the open one.
 func (a *Admitter) take() *admitCall {
