@@ -284,9 +284,13 @@ scenario_SMOKE() {
 	lt SMOKE -viewers 200 -rooms 3 -hot 0.5 -rate 100 -duration 5s -drain 2s
 }
 
+# S1: the hot room. S1_COMPRESS=1 makes the viewers offer permessage-deflate
+# as browsers do (the comet compresses each frame once and writes the same
+# bytes to all; the viewers of a process inflate each frame once between
+# them), S1_NAME names the variant.
 scenario_S1() {
 	up 1 "$(val S1_WINDOW 200ms)" coalesce
-	lt S1 -viewers "$(val S1_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
+	lt "$(val S1_NAME S1)" ${S1_COMPRESS:+-compress} -viewers "$(val S1_VIEWERS "$(scale 10000 50)")" -rooms 1 -rate "$(val S1_RATE "$(scale 1000 20)")" \
 		-duration "$(val S1_DURATION "$(scale 30 5)")s" -conn-rate 2000 -exact-sample "$(val S1_EXACT 1000)" \
 		-target-p99 500ms -target-dps "$(val S1_TARGET_DPS 2000000)"
 }

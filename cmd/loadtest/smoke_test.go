@@ -66,6 +66,7 @@ func TestSmoke(t *testing.T) {
 	t.Run("notices", func(t *testing.T) { notices(t, s) })
 	t.Run("tiers", func(t *testing.T) { tiers(t, s) })
 	t.Run("sse", func(t *testing.T) { sse(t, s) })
+	t.Run("deflate", func(t *testing.T) { deflate(t, s) })
 	t.Run("failover", func(t *testing.T) { failover(t, s) }) // kills the first comet: last
 }
 
@@ -170,6 +171,32 @@ func sse(t *testing.T, s *stack) {
 	}
 	if w := rep.Wire; w == nil || w.Delivered == 0 || w.PerDelivered < 50 {
 		t.Errorf("wire figures %+v: want the streams' bytes per delivered comment", w)
+	}
+	if !rep.Pass {
+		t.Errorf("report fails: %v", rep.Problems)
+	}
+}
+
+// deflate: viewers that negotiate permessage-deflate (-compress) get every
+// message once, also across a drop and resume each, read compressed
+// frames (fewer bytes on the wire than inflated), and share the inflating
+// of a frame the comet wrote to many of them.
+func deflate(t *testing.T, s *stack) {
+	c := s.config("deflate")
+	c.Compress, c.Jitter = true, time.Second
+	c.Tiers, _ = loadtest.ParseTiers("all:1")
+	rep := runLoad(t, c)
+	if rep.ViewerStats.WholeTimeExact != 200 || rep.Send.Accepted != 500 {
+		t.Errorf("whole-time viewers %d, accepted %d; want 200 and 500", rep.ViewerStats.WholeTimeExact, rep.Send.Accepted)
+	}
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.Misrouted != 0 || rep.ExpectedExact == 0 {
+		t.Errorf("lost %d, duplicates %d, misrouted %d of %d; want none", rep.Lost, rep.Duplicates, rep.Misrouted, rep.ExpectedExact)
+	}
+	if w := rep.Wire; w == nil || !w.Compress || w.PerDelivered <= 0 || w.PerDelivered > w.PayloadPerDeliv*0.7 {
+		t.Errorf("wire figures %+v: want compressed frames, fewer bytes than inflated", w)
+	}
+	if rep.Inflated == 0 || rep.InflateShared < rep.Inflated {
+		t.Errorf("inflated %d, shared %d: want most compressed frames shared", rep.Inflated, rep.InflateShared)
 	}
 	if !rep.Pass {
 		t.Errorf("report fails: %v", rep.Problems)

@@ -30,6 +30,8 @@ func (rep *Report) account(l *Layout, snd, high *sender, results []*PoolResult, 
 			v.Closes[k] += n
 		}
 		rep.Frames += r.Frames
+		rep.Inflated += r.Inflated
+		rep.InflateShared += r.InflateShared
 		rep.Bytes += r.Bytes
 		rep.Duplicates += r.Dups
 		rep.ReplayedAgain += r.Again

@@ -70,8 +70,9 @@ type PoolSpec struct {
 	TokenSecret string `json:"tokenSecret,omitempty"`
 	// Tiers: the viewers' density caps (density.go); High: high-priority
 	// messages are sent and accounted; Compress: viewers offer
-	// permessage-deflate; SSE: viewers read GET /sse streams instead of
-	// WebSockets.
+	// permessage-deflate, as browsers do, and share the inflating of the
+	// bytes a comet wrote to many of them (wsconn.go); SSE: viewers read
+	// GET /sse streams instead of WebSockets.
 	Tiers    []TierShare `json:"tiers,omitempty"`
 	High     bool        `json:"high,omitempty"`
 	Compress bool        `json:"compress,omitempty"`
@@ -178,6 +179,7 @@ type Pool struct {
 	viewers []*viewer
 	shards  [shards]shard
 	bufs    sync.Pool
+	inflate *inflateCache // -compress: shared by the viewers
 
 	connected atomic.Int64
 	failed    atomic.Int64
@@ -212,7 +214,8 @@ func NewPool(spec PoolSpec) *Pool {
 	if spec.ExactEvery <= 0 {
 		spec.ExactEvery = 1
 	}
-	p := &Pool{spec: spec, failures: map[string]int{}, closes: map[string]int{}, stop: make(chan struct{})}
+	p := &Pool{spec: spec, failures: map[string]int{}, closes: map[string]int{}, stop: make(chan struct{}),
+		inflate: newInflateCache()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
 	for i := range p.shards {
@@ -326,13 +329,18 @@ func (p *Pool) dial(ctx context.Context, v *viewer) (frameConn, welcome, error) 
 			return nil, welcome{}, dialError(resp, err)
 		}
 		c = sc
+	} else if p.spec.Compress {
+		wc, resp, err := dialDeflate(ctx, netDial, target, query, p.spec.DialTimeout, p.inflate)
+		if err != nil {
+			return nil, welcome{}, dialError(resp, err)
+		}
+		c = wc
 	} else {
 		d := websocket.Dialer{
-			NetDialContext:    netDial,
-			HandshakeTimeout:  p.spec.DialTimeout,
-			ReadBufferSize:    4096,
-			WriteBufferPool:   &sync.Pool{},
-			EnableCompression: p.spec.Compress,
+			NetDialContext:   netDial,
+			HandshakeTimeout: p.spec.DialTimeout,
+			ReadBufferSize:   4096,
+			WriteBufferPool:  &sync.Pool{},
 		}
 		u := url.URL{Scheme: "ws", Host: target, Path: "/ws", RawQuery: query}
 		ws, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {"http://" + target}})

@@ -58,8 +58,13 @@ type Report struct {
 	JobDropped              map[string]float64 `json:"jobDropped,omitempty"`
 	Frames                  uint64             `json:"frames"`
 	Bytes                   uint64             `json:"bytes"`
-	Foreign                 uint64             `json:"foreignMessages"`
-	Misrouted               uint64             `json:"misroutedFrames"`
+	// Compressed messages the viewers inflated, and those they took
+	// already inflated from another viewer of their process (the same
+	// compressed bytes; -compress).
+	Inflated      uint64 `json:"inflatedMessages,omitempty"`
+	InflateShared uint64 `json:"inflateShared,omitempty"`
+	Foreign       uint64 `json:"foreignMessages"`
+	Misrouted     uint64 `json:"misroutedFrames"`
 
 	Latency Percentiles `json:"latencyMs"`
 	// Latency split by how the messages came: live frames, and replay
@@ -299,6 +304,9 @@ func (rep *Report) Print(w io.Writer) {
 		}
 		d := rep.DeliveriesPerS
 		p("deliveries/s: median %.0f  min %.0f  max %.0f;  frames %d  bytes %.1f MiB", d.Median, d.Min, d.Max, rep.Frames, float64(rep.Bytes)/(1<<20))
+		if rep.Inflated+rep.InflateShared > 0 {
+			p("compressed messages: %d inflated, %d taken inflated from another viewer of the same bytes", rep.Inflated, rep.InflateShared)
+		}
 	}
 	for _, sv := range rep.Servers {
 		if sv.Error != "" {

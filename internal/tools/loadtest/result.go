@@ -22,6 +22,7 @@ func (p *Pool) Finish() *PoolResult {
 		Connected: int(p.connected.Load()), Failed: int(p.failed.Load()), Closed: int(p.closed.Load()),
 		Failures: p.failures, Closes: p.closes, Rooms: map[int]*RoomResult{},
 		PerSec: map[int64]uint64{}, CPUSeconds: cpu, RSSBytes: selfRSS(),
+		Inflated: p.inflate.inflated.Load(), InflateShared: p.inflate.shared.Load(),
 	}
 	full := int(p.spec.SendFor / capWindow)
 	for _, v := range p.viewers {
@@ -143,6 +144,8 @@ type PoolResult struct {
 	HighHist         sparse              `json:"highHist,omitempty"`
 	CPUSeconds       float64             `json:"cpuSeconds"`
 	RSSBytes         int64               `json:"rssBytes"`
+	Inflated         uint64              `json:"inflated,omitempty"`
+	InflateShared    uint64              `json:"inflateShared,omitempty"`
 }
 
 // ResumeCounts are the drops and resumes of the viewers.
