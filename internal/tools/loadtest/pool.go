@@ -428,6 +428,17 @@ func (p *Pool) read(v *viewer) error {
 	v.mu.Lock()
 	c := v.conn
 	v.mu.Unlock()
+	if wc, ok := c.(*wsConn); ok {
+		// The frame is read in place: a compressed one is the bytes the
+		// process's viewers share, not a copy.
+		for {
+			_, b, err := wc.next()
+			if err != nil {
+				return err
+			}
+			p.frame(v, sh, b, time.Now().UnixNano(), roomKey)
+		}
+	}
 	for {
 		_, r, err := c.NextReader()
 		if err != nil {

@@ -91,10 +91,21 @@ func dialDeflate(ctx context.Context, dial func(context.Context, string, string)
 	return &wsConn{conn: conn, br: br, cache: cache}, nil, nil
 }
 
-// NextReader returns the next data message. Pings are answered, pongs
-// skipped, and a close frame comes out as a *websocket.CloseError. What
-// the reader returned before is invalid after the next call.
+// NextReader returns the next data message as a reader; see next.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
+	op, data, err := c.next()
+	if err != nil {
+		return 0, nil, err
+	}
+	c.rd.Reset(data)
+	return op, &c.rd, nil
+}
+
+// next returns the next data message, inflated. Pings are answered,
+// pongs skipped, and a close frame comes out as a *websocket.CloseError.
+// The message is valid until the next call and must not be modified: a
+// compressed one is shared with the process's other viewers.
+func (c *wsConn) next() (int, []byte, error) {
 	if c.msg != nil {
 		*c.msg = (*c.msg)[:0]
 		msgBufs.Put(c.msg)
@@ -136,15 +147,11 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		if b0&0x80 == 0 {
 			continue
 		}
-		data := buf
-		if compressed {
-			var err error
-			if data, err = c.cache.inflate(buf); err != nil {
-				return 0, nil, err
-			}
+		if !compressed {
+			return op, buf, nil
 		}
-		c.rd.Reset(data)
-		return op, &c.rd, nil
+		data, err := c.cache.inflate(buf)
+		return op, data, err
 	}
 }
 
