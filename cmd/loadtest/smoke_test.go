@@ -136,6 +136,9 @@ func steady(t *testing.T, s *stack) {
 	if rep.Send.Accepted != 500 {
 		t.Errorf("accepted %d of %d sent, want 500", rep.Send.Accepted, rep.Send.Sent)
 	}
+	if rep.MachineSendCPUPct <= 0 || rep.MachineCPUPct <= 0 {
+		t.Errorf("machine cpu %.1f%%, %.1f%% while sending; want both measured", rep.MachineCPUPct, rep.MachineSendCPUPct)
+	}
 	if rep.Lost != 0 || rep.Duplicates != 0 || rep.Misrouted != 0 {
 		t.Errorf("lost %d, duplicates %d, misrouted %d; want none", rep.Lost, rep.Duplicates, rep.Misrouted)
 	}

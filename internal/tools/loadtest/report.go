@@ -83,6 +83,10 @@ type Report struct {
 	Redis           *RedisStats   `json:"redis,omitempty"`
 	RedisIdle       *RedisStats   `json:"redisIdle,omitempty"` // over -idle, with viewers and no messages
 
+	// MachineSendCPUPct is MachineCPUPct over the sending alone: the
+	// figures above also count the drain, where a closed loop idles.
+	MachineSendCPUPct float64 `json:"machineSendCpuPercent"`
+
 	// Notices of a notice run (U1): user pushes and broadcasts; their
 	// deliveries, losses and duplicates are also in the totals above.
 	Notices *NoticeStats `json:"notices,omitempty"`
@@ -319,8 +323,8 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.RSSPerConnKiB > 0 {
 		p("  comet RSS per connection: %.1f KiB", rep.RSSPerConnKiB)
 	}
-	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB; whole machine %.0f%% of %d00%%",
-		rep.GeneratorCPUPct, rep.RSSGeneratorMiB, rep.MachineCPUPct, rep.Cores)
+	p("generator cpu %.0f%% (all its processes), viewer rss %.0f MiB; whole machine %.0f%% of %d00%% (%.0f%% while sending)",
+		rep.GeneratorCPUPct, rep.RSSGeneratorMiB, rep.MachineCPUPct, rep.Cores, rep.MachineSendCPUPct)
 	if rep.HistoryRepeats != nil {
 		p("room histories after the run: %d message ids at a second position", *rep.HistoryRepeats)
 	}

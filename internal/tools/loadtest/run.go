@@ -443,6 +443,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		sendStats = snd.stats(time.Since(sendStart))
 	}
 	sendEnd := time.Now()
+	busySend, totalSend := machineCPU()
 	rep.Send = sendStats
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, "drain %s\n", c.Drain)
@@ -479,6 +480,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if totalAfter > totalBefore {
 		// Percent of one core, like the per-process figures.
 		rep.MachineCPUPct = 100 * float64(runtime.NumCPU()) * (busyAfter - busyBefore) / (totalAfter - totalBefore)
+	}
+	if totalSend > totalBefore {
+		rep.MachineSendCPUPct = 100 * float64(runtime.NumCPU()) * (busySend - busyBefore) / (totalSend - totalBefore)
 	}
 	window := time.Since(markAt)
 	dropAfter := scrapeJobs(ctx, c.JobMetrics)
