@@ -308,7 +308,7 @@ func (r *room) fanLocked(f *fanOut, slow []*conn) (int, []*conn) {
 		if m.mark.slot == s && m.mark.gen == f.gens[s] && m.mark.skipped > 0 {
 			it = lessSkipped(it, m.mark.skipped)
 		}
-		n, slow = tally(r.enqueueLocked(m.c, it), m.c, n, slow)
+		n, slow = tally(m.c.enqueue(it), m.c, n, slow)
 	}
 	for s, used := range f.used {
 		if used {
@@ -338,7 +338,7 @@ func (r *room) deliverOwnLocked(f *fanOut, slow []*conn) (int, []*conn) {
 			}
 			m.ownSeq = r.fanSeq
 			f.used[s] = true
-			n, slow = tally(r.enqueueLocked(m.c, f.ownItem(m, s)), m.c, n, slow)
+			n, slow = tally(m.c.enqueue(f.ownItem(m, s)), m.c, n, slow)
 		}
 	}
 	return n, slow

@@ -239,7 +239,6 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 	read, d := s.prepareJoin(rm, req)
 	s.ensureState(rm)
 	r := s.hub.lockRoom(req.room)
-	slow := r.sendHeldLocked(m, nil)
 	p := s.planLocked(r, req, d)
 	t := &r.tl
 	r.addLocked(m)
@@ -270,7 +269,6 @@ func (s *Server) enterNow(m *member, req joinReq, w welcomeFrame) {
 		}
 	}
 	r.mu.Unlock()
-	s.cut(slow)
 	s.metrics.joined(p.recovered, len(items) > 0, read)
 	if res == queueFull {
 		c.slowConsumer()

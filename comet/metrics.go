@@ -112,7 +112,7 @@ func newMetrics(reg prometheus.Registerer, h *hub, registry func() (held, regist
 			"(not per viewer), by tier; a viewer's own messages still reach it.", "tier"),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "push_duration_seconds",
-			Help:    "Time from receiving a push to having queued it for every local viewer (or held its messages for the room's next frame); the writes follow.",
+			Help:    "Time from receiving a push to having queued it for every local viewer, the viewers' writes running meanwhile.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		fanoutLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "fanout_lag_seconds",

@@ -17,8 +17,7 @@ import (
 // all, or a danmaku.CanaryPush, recorded and sent to no viewer: canary.go),
 // decoded as one typed shape by danmaku.UnmarshalPush. It answers
 // only after the batch, the event or the notices were handed to every
-// local viewer's queue (a batch's drains are woken after the answer:
-// serveBatch).
+// local viewer's queue.
 func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
@@ -69,28 +68,15 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 			s.canary.observe(c, start)
 		}
 	default:
-		s.serveBatch(w, *b.Batch, start)
-		return
+		var dups int
+		n, dups = s.broadcast(*b.Batch)
+		s.metrics.observePush("ok", time.Since(start), n, dups)
+		s.settingsBehind(b.Batch.Room, b.Batch.Sv)
 	}
 	if b.Event != nil {
 		s.settingsBehind(b.Event.Room, b.Event.Sv)
 	}
 	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
-}
-
-// serveBatch delivers a batch push and answers it once the frames are
-// in the viewers' queues (or its messages held for the room's next
-// frame), then wakes the drains that write them (stage.go), so job's
-// next delivery does not wait for the writes.
-func (s *Server) serveBatch(w http.ResponseWriter, b danmaku.Batch, start time.Time) {
-	n, dups, st := s.broadcast(b)
-	s.metrics.observePush("ok", time.Since(start), n, dups)
-	s.settingsBehind(b.Room, b.Sv)
-	httpx.WriteJSON(w, http.StatusOK, push.Response{Delivered: n})
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	s.finish(st)
 }
 
 // readPush reads and decodes a push body (danmaku.UnmarshalPush).
@@ -114,7 +100,6 @@ func readPush(w http.ResponseWriter, r *http.Request, limit int64) (danmaku.Push
 // first, in the same frame. It never blocks on a viewer: one whose queue
 // is full is caught up later or disconnected.
 func (s *Server) Broadcast(b danmaku.Batch) int {
-	n, _, st := s.broadcast(b)
-	s.finish(st)
+	n, _ := s.broadcast(b)
 	return n
 }

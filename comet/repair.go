@@ -60,10 +60,6 @@ func (r *room) encodeItem(b danmaku.Batch) (item, bool) {
 // as one live frame; r.mu is held. start marks the frame that begins the
 // epoch for them.
 func (r *room) deliverMsgsLocked(msgs []danmaku.Message, start bool, slow []*conn) (int, []*conn) {
-	if len(r.held) > 0 {
-		msgs = append(r.held, msgs...) // held messages go first (stage.go)
-		r.held = nil
-	}
 	if len(msgs) == 0 || len(r.members) == 0 {
 		return 0, slow
 	}
@@ -104,42 +100,34 @@ func (r *room) pushNeedsRead(b danmaku.Batch) (need, started bool) {
 	return true, false
 }
 
-// pushLocked delivers b, or holds its messages for the room's next live
-// frame (holdLocked); r.mu is held and b needs no read.
+// pushLocked delivers b; r.mu is held and b needs no read.
 func (r *room) pushLocked(b danmaku.Batch, start bool, now time.Time) (n, dropped int, slow []*conn) {
 	out, dropped := r.tl.Accept(b.Msgs)
 	if b.Epoch != "" && b.Epoch == r.tl.Epoch {
 		r.tl.Seen = now
-	}
-	if r.holdLocked(out, start, b.Epoch) {
-		return len(r.conns), dropped, nil
 	}
 	n, slow = r.deliverMsgsLocked(out, start, nil)
 	return n, dropped, slow
 }
 
 // broadcast hands b to the room's local viewers, after the messages
-// missing before it; see Broadcast. A delivery that needed no read is
-// staged (stage.go): the caller finishes it (Server.finish).
-func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int, st staging) {
+// missing before it; see Broadcast.
+func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int) {
 	r := s.hub.room(b.Room)
 	if r == nil {
-		return 0, 0, st
+		return 0, 0
 	}
 	r.mu.Lock()
 	if r.dead {
 		r.mu.Unlock()
-		return 0, 0, st
+		return 0, 0
 	}
 	need, started := r.pushNeedsRead(b)
 	if need {
 		r.mu.Unlock()
-		n, dups := s.repairPush(r, b)
-		return n, dups, st
+		return s.repairPush(r, b)
 	}
-	r.staged = true
 	n, dups, slow := r.pushLocked(b, started, time.Now())
-	st = r.endStageLocked()
 	behind := r.tl.DelsBehind(b.Epoch, b.Dels)
 	r.mu.Unlock()
 	s.cut(slow)
@@ -148,7 +136,7 @@ func (s *Server) broadcast(b danmaku.Batch) (delivered, dups int, st staging) {
 		s.syncDels(r)
 		r.sync.Unlock()
 	}
-	return n, dups, st
+	return n, dups
 }
 
 // cut disconnects viewers whose queue overflowed beyond a catch-up.
@@ -191,12 +179,10 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	since = max(since, first-1-int64(s.cfg.RingSize))
 	h, err := s.readHistory(r, since, int(max(1, first-1-since)), "push")
 	r.mu.Lock()
-	_, slow := r.deliverMsgsLocked(nil, false, nil) // held messages, before the epoch may change
 	t := &r.tl
 	missing, start, stale := t.MergeRead(b, h, err)
 	if stale {
 		r.mu.Unlock()
-		s.cut(slow)
 		s.metrics.stale(len(b.Msgs))
 		return 0, len(b.Msgs) // an epoch that ended
 	}
@@ -204,7 +190,7 @@ func (s *Server) repairPush(r *room, b danmaku.Batch) (delivered, dups int) {
 	out, dups := t.Accept(b.Msgs)
 	t.Seen = now
 	all := append(fresh, out...)
-	n, slow := r.deliverMsgsLocked(all, start, slow)
+	n, slow := r.deliverMsgsLocked(all, start, nil)
 	dels := b.Dels
 	if h.Epoch == b.Epoch {
 		dels = max(dels, h.Dels)
@@ -299,14 +285,13 @@ func (s *Server) initLoad() int {
 // messages its viewers lacked; r.mu is held. It returns how many messages
 // were new.
 func (r *room) applyLocked(h route.History, _ string) (int, []*conn) {
-	_, slow := r.deliverMsgsLocked(nil, false, nil) // held messages, before the epoch may change
 	t := &r.tl
 	t.Seen = time.Now()
 	if h.Epoch == "" {
 		if !t.Known {
 			t.SwitchEpoch("")
 		}
-		return 0, slow
+		return 0, nil
 	}
 	start := false
 	if !t.Known || h.Epoch != t.Epoch {
@@ -319,7 +304,7 @@ func (r *room) applyLocked(h route.History, _ string) (int, []*conn) {
 	if len(h.Msgs) == 0 && h.Last > t.Last {
 		t.Last, t.From = h.Last, h.Last // nothing kept to deliver: start at the head
 	}
-	_, slow = r.deliverMsgsLocked(out, start, slow)
+	_, slow := r.deliverMsgsLocked(out, start, nil)
 	return len(out), slow
 }
 

@@ -64,17 +64,6 @@ type room struct {
 	// high-priority message; zero outside deliverMsgsLocked.
 	live liveStamp
 
-	// staged is set while a push's live delivery queues its frames: the
-	// drains the viewers' writers owe are listed in starts, for the push
-	// handler to wake once it has answered. Until the drain pool reached
-	// the last of them (fanBusy, checked by liveSeq) the normal messages of
-	// the next pushes are held for one frame (stage.go).
-	staged  bool
-	starts  []*conn
-	held    []danmaku.Message
-	fanBusy bool
-	liveSeq uint64
-
 	// Frames encoded from the timeline, shared by the viewers that join
 	// or resume through the same positions; tl.gen tells them stale.
 	replay     timeline.Blocks[item]   // shared replay frames (replay.go)
@@ -121,12 +110,5 @@ func (r *room) removeLocked(m *member) {
 // appends the viewers to cut to slow (the caller disconnects them after
 // the lock is released).
 func (r *room) deliverLocked(it item, slow []*conn) (int, []*conn) {
-	if len(r.held) > 0 {
-		_, slow = r.deliverMsgsLocked(nil, false, slow) // held messages go first
-	}
-	n := 0
-	for _, c := range r.conns {
-		n, slow = tally(r.enqueueLocked(c, it), c, n, slow)
-	}
-	return n, slow
+	return enqueueAll(it, r.conns, slow)
 }

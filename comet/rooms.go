@@ -267,14 +267,10 @@ func (c *conn) CatchUp() {
 func (c *conn) catchUpRoom(r *room) (ok, done bool) {
 	m := c.member(r.id)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if m != nil && m.r.Load() != r {
 		m = nil
 	}
-	slow := r.sendHeldLocked(m, nil) // c is behind in r: the catch-up has them
-	defer func() {
-		r.mu.Unlock()
-		c.s.cut(slow)
-	}()
 	slot := r.dc.tiers.All()
 	if m != nil {
 		slot = r.slotLocked(m)

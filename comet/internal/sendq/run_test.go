@@ -73,13 +73,13 @@ func TestWriterHandsRunsToARunSink(t *testing.T) {
 	})
 }
 
-// Stage queues without starting a drain: the first frame reports the
-// drain owed, later ones do not, and nothing is written before Start.
+// stage queues without starting a drain: the first frame reports the
+// drain owed, later ones do not, and nothing is written before start.
 func TestWriterStage(t *testing.T) {
 	var w writer
 	r := newRecordSink()
 	for i := 1; i <= 3; i++ {
-		res, start := w.Stage(item{Size: i}, 16)
+		res, start := w.stage(item{Size: i}, 16)
 		if res != enqueued || start != (i == 1) {
 			t.Fatalf("stage %d = %v, start %v", i, res, start)
 		}
@@ -89,13 +89,13 @@ func TestWriterStage(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	if got := r.sizes(); len(got) != 0 {
-		t.Fatalf("written %v before Start", got)
+		t.Fatalf("written %v before start", got)
 	}
-	w.Start(r)
+	w.start(r)
 	waitWritten(t, r, []int{1, 2, 3, 4})
 	testkit.SucceedsSoon(t, 5*time.Second, func() error { return idle(&w) })
 	w.MarkClosed()
-	if res, start := w.Stage(item{Size: 5}, 16); res != connClosed || start {
+	if res, start := w.stage(item{Size: 5}, 16); res != connClosed || start {
 		t.Fatalf("stage on a closed writer = %v, start %v", res, start)
 	}
 }

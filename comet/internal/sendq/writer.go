@@ -112,19 +112,17 @@ type roomPos[R comparable] struct {
 // runs. A queue already holding limit frames closes the writer and
 // reports QueueFull, unless the viewer can be caught up (see Writer).
 func (w *Writer[R]) Enqueue(it Item[R], limit int, sink Sink[R]) Result {
-	res, start := w.Stage(it, limit)
+	res, start := w.stage(it, limit)
 	if start {
-		w.Start(sink)
+		w.start(sink)
 	}
 	return res
 }
 
-// Stage queues it as Enqueue does but leaves the drain to the caller:
-// start reports that none runs, and the caller owes the writer a Start
-// (until then frames queue up behind it, and no one else starts one). A
-// fan-out so queues a frame for every viewer of a room first and wakes
-// the drains after, without a wake-up between two viewers.
-func (w *Writer[R]) Stage(it Item[R], limit int) (res Result, start bool) {
+// stage queues it as Enqueue does but leaves the drain to the caller:
+// start reports that none runs, and the caller owes the writer a start
+// (until then frames queue up behind it, and no one else starts one).
+func (w *Writer[R]) stage(it Item[R], limit int) (res Result, start bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -147,9 +145,9 @@ func (w *Writer[R]) Stage(it Item[R], limit int) (res Result, start bool) {
 	return Enqueued, start
 }
 
-// Start runs the drain a Stage reported owed, on a worker of the drain
+// start runs the drain a stage reported owed, on a worker of the drain
 // pool.
-func (w *Writer[R]) Start(sink Sink[R]) {
+func (w *Writer[R]) start(sink Sink[R]) {
 	drains.run(func() { w.drain(sink) })
 }
 
