@@ -112,7 +112,7 @@ func run(args []string) int {
 	fs.StringVar(&c.AdminSecret, "admin-secret", "", "logic.admin_secret, for -user-rate, -broadcast-rate and -high-rate")
 	tiers := fs.String("tiers", "", "viewers' density caps as CAP:SHARE,... (CAP a number or all; shares sum to 1), e.g. 30:0.99,all:0.01: capped viewers dial with density=CAP and are held to it over 10 s windows")
 	fs.Float64Var(&c.HighRate, "high-rate", 0, "high-priority messages per second (POST /logic/admin/send with -admin-secret, \"priority\":1), accounted exactly for every viewer of every tier")
-	fs.BoolVar(&c.Compress, "compress", false, "viewers offer permessage-deflate")
+	fs.BoolVar(&c.Compress, "compress", false, "viewers offer permessage-deflate as browsers do; each distinct compressed frame is inflated once per viewer process")
 	fs.StringVar(&c.CentrifugoKey, "centrifugo-key", "", "-logic is a Centrifugo server: publish each request to its HTTP API (POST /api/publish, channel = room) with this API key, to compare it with POST /logic/send under the same client (-viewers 0)")
 	fs.StringVar(&c.SendSocket, "send-socket", "", "send the messages as {\"op\":\"send\"} frames on sockets to this comet (ws://host:port/ws, comet.socket_send) instead of POST /logic/send")
 	fs.BoolVar(&c.SSE, "sse", false, "viewers read server-sent events from GET /sse (the fallback transport) instead of WebSockets")
