@@ -40,25 +40,10 @@ type sseConn struct {
 // reads the stream's first event (its id). A refusal returns the
 // response.
 func dialSSE(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), target, query string, timeout time.Duration) (*sseConn, *http.Response, error) {
-	conn, err := dial(ctx, "tcp", target)
+	conn, _, resp, err := openHTTP(ctx, dial, target, "GET /sse?"+query+" HTTP/1.1\r\nHost: "+target+
+		"\r\nOrigin: http://"+target+"\r\nAccept: text/event-stream\r\n\r\n", http.StatusOK, timeout)
 	if err != nil {
-		return nil, nil, err
-	}
-	conn.SetDeadline(time.Now().Add(timeout))
-	req := "GET /sse?" + query + " HTTP/1.1\r\nHost: " + target + "\r\nOrigin: http://" + target +
-		"\r\nAccept: text/event-stream\r\n\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil)
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		conn.Close()
-		return nil, resp, errors.New("refused")
+		return nil, resp, err
 	}
 	c := &sseConn{conn: conn, body: bufio.NewReaderSize(resp.Body, 4096)}
 	first, err := c.event()
@@ -116,6 +101,33 @@ func (c *sseConn) NextReader() (int, io.Reader, error) {
 	}
 	c.rd.Reset(data)
 	return websocket.TextMessage, &c.rd, nil
+}
+
+// openHTTP sends req, a request head, to target over a connection from
+// dial and reads the response's head, all within timeout (the deadline
+// stays set: the caller clears it once its stream is under way). A
+// status other than want closes the connection and returns the response.
+func openHTTP(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), target, req string, want int, timeout time.Duration) (net.Conn, *bufio.Reader, *http.Response, error) {
+	conn, err := dial(ctx, "tcp", target)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(conn, req); err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	br := bufio.NewReaderSize(conn, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	if resp.StatusCode != want {
+		conn.Close()
+		return nil, nil, resp, errors.New("refused")
+	}
+	return conn, br, resp, nil
 }
 
 func (c *sseConn) ReadMessage() (int, []byte, error) {

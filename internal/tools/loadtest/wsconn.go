@@ -53,30 +53,16 @@ var msgBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &
 // permessage-deflate without context takeover, over a connection from
 // dial. A refused handshake returns the response.
 func dialDeflate(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), target, query string, timeout time.Duration, cache *inflateCache) (*wsConn, *http.Response, error) {
-	conn, err := dial(ctx, "tcp", target)
-	if err != nil {
-		return nil, nil, err
-	}
-	conn.SetDeadline(time.Now().Add(timeout))
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	key := base64.StdEncoding.EncodeToString(nonce[:])
-	req := "GET /ws?" + query + " HTTP/1.1\r\nHost: " + target + "\r\nOrigin: http://" + target +
-		"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " + key +
-		"\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	br := bufio.NewReaderSize(conn, 4096)
-	resp, err := http.ReadResponse(br, nil)
+	conn, br, resp, err := openHTTP(ctx, dial, target, "GET /ws?"+query+" HTTP/1.1\r\nHost: "+target+
+		"\r\nOrigin: http://"+target+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13"+
+		"\r\nSec-WebSocket-Key: "+key+
+		"\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n\r\n",
+		http.StatusSwitchingProtocols, timeout)
 	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		conn.Close()
-		return nil, resp, errors.New("handshake refused")
+		return nil, resp, err
 	}
 	sum := sha1.Sum([]byte(key + wsGUID))
 	if resp.Header.Get("Sec-WebSocket-Accept") != base64.StdEncoding.EncodeToString(sum[:]) {
@@ -206,13 +192,10 @@ func (c *wsConn) control(code int, n uint64) error {
 	return nil
 }
 
+// ReadMessage returns a copy of the next data message.
 func (c *wsConn) ReadMessage() (int, []byte, error) {
-	t, r, err := c.NextReader()
-	if err != nil {
-		return 0, nil, err
-	}
-	b, err := io.ReadAll(r)
-	return t, b, err
+	op, b, err := c.next()
+	return op, bytes.Clone(b), err
 }
 
 func (c *wsConn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
@@ -293,8 +276,8 @@ func inflateMessage(z []byte) ([]byte, error) {
 	fr, _ := flateReaders.Get().(io.ReadCloser)
 	if fr == nil {
 		fr = flate.NewReader(src)
-	} else if err := fr.(flate.Resetter).Reset(src, nil); err != nil {
-		return nil, err
+	} else {
+		fr.(flate.Resetter).Reset(src, nil) // never fails: src is no dictionary reader
 	}
 	out, err := io.ReadAll(fr)
 	flateReaders.Put(fr)
